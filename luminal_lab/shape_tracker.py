@@ -1,0 +1,240 @@
+"""Shape trackers: how a logical tensor is laid out over a flat buffer.
+
+A tracker has, per dimension, a size, a stride and a validity mask. Stride and mask are
+expressions in ``z``, the index along that dimension: a plain dimension has stride
+``z*s``, a broadcast one stride ``0``, a sliced one ``(z + start)*s``, and a padded one a
+mask such as ``z >= 2 & z < 6``. The flat offset of logical element ``z`` (row-major over
+the whole tensor) substitutes ``(z / inner) % size`` for ``z`` in each dimension's stride
+and sums; reading an invalid (padded) element yields 0.
+
+Views (permute, expand, slice, pad, reshape of a compatible layout) only build a new
+tracker; ``reshape`` returns ``None`` when the layout cannot be reshaped without a copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .errors import ShapeError
+from .symbolic import Expr, ExprLike, add, and_, as_expr, div, gte, lt, mod, mul
+
+Z = Expr.z()
+ONE = Expr.num(1)
+
+
+def format_shape(dims: Sequence[Expr]) -> str:
+    return "[" + ", ".join(str(d) for d in dims) + "]"
+
+
+def numel(dims: Sequence[Expr]) -> Expr:
+    return mul(*dims) if dims else ONE
+
+
+@dataclass(frozen=True)
+class ShapeTracker:
+    """Sizes, strides (in ``z``) and masks (in ``z``) of each dimension of a view."""
+
+    dims: tuple[Expr, ...]
+    strides: tuple[Expr, ...]
+    masks: tuple[Expr, ...]
+
+    @classmethod
+    def contiguous(cls, dims: Sequence[ExprLike]) -> ShapeTracker:
+        dims = tuple(as_expr(d) for d in dims)
+        strides = []
+        inner = ONE
+        for d in reversed(dims):
+            strides.append(mul(Z, inner))
+            inner = mul(inner, d)
+        return cls(dims, tuple(reversed(strides)), (ONE,) * len(dims))
+
+    # ---- properties ---------------------------------------------------------------------
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    @property
+    def n_elements(self) -> Expr:
+        return numel(self.dims)
+
+    @property
+    def is_contiguous(self) -> bool:
+        return self == ShapeTracker.contiguous(self.dims)
+
+    @property
+    def is_masked(self) -> bool:
+        return any(m != 1 for m in self.masks)
+
+    def linear_strides(self) -> list[tuple[Expr, Expr]] | None:
+        """Per dimension ``(step, offset)`` when every stride is ``z*step + offset`` and nothing is masked."""
+        if self.is_masked:
+            return None
+        out = []
+        for stride in self.strides:
+            offset = stride.substitute(z=0)
+            step = add(stride.substitute(z=1), mul(-1, offset))
+            if step.has_z or add(mul(Z, step), offset) != stride:
+                return None
+            out.append((step, offset))
+        return out
+
+    def index_expr(self) -> Expr:
+        """Flat buffer offset of logical element ``z``."""
+        return add(*self._per_dim(self.strides)) if self.dims else Expr.num(0)
+
+    def valid_expr(self) -> Expr:
+        """1 where logical element ``z`` reads real data, 0 where it reads padding."""
+        return and_(*self._per_dim(self.masks)) if self.dims else ONE
+
+    def _per_dim(self, exprs: Sequence[Expr]) -> list[Expr]:
+        parts = []
+        inner = ONE
+        for i in reversed(range(self.rank)):
+            local = div(Z, inner) if i == 0 else mod(div(Z, inner), self.dims[i])
+            parts.append(exprs[i].substitute(z=local))
+            inner = mul(inner, self.dims[i])
+        return parts
+
+    # ---- views --------------------------------------------------------------------------
+    def _axis(self, axis: int) -> int:
+        if not -self.rank <= axis < self.rank:
+            raise ShapeError(f"axis {axis} is out of range for shape {format_shape(self.dims)}")
+        return axis % self.rank
+
+    def permute(self, axes: Sequence[int]) -> ShapeTracker:
+        axes = [self._axis(a) for a in axes]
+        if sorted(axes) != list(range(self.rank)):
+            raise ShapeError(f"permutation {tuple(axes)} does not fit shape {format_shape(self.dims)}")
+        return ShapeTracker(*(tuple(seq[a] for a in axes) for seq in (self.dims, self.strides, self.masks)))
+
+    def expand_dim(self, axis: int, size: ExprLike) -> ShapeTracker:
+        """Insert a broadcast dimension (stride 0) of ``size`` before position ``axis``."""
+        if not 0 <= axis <= self.rank:
+            raise ShapeError(f"cannot insert a dimension at {axis} in shape {format_shape(self.dims)}")
+        return ShapeTracker(
+            self.dims[:axis] + (as_expr(size),) + self.dims[axis:],
+            self.strides[:axis] + (Expr.num(0),) + self.strides[axis:],
+            self.masks[:axis] + (ONE,) + self.masks[axis:],
+        )
+
+    def broadcast_to(self, dims: Sequence[ExprLike]) -> ShapeTracker:
+        """Broadcast as numpy does: new leading dims and size-1 dims become stride-0 dims."""
+        dims = tuple(as_expr(d) for d in dims)
+        if len(dims) < self.rank:
+            raise ShapeError(f"cannot broadcast shape {format_shape(self.dims)} to {format_shape(dims)}")
+        tracker = self
+        for _ in range(len(dims) - self.rank):
+            tracker = tracker.expand_dim(0, 1)
+        strides, masks = list(tracker.strides), list(tracker.masks)
+        for i, (have, want) in enumerate(zip(tracker.dims, dims)):
+            if have == want:
+                continue
+            if have != 1:
+                raise ShapeError(f"cannot broadcast shape {format_shape(self.dims)} to {format_shape(dims)}")
+            strides[i] = strides[i].substitute(z=0)
+            masks[i] = masks[i].substitute(z=0)
+        return ShapeTracker(dims, tuple(strides), tuple(masks))
+
+    def slice(self, axis: int, start: ExprLike, stop: ExprLike, step: int = 1) -> ShapeTracker:
+        """Elements ``start, start+step, ... < stop`` of ``axis`` (bounds already clamped)."""
+        axis = self._axis(axis)
+        if step < 1:
+            raise ShapeError(f"slice step must be positive, got {step}")
+        start, stop = as_expr(start), as_expr(stop)
+        source = add(mul(Z, step), start)
+        size = div(add(stop, mul(-1, start), step - 1), step)
+        return self._replace_dim(axis, size, self.strides[axis].substitute(z=source),
+                                 self.masks[axis].substitute(z=source))
+
+    def pad(self, axis: int, before: ExprLike, after: ExprLike) -> ShapeTracker:
+        """Add ``before`` and ``after`` elements of zeros around ``axis``."""
+        axis = self._axis(axis)
+        before, after = as_expr(before), as_expr(after)
+        source = add(Z, mul(-1, before))
+        valid = and_(gte(Z, before), lt(Z, add(before, self.dims[axis])))
+        mask = and_(valid, self.masks[axis].substitute(z=source))
+        return self._replace_dim(axis, add(self.dims[axis], before, after),
+                                 self.strides[axis].substitute(z=source), mask)
+
+    def _replace_dim(self, axis: int, size: Expr, stride: Expr, mask: Expr) -> ShapeTracker:
+        def put(seq, value):
+            return seq[:axis] + (value,) + seq[axis + 1:]
+
+        return ShapeTracker(put(self.dims, size), put(self.strides, stride), put(self.masks, mask))
+
+    def reshape(self, dims: Sequence[ExprLike]) -> ShapeTracker | None:
+        """The same elements under new sizes, or ``None`` when that needs a contiguous copy first."""
+        new_dims = tuple(as_expr(d) for d in dims)
+        if numel(new_dims) != self.n_elements:
+            raise ShapeError(f"cannot reshape {format_shape(self.dims)} to {format_shape(new_dims)}: "
+                             "element counts differ")
+        if new_dims == self.dims:
+            return self
+        if self.is_contiguous:
+            return ShapeTracker.contiguous(new_dims)
+        strides: list[Expr] = []
+        masks: list[Expr] = []
+        for old_group, new_group in _reshape_groups(self.dims, new_dims):
+            merged = ShapeTracker(*(tuple(seq[i] for i in old_group) for seq in (self.dims, self.strides, self.masks)))
+            stride, mask = merged.index_expr(), merged.valid_expr()
+            if len(new_group) == 1:
+                strides.append(stride)
+                masks.append(mask)
+                continue
+            if mask.has_z:
+                return None
+            linear = ShapeTracker((merged.n_elements,), (stride,), (ONE,)).linear_strides()
+            if linear is None:
+                return None
+            (step, offset), = linear
+            inner = ONE
+            split = []
+            for d in reversed([new_dims[j] for j in new_group]):
+                split.append(mul(Z, step, inner))
+                inner = mul(inner, d)
+            split.reverse()
+            split[0] = add(split[0], offset)
+            strides.extend(split)
+            masks.extend([mask] + [ONE] * (len(new_group) - 1))
+        return ShapeTracker(new_dims, tuple(strides), tuple(masks))
+
+
+def _reshape_groups(old: Sequence[Expr], new: Sequence[Expr]) -> list[tuple[list[int], list[int]]]:
+    """Pair runs of old and new dimensions whose sizes multiply to the same value."""
+    groups: list[tuple[list[int], list[int]]] = []
+    i = j = 0
+    while i < len(old) or j < len(new):
+        old_group, new_group = [], []
+        if i < len(old):
+            old_group.append(i)
+            i += 1
+        if j < len(new):
+            new_group.append(j)
+            j += 1
+        while numel([old[k] for k in old_group]) != numel([new[k] for k in new_group]):
+            old_size, new_size = numel([old[k] for k in old_group]), numel([new[k] for k in new_group])
+            grow_old = j >= len(new) or (i < len(old) and _is_multiple(new_size, old_size))
+            if grow_old and i < len(old):
+                old_group.append(i)
+                i += 1
+            elif j < len(new):
+                new_group.append(j)
+                j += 1
+            else:
+                raise ShapeError(f"cannot reshape {format_shape(old)} to {format_shape(new)}")
+        if not old_group or not new_group:
+            if not groups:
+                groups.append(([], []))
+            groups[-1][0].extend(old_group)
+            groups[-1][1].extend(new_group)
+        else:
+            groups.append((old_group, new_group))
+    return groups
+
+
+def _is_multiple(bigger: Expr, smaller: Expr) -> bool:
+    """True when ``bigger`` is a larger multiple of ``smaller`` (numerically or structurally)."""
+    if bigger.is_num and smaller.is_num:
+        return bigger.value > smaller.value
+    return bigger != smaller and mul(div(bigger, smaller), smaller) == bigger
