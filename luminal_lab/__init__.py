@@ -6,7 +6,7 @@ models) with ``ll.compile``, and look at every stage of the pipeline.
 
 from .compiled import Compiled, Signature, compile
 from .dtypes import DType, bf16, f16, f32, f64, i32, i64
-from .dtypes import bool_ as bool  # noqa: A001 - the public name is ll.bool, as in the API contract
+from .dtypes import bool_ as bool
 from .errors import (
     BudgetExceeded,
     DTypeBoundaryError,

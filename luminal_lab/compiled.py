@@ -135,7 +135,8 @@ def check_inputs(graph: Graph, values: Mapping[str, Any]) -> tuple[dict[str, np.
             got = str(value.dtype)
             ok = value.dtype == declared[name].dtype.numpy
         else:
-            raise DTypeBoundaryError(f"input {name!r} must be a torch.Tensor or numpy array, got {type(value).__name__}")
+            raise DTypeBoundaryError(
+                f"input {name!r} must be a torch.Tensor or numpy array, got {type(value).__name__}")
         if not ok:
             raise DTypeBoundaryError(f"input {name!r} is {got} but the graph declares {declared[name].dtype.value}; "
                                      "nothing is cast implicitly, cast it before the call")
@@ -184,7 +185,7 @@ def to_torch(array: np.ndarray):
     """A torch tensor over ``array``'s data (bf16 through ml_dtypes)."""
     import torch
 
-    array = np.ascontiguousarray(array)
+    array = np.array(array, order="C", copy=None)  # keeps 0-d arrays 0-d
     if array.dtype == dt.bf16.numpy:
         return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(array)

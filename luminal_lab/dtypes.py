@@ -45,7 +45,7 @@ class DType(enum.Enum):
 
     @property
     def compute_numpy(self) -> np.dtype:
-        """The numpy type arithmetic is done in: f16 and bf16 compute in f32 and round per op, as torch's CPU kernels do."""
+        """The numpy type arithmetic runs in: f16 and bf16 compute in f32 and round per op, as torch's CPU does."""
         return np.dtype(np.float32) if self in (DType.F16, DType.BF16) else self.numpy
 
 

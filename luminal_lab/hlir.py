@@ -263,7 +263,8 @@ def _infer(op: Op, sources: Sequence[GraphTensor], arg) -> tuple[tuple[Expr, ...
         if not indexes.dtype.is_int:
             raise DTypeError(f"Scatter indexes must be i32 or i64, got {indexes.dtype.value}")
         if indexes.shape != src.shape:
-            raise ShapeError(f"Scatter: indexes {format_shape(indexes.shape)} and values {format_shape(src.shape)} differ")
+            raise ShapeError(
+                f"Scatter: indexes {format_shape(indexes.shape)} and values {format_shape(src.shape)} differ")
         if src.dtype != dest.dtype:
             raise DTypeError(f"Scatter: values are {src.dtype.value} but the destination is {dest.dtype.value}")
         return dest.shape, dest.dtype

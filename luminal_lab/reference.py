@@ -55,7 +55,7 @@ class ReferenceRuntime:
         values: list = [None] * len(self.graph.nodes)
         for spec in self.graph.inputs.values():
             source = self.graph.weights[spec.name] if spec.is_weight else inputs[spec.name]
-            values[spec.node.id] = np.ascontiguousarray(source, dtype=spec.node.dtype.numpy)
+            values[spec.node.id] = _contiguous(source, dtype=spec.node.dtype.numpy)
         with np.errstate(all="ignore"):
             for step in self._plans[key]:
                 step(values)
@@ -99,6 +99,13 @@ class _Planner:
             offset = sum(self.size(off) for _, off in linear)
             strides = tuple(self.size(step) * itemsize for step, _ in linear)
             return lambda buf: as_strided(buf.reshape(-1)[offset:], dims, strides, writeable=False)
+        broadcast = [i for i, d in enumerate(dims)
+                     if d > 1 and not tracker.strides[i].has_z and not tracker.masks[i].has_z]
+        if broadcast:  # read the varying axes only, then broadcast (no index array over repeated data)
+            compact = ShapeTracker(tuple(Expr.num(1) if i in broadcast else d for i, d in enumerate(tracker.dims)),
+                                   tracker.strides, tracker.masks)
+            read_compact = self.reader(source, compact)
+            return lambda buf: np.broadcast_to(read_compact(buf), dims)
         count = int(np.prod(dims))
         z = np.arange(count, dtype=np.int64)
         index = np.broadcast_to(np.asarray(tracker.index_expr().evaluate(self.bindings, z), np.int64), (count,))
@@ -144,25 +151,26 @@ class _Planner:
             fn = _BINARY[op]
             (y_id, read_y) = readers[1]
             operand = node.sources[0][0].dtype.compute_numpy
-            return lambda values: values.__setitem__(out_id, np.ascontiguousarray(
+            return lambda values: values.__setitem__(out_id, _contiguous(
                 fn(read_x(values[x_id]).astype(operand), read_y(values[y_id]).astype(operand)), dtype=storage))
         if op in (Op.SUM_REDUCE, Op.MAX_REDUCE):
             axis = node.arg
             if op == Op.SUM_REDUCE:
-                return lambda values: values.__setitem__(out_id, np.ascontiguousarray(
+                return lambda values: values.__setitem__(out_id, _contiguous(
                     np.sum(read_x(values[x_id]), axis=axis, dtype=compute), dtype=storage))
-            return lambda values: values.__setitem__(out_id, np.ascontiguousarray(
+            return lambda values: values.__setitem__(out_id, _contiguous(
                 np.max(read_x(values[x_id]), axis=axis), dtype=storage))
         if op == Op.CAST:
-            return lambda values: values.__setitem__(out_id, np.ascontiguousarray(read_x(values[x_id]), dtype=storage))
+            return lambda values: values.__setitem__(out_id, _contiguous(read_x(values[x_id]), dtype=storage))
         if op == Op.OUTPUT:
-            return lambda values: values.__setitem__(out_id, np.ascontiguousarray(read_x(values[x_id])))
+            # outputs are fresh arrays the caller owns, never views of inputs or constants
+            return lambda values: values.__setitem__(out_id, np.array(read_x(values[x_id]), order="C"))
         if op == Op.GATHER:
             (data_id, read_data) = readers[1]
 
             def gather(values):
                 data = read_data(values[data_id]).reshape(-1)
-                values[out_id] = np.ascontiguousarray(data[_checked(read_x(values[x_id]), data.size, node)])
+                values[out_id] = _contiguous(data[_checked(read_x(values[x_id]), data.size, node)])
             return gather
         if op == Op.SCATTER:
             (index_id, read_index), (src_id, read_src) = readers[1], readers[2]
@@ -175,6 +183,11 @@ class _Planner:
                 values[out_id] = out
             return scatter
         raise LuminalError(f"the reference runtime has no implementation of {op.value}")
+
+
+def _contiguous(array, dtype=None) -> np.ndarray:
+    """A C-ordered array (copied only when needed); unlike ``np.ascontiguousarray`` it keeps 0-d arrays 0-d."""
+    return np.array(array, dtype=dtype, order="C", copy=None)
 
 
 def _checked(index: np.ndarray, size: int, node: Node) -> np.ndarray:

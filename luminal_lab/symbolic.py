@@ -39,7 +39,7 @@ _EGGLOG_NAMES = {
 class Expr:
     """An integer expression; build with ``Expr.num``, ``Expr.var``, ``Expr.z`` and operators."""
 
-    __slots__ = ("op", "args", "_hash")
+    __slots__ = ("_hash", "args", "op")
 
     def __init__(self, op: str, args: tuple):
         self.op = op
@@ -205,8 +205,10 @@ class Expr:
                 out = pick(out, v)
             return out
         if op in ("and", "or"):
-            truth = [np.asarray(v) != 0 for v in vals]
-            combined = np.logical_and.reduce(truth) if op == "and" else np.logical_or.reduce(truth)
+            combine = np.logical_and if op == "and" else np.logical_or
+            combined = np.asarray(vals[0]) != 0
+            for v in vals[1:]:
+                combined = combine(combined, np.asarray(v) != 0)
             return combined.astype(np.int64) if vector else int(combined)
         result = (a >= b) if op == "gte" else (a < b)
         return result.astype(np.int64) if vector else int(result)
@@ -292,7 +294,7 @@ def as_expr(value: ExprLike | str) -> Expr:
 
 
 def _is_negated(term: Expr) -> bool:
-    return term.op == "mul" and term.args[0].is_num and term.args[0].value < 0 or term.is_num and term.value < 0
+    return (term.op == "mul" and term.args[0].is_num and term.args[0].value < 0) or (term.is_num and term.value < 0)
 
 
 def _negated(term: Expr) -> Expr:
@@ -332,8 +334,10 @@ def add(*operands: ExprLike) -> Expr:
             coefficients[rest] = coefficients.get(rest, 0) + coef
     for rest, c in coefficients.items():
         # c*(x % d) + c*d*(x / d) == c*x: recombines the pieces that splitting an index makes
-        if c and rest.op == "mod" and rest.args[1].is_num and coefficients.get(div(*rest.args)) == c * rest.args[1].value:
-            quotient = div(*rest.args)
+        if not (c and rest.op == "mod" and rest.args[1].is_num):
+            continue
+        quotient = div(*rest.args)
+        if coefficients.get(quotient) == c * rest.args[1].value:
             others = [mul(k, r) for r, k in coefficients.items() if r not in (rest, quotient)]
             return add(constant, mul(c, rest.args[0]), *others)
     terms = [mul(c, rest) for rest, c in coefficients.items() if c != 0]
@@ -466,26 +470,34 @@ def max_(*operands: ExprLike) -> Expr:
     return _lattice("max", max, operands)
 
 
+def _is_boolean(e: Expr) -> bool:
+    return e.op in ("and", "or", "gte", "lt") or (e.is_num and e.value in (0, 1))
+
+
 def and_(*operands: ExprLike) -> Expr:
-    """Logical and of 0/1 expressions."""
+    """Logical and (1 when every operand is non-zero, else 0)."""
     exprs = [as_expr(o) for o in operands]
     if any(e == 0 for e in exprs):
         return Expr.num(0)
-    exprs = [e for e in exprs if not (e.is_num and e.value != 0)]
-    if not exprs:
+    kept = list(dict.fromkeys(e for e in exprs if not e.is_num))
+    if not kept:
         return Expr.num(1)
-    return _lattice("and", lambda cs: int(all(cs)), exprs)
+    if len(kept) == 1 and not _is_boolean(kept[0]):
+        kept.append(Expr.num(1))  # keeps the result 0/1
+    return _lattice("and", lambda cs: int(all(cs)), kept)
 
 
 def or_(*operands: ExprLike) -> Expr:
-    """Logical or of 0/1 expressions."""
+    """Logical or (1 when any operand is non-zero, else 0)."""
     exprs = [as_expr(o) for o in operands]
     if any(e.is_num and e.value != 0 for e in exprs):
         return Expr.num(1)
-    exprs = [e for e in exprs if e != 0]
-    if not exprs:
+    kept = list(dict.fromkeys(e for e in exprs if not e.is_num))
+    if not kept:
         return Expr.num(0)
-    return _lattice("or", lambda cs: int(any(cs)), exprs)
+    if len(kept) == 1 and not _is_boolean(kept[0]):
+        return and_(kept[0], 1)
+    return _lattice("or", lambda cs: int(any(cs)), kept)
 
 
 def gte(a: ExprLike, b: ExprLike) -> Expr:

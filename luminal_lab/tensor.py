@@ -19,7 +19,7 @@ from .hlir import DTypeError, Graph, Node, Op
 from .shape_tracker import ONE, ShapeTracker, format_shape, numel
 from .symbolic import Expr, ExprLike, as_expr, div, max_, min_, mod
 
-Scalar = Union[float, int, bool]
+Scalar = float | int | bool
 TensorLike = Union["GraphTensor", Scalar]
 
 LOG2_E = 1.4426950408889634
@@ -149,12 +149,13 @@ class GraphTensor:
     def broadcast_to(self, shape: Sequence[ExprLike]) -> GraphTensor:
         return self._view(self.tracker.broadcast_to(shape))
 
-    def slice(self, axis: int, start: int | None = None, stop: int | None = None, step: int = 1) -> GraphTensor:
+    def slice(self, axis: int, start: ExprLike | None = None, stop: ExprLike | None = None,
+              step: int = 1) -> GraphTensor:
         """Python-style slice of one axis (negative and out-of-range bounds clamp for numeric sizes)."""
         axis = self._axis(axis)
         return self._view(self.tracker.slice(axis, *self._slice_bounds(axis, start, stop), step))
 
-    def _slice_bounds(self, axis: int, start: int | None, stop: int | None) -> tuple[Expr, Expr]:
+    def _slice_bounds(self, axis: int, start: ExprLike | None, stop: ExprLike | None) -> tuple[Expr, Expr]:
         size = self.shape[axis]
         start_e, stop_e = _clamp_bound(start, size, 0), _clamp_bound(stop, size, size)
         if start_e.is_num and stop_e.is_num and stop_e.value < start_e.value:
@@ -520,7 +521,7 @@ class GraphTensor:
         m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
         lhs = a.cast(dtype).broadcast_to(batch + (m, k)).unsqueeze(-2).broadcast_to(batch + (m, n, k))
         rhs = b.cast(dtype).broadcast_to(batch + (k, n)).transpose(-1, -2).unsqueeze(-3)
-        out = (lhs * rhs.broadcast_to(batch + (m, n, k))).sum(-1)
+        out = (lhs * rhs.broadcast_to(batch + (m, n, k)))._reduce(Op.SUM_REDUCE, -1, keepdim=False)
         if b_vector:
             out = out.squeeze(-1)
         if a_vector:
@@ -637,9 +638,13 @@ def _check_indices(indices: GraphTensor, what: str) -> None:
                          f"{indices.dtype.value if isinstance(indices, GraphTensor) else type(indices).__name__}")
 
 
-def _clamp_bound(bound: int | None, size: Expr, default: ExprLike) -> Expr:
+def _clamp_bound(bound: ExprLike | None, size: Expr, default: ExprLike) -> Expr:
     if bound is None:
         return as_expr(default)
+    if isinstance(bound, Expr):
+        if not bound.is_num:
+            return min_(bound, size)
+        bound = bound.value
     if not size.is_num:
         if bound < 0:
             return max_(size + bound, 0)

@@ -1,0 +1,44 @@
+# Every target sets up what it needs first (system packages, .venv), so each works on a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# torch is pinned in constraints.txt so pip never resolves a CUDA build; /opt/wheels holds a local CPU wheel where present
+PIP_INSTALL := $(BIN)/python -m pip install -q -c constraints.txt $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
+
+.PHONY: setup system lab tour test lint bench clean
+
+setup: system $(VENV)/.installed
+
+system:
+	bash scripts/install-system-deps.sh
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL) --upgrade pip
+	$(PIP_INSTALL) -e ".[dev,lab]"
+	touch $@
+
+## The workbench: JupyterLab on notebooks/.
+lab: setup
+	$(BIN)/jupyter lab --notebook-dir=notebooks
+
+## The tour, headless: executes every notebook and writes HTML to build/tour/.
+tour: setup
+	mkdir -p build/tour
+	$(BIN)/jupyter nbconvert --to html --execute --output-dir build/tour notebooks/*.ipynb
+	@echo "tour written to build/tour/"
+
+## The whole test suite, then the linter.
+test: setup
+	$(BIN)/python -m pytest -q
+	$(BIN)/ruff check luminal_lab tests benchmarks
+
+lint: setup
+	$(BIN)/ruff check luminal_lab tests benchmarks
+
+## Benchmarks: JSON figures under benchmarks/results/.
+bench: setup
+	$(BIN)/python benchmarks/reference_runtime.py
+
+clean:
+	rm -rf $(VENV) build .pytest_cache .ruff_cache

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# System packages luminal_lab needs: graphviz's `dot` for stage pictures.
+# Idempotent: installs only what is missing. Uses sudo when not root.
+set -euo pipefail
+missing=()
+command -v dot >/dev/null 2>&1 || missing+=(graphviz)
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO=sudo
+else
+  SUDO=
+fi
+echo "installing system packages: ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -1,0 +1,110 @@
+"""Bad input gets a named error that says what was wrong and where."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import luminal_lab as ll
+
+
+def test_broadcast_mismatch_names_both_shapes() -> None:
+    g = ll.Graph()
+    a, b = g.tensor((3, 4), "a"), g.tensor((5, 4), "b")
+    with pytest.raises(ll.ShapeError, match=r"\[3, 4\] and \[5, 4\]"):
+        a + b
+
+
+def test_matmul_mismatch_names_both_shapes() -> None:
+    g = ll.Graph()
+    a, b = g.tensor((3, 4), "a"), g.tensor((5, 2), "b")
+    with pytest.raises(ll.ShapeError, match=r"\[3, 4\] and \[5, 2\]"):
+        a @ b
+
+
+def test_symbolic_mismatch_names_both_shapes() -> None:
+    g = ll.Graph()
+    a, b = g.tensor(("s", 4), "a"), g.tensor(("t", 4), "b")
+    with pytest.raises(ll.ShapeError, match=r"\[s, 4\] and \[t, 4\]"):
+        a + b
+
+
+def test_reshape_and_axis_errors() -> None:
+    g = ll.Graph()
+    a = g.tensor((3, 4), "a")
+    with pytest.raises(ll.ShapeError, match=r"\[3, 4\] to \[5, 2\]"):
+        a.reshape(5, 2)
+    with pytest.raises(ll.ShapeError, match="axis 2 is out of range"):
+        a.sum(2)
+    with pytest.raises(ll.ShapeError, match="concat"):
+        ll.concat([a, g.tensor((2, 5), "b")], 0)
+
+
+def test_op_dtype_errors() -> None:
+    g = ll.Graph()
+    a = g.tensor((3,), "a", ll.f32)
+    with pytest.raises(ll.DTypeError, match="index tensor"):
+        a.take(a)
+    with pytest.raises(ll.DTypeError, match="dtype must be an ll dtype"):
+        g.tensor((3,), "b", dtype=torch.float32)
+
+
+def _graph_of(dtype: ll.DType) -> ll.Compiled:
+    g = ll.Graph()
+    (g.tensor(("s", 2), "x", dtype) * 2).output("y")
+    return ll.compile(g)
+
+
+def test_dtype_boundary_is_strict_and_checked_first() -> None:
+    comp = _graph_of(ll.f32)
+    with pytest.raises(ll.DTypeBoundaryError, match="input 'x' is f64 but the graph declares f32") as info:
+        comp.run(torch.zeros(3, 2, dtype=torch.float64))
+    assert isinstance(info.value, TypeError)
+    # the dtype is checked before the shape: a wrong dtype with a wrong shape reports the dtype
+    with pytest.raises(ll.DTypeBoundaryError):
+        comp.run(torch.zeros(3, 5, dtype=torch.int64))
+    with pytest.raises(ll.DTypeBoundaryError, match="int32"):
+        comp.run(np.zeros((3, 2), dtype=np.int32))
+    with pytest.raises(ll.DTypeBoundaryError, match=r"torch\.Tensor or numpy array"):
+        comp.run([[1.0, 2.0]])
+
+
+def test_outputs_keep_their_dtype() -> None:
+    comp = _graph_of(ll.bf16)
+    out = comp.run(torch.ones(4, 2, dtype=torch.bfloat16))
+    assert out.dtype == torch.bfloat16
+    assert torch.equal(out, torch.full((4, 2), 2.0, dtype=torch.bfloat16))
+
+
+def test_shape_boundary_names_the_input() -> None:
+    comp = _graph_of(ll.f32)
+    with pytest.raises(ll.ShapeError, match=r"input 'x' has shape \[3, 5\] but the graph declares \[s, 2\]"):
+        comp.run(torch.zeros(3, 5))
+    with pytest.raises(ll.ShapeError, match="input 'x' has shape"):
+        comp.run(torch.zeros(3))
+
+
+def test_graph_without_outputs_and_wrong_input_count() -> None:
+    g = ll.Graph()
+    g.tensor((2,), "x")
+    with pytest.raises(ll.LuminalError, match="no outputs"):
+        ll.compile(g)
+    comp = _graph_of(ll.f32)
+    with pytest.raises(ll.LuminalError, match=r"expected 1 input\(s\)"):
+        comp.run(torch.zeros(1, 2), torch.zeros(1, 2))
+    with pytest.raises(ValueError, match="device 'tpu'"):
+        comp.run(torch.zeros(1, 2), device="tpu")
+
+
+def test_calls_by_name_and_inputs_are_not_modified() -> None:
+    g = ll.Graph()
+    x, w = g.tensor((2, 2), "x"), g.tensor((2, 2), "w")
+    (x @ w).output("y")
+    x.output("x_again")
+    comp = ll.compile(g)
+    xv, wv = torch.randn(2, 2), torch.randn(2, 2)
+    y, x_again = comp.run(w=wv, x=xv)
+    torch.testing.assert_close(y, xv @ wv)
+    x_again += 1  # an output is the caller's own: writing to it leaves the input alone
+    assert not torch.equal(x_again, xv)
