@@ -138,7 +138,7 @@ class Graph:
         """A named input whose value the graph keeps (a parameter or a buffer)."""
         from .dtypes import from_numpy
 
-        value = np.ascontiguousarray(value)
+        value = np.ascontiguousarray(value).reshape(np.shape(value))  # ascontiguousarray makes 0-d arrays 1-d
         tensor = self._input(value.shape, name, from_numpy(value.dtype), is_weight=True)
         self.weights[name] = value
         return tensor

@@ -86,13 +86,14 @@ class _Planner:
     def _feeds_contraction_only(self, node: Node) -> bool:
         consumers = self.consumers[node.id]
         return (node.op == Op.MUL and len(consumers) == 1 and consumers[0].op == Op.SUM_REDUCE
-                and consumers[0].sources[0][1].is_contiguous)
+                and consumers[0].sources[0][1] == ShapeTracker.contiguous(node.shape))
 
     def reader(self, source: Node, tracker: ShapeTracker) -> Reader:
         """A function from the source's (contiguous) buffer to the view the tracker describes."""
         dims = tuple(self.size(d) for d in tracker.dims)
-        if tracker.is_contiguous:
-            return lambda buf: buf.reshape(dims)
+        if tracker.is_contiguous:  # possibly a prefix of the buffer (a slice from the start)
+            count = int(np.prod(dims))
+            return lambda buf: buf.reshape(-1)[:count].reshape(dims)
         linear = tracker.linear_strides()
         itemsize = source.dtype.numpy.itemsize
         if linear is not None:

@@ -8,8 +8,9 @@ never turns into ``nan``), ``maximum`` is a ``MaxReduce`` over a stacked pair.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Union
 
 from . import dtypes as dt
@@ -24,6 +25,31 @@ TensorLike = Union["GraphTensor", Scalar]
 
 LOG2_E = 1.4426950408889634
 LN_2 = 0.6931471805599453
+
+
+def _graph_of(values) -> Graph | None:
+    for value in values:
+        if isinstance(value, GraphTensor):
+            return value.graph
+        if isinstance(value, (list, tuple)):
+            found = _graph_of(value)
+            if found is not None:
+                return found
+    return None
+
+
+def high_level(fn: Callable) -> Callable:
+    """Tag the nodes a high-level op creates with its name (the outermost op's name wins)."""
+
+    @functools.wraps(fn)
+    def tagged(*args, **kwargs):
+        graph = _graph_of(args)
+        if graph is None:
+            return fn(*args, **kwargs)
+        with graph.origin(fn.__name__):
+            return fn(*args, **kwargs)
+
+    return tagged
 
 
 class GraphTensor:
@@ -239,18 +265,22 @@ class GraphTensor:
     def __neg__(self) -> GraphTensor:
         return self * -1
 
+    @high_level
     def __sub__(self, other: TensorLike) -> GraphTensor:
         a, b = self._pair(other)
         return a + (-b)
 
+    @high_level
     def __rsub__(self, other: TensorLike) -> GraphTensor:
         a, b = self._pair(other)
         return b + (-a)
 
+    @high_level
     def __truediv__(self, other: TensorLike) -> GraphTensor:
         a, b = self._pair(other, result_float=True)
         return a * b.reciprocal()
 
+    @high_level
     def __rtruediv__(self, other: TensorLike) -> GraphTensor:
         a, b = self._pair(other, result_float=True)
         return b * a.reciprocal()
@@ -287,6 +317,7 @@ class GraphTensor:
         a, b = self._pair(other)
         return a._apply(Op.MOD, b)
 
+    @high_level
     def remainder(self, other: TensorLike) -> GraphTensor:
         """Python-style remainder (sign of the divisor), as ``torch.remainder``."""
         a, b = self._pair(other)
@@ -304,25 +335,52 @@ class GraphTensor:
         a, b = self._pair(other)
         return b.lt(a)
 
+    @high_level
+    def isnan(self) -> GraphTensor:
+        """NaN is the one value neither below +inf nor above -inf (LessThan is false with NaN)."""
+        if not self.dtype.is_float:
+            return self.lt(self)
+        return (self.lt(math.inf) | self.gt(-math.inf)).logical_not()
+
+    def _nan_in(self, other: TensorLike) -> GraphTensor | None:
+        """Where either float operand is NaN (which IEEE comparisons treat as unordered); None for ints."""
+        a, b = self._pair(other)
+        if not a.dtype.is_float:
+            return None
+        if isinstance(other, (int, float)) and not math.isnan(other):
+            return a.isnan()
+        return a.isnan() | b.isnan()
+
+    @high_level
     def le(self, other: TensorLike) -> GraphTensor:
-        return self.gt(other).logical_not()
+        nan = self._nan_in(other)
+        return (self.gt(other) if nan is None else self.gt(other) | nan).logical_not()
 
+    @high_level
     def ge(self, other: TensorLike) -> GraphTensor:
-        return self.lt(other).logical_not()
+        nan = self._nan_in(other)
+        return (self.lt(other) if nan is None else self.lt(other) | nan).logical_not()
 
+    @high_level
     def ne(self, other: TensorLike) -> GraphTensor:
-        return self.lt(other) | self.gt(other)
+        nan = self._nan_in(other)
+        differ = self.lt(other) | self.gt(other)
+        return differ if nan is None else differ | nan
 
+    @high_level
     def eq(self, other: TensorLike) -> GraphTensor:
         return self.ne(other).logical_not()
 
+    @high_level
     def logical_not(self) -> GraphTensor:
         return self.cast(dt.bool_).cast(dt.i32).lt(1)
 
+    @high_level
     def logical_and(self, other: TensorLike) -> GraphTensor:
         a, b = self._pair(other)
         return (a.cast(dt.bool_).cast(dt.i32) * b.cast(dt.bool_).cast(dt.i32)).gt(0)
 
+    @high_level
     def logical_or(self, other: TensorLike) -> GraphTensor:
         a, b = self._pair(other)
         return (a.cast(dt.bool_).cast(dt.i32) + b.cast(dt.bool_).cast(dt.i32)).gt(0)
@@ -343,39 +401,50 @@ class GraphTensor:
     def reciprocal(self) -> GraphTensor:
         return self._float()._apply(Op.RECIP)
 
+    @high_level
     def exp(self) -> GraphTensor:
         return (self._float() * LOG2_E).exp2()
 
+    @high_level
     def log(self) -> GraphTensor:
         return self.log2() * LN_2
 
+    @high_level
     def cos(self) -> GraphTensor:
         return (self._float() + math.pi / 2).sin()
 
+    @high_level
     def rsqrt(self) -> GraphTensor:
         return self.sqrt().reciprocal()
 
     def square(self) -> GraphTensor:
         return self * self
 
+    @high_level
     def abs(self) -> GraphTensor:
         return maximum(self, -self)
 
+    @high_level
     def sign(self) -> GraphTensor:
         return self.gt(0).cast(self.dtype) - self.lt(0).cast(self.dtype)
 
+    @high_level
     def relu(self) -> GraphTensor:
         return maximum(self, 0)
 
+    @high_level
     def sigmoid(self) -> GraphTensor:
         return (1 + (-self._float()).exp()).reciprocal()
 
+    @high_level
     def tanh(self) -> GraphTensor:
         return 2 * (2 * self._float()).sigmoid() - 1
 
+    @high_level
     def silu(self) -> GraphTensor:
         return self * self.sigmoid()
 
+    @high_level
     def erf(self) -> GraphTensor:
         """Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7), odd-extended."""
         x = self._float()
@@ -384,6 +453,7 @@ class GraphTensor:
         poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
         return x.sign() * (1 - poly * (-(ax * ax)).exp())
 
+    @high_level
     def gelu(self, approximate: str = "none") -> GraphTensor:
         """GELU, exact (erf) or with ``approximate="tanh"``, as ``torch.nn.functional.gelu``."""
         x = self._float()
@@ -394,6 +464,7 @@ class GraphTensor:
             raise ValueError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
         return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
 
+    @high_level
     def pow(self, exponent: float | GraphTensor) -> GraphTensor:
         if isinstance(exponent, GraphTensor):
             base, power = self._pair(exponent, result_float=True)
@@ -415,6 +486,7 @@ class GraphTensor:
             return self.rsqrt()
         return (self.log2() * exponent).exp2()
 
+    @high_level
     def clamp(self, min: Scalar | GraphTensor | None = None, max: Scalar | GraphTensor | None = None) -> GraphTensor:
         out = self
         if min is not None:
@@ -442,9 +514,11 @@ class GraphTensor:
     def max(self, axes: int | Sequence[int] | None = None, keepdim: bool = False) -> GraphTensor:
         return self._reduce(Op.MAX_REDUCE, axes, keepdim)
 
+    @high_level
     def min(self, axes: int | Sequence[int] | None = None, keepdim: bool = False) -> GraphTensor:
         return -((-self).max(axes, keepdim))
 
+    @high_level
     def mean(self, axes: int | Sequence[int] | None = None, keepdim: bool = False) -> GraphTensor:
         x = self._float()
         count = numel([self.shape[a] for a in self._axes(axes)])
@@ -453,6 +527,7 @@ class GraphTensor:
             return total * (1.0 / count.value)
         return total * x._scalar(count, dt.i32).cast(x.dtype).reciprocal()
 
+    @high_level
     def var(self, axes: int | Sequence[int] | None = None, correction: int = 1, keepdim: bool = False) -> GraphTensor:
         x = self._float()
         centred = x - x.mean(axes, keepdim=True)
@@ -462,17 +537,20 @@ class GraphTensor:
             return total * (1.0 / (count.value - correction) if count.value > correction else math.inf)
         return total * x._scalar(count - correction, dt.i32).cast(x.dtype).reciprocal()
 
+    @high_level
     def softmax(self, axis: int = -1) -> GraphTensor:
         x = self._float()
         shifted = x - x.max(axis, keepdim=True)
         e = shifted.exp()
         return e * e.sum(axis, keepdim=True).reciprocal()
 
+    @high_level
     def log_softmax(self, axis: int = -1) -> GraphTensor:
         x = self._float()
         shifted = x - x.max(axis, keepdim=True)
         return shifted - shifted.exp().sum(axis, keepdim=True).log()
 
+    @high_level
     def layer_norm(self, normalized_ndim: int = 1, weight: GraphTensor | None = None,
                    bias: GraphTensor | None = None, eps: float = 1e-5) -> GraphTensor:
         """Normalise over the last ``normalized_ndim`` axes, then scale and shift."""
@@ -485,11 +563,13 @@ class GraphTensor:
             out = out + bias
         return out
 
+    @high_level
     def rms_norm(self, weight: GraphTensor | None = None, eps: float = 1e-6, normalized_ndim: int = 1) -> GraphTensor:
         axes = list(range(self.ndim - normalized_ndim, self.ndim))
         out = self * ((self * self).mean(axes, keepdim=True) + eps).rsqrt()
         return out * weight if weight is not None else out
 
+    @high_level
     def cumsum(self, axis: int = -1) -> GraphTensor:
         """Running sum: windows of a left-padded copy, summed (exact for inf, no masks multiplied)."""
         axis = self._axis(axis)
@@ -503,6 +583,7 @@ class GraphTensor:
         return padded._view(windows).sum(-1).transpose(axis, -1)
 
     # ---- matmul -------------------------------------------------------------------------
+    @high_level
     def matmul(self, other: GraphTensor) -> GraphTensor:
         """``torch.matmul`` semantics (1-D operands, broadcast batch dims) as Mul + SumReduce."""
         a, b = self, other
@@ -542,6 +623,7 @@ class GraphTensor:
             inner = inner * coord_shape[i]
         return self.graph.iota(expr, numel(coord_shape)).reshape(coord_shape)
 
+    @high_level
     def take(self, indices: GraphTensor, axis: int = 0) -> GraphTensor:
         """``numpy.take``: result shape ``shape[:axis] + indices.shape + shape[axis+1:]``."""
         axis = self._axis(axis)
@@ -557,6 +639,7 @@ class GraphTensor:
         idx = indices.cast(dt.i32).reshape(tuple(indices.shape) + (1,) * len(after))
         return (base + idx * self._index_scalar(inner))._apply(Op.GATHER, self)
 
+    @high_level
     def gather(self, axis: int, index: GraphTensor) -> GraphTensor:
         """``torch.gather``: ``out[c] = self[c with c[axis] = index[c]]``."""
         axis = self._axis(axis)
@@ -565,6 +648,7 @@ class GraphTensor:
         return flat._apply(Op.GATHER, self)
 
 
+    @high_level
     def scatter(self, axis: int, index: GraphTensor, src: GraphTensor | Scalar) -> GraphTensor:
         """``torch.scatter``: a copy of self with ``out[c with c[axis] = index[c]] = src[c]``."""
         axis = self._axis(axis)
@@ -577,6 +661,7 @@ class GraphTensor:
         values = values.broadcast_to(index.shape)
         return self._apply(Op.SCATTER, flat, values)
 
+    @high_level
     def slice_scatter(self, src: GraphTensor, axis: int = 0, start: int | None = None,
                       stop: int | None = None, step: int = 1) -> GraphTensor:
         """A copy of self with ``self[..., start:stop:step, ...] = src`` along ``axis``."""
@@ -655,6 +740,7 @@ def _clamp_bound(bound: ExprLike | None, size: Expr, default: ExprLike) -> Expr:
     return Expr.num(min(max(bound, 0), n))
 
 
+@high_level
 def concat(tensors: Sequence[GraphTensor], axis: int = 0) -> GraphTensor:
     """Join along ``axis``: each operand padded with zeros into place, then added."""
     if not tensors:
@@ -678,10 +764,12 @@ def concat(tensors: Sequence[GraphTensor], axis: int = 0) -> GraphTensor:
     return out
 
 
+@high_level
 def stack(tensors: Sequence[GraphTensor], axis: int = 0) -> GraphTensor:
     return concat([t.unsqueeze(axis) for t in tensors], axis)
 
 
+@high_level
 def where(condition: GraphTensor, a: TensorLike, b: TensorLike) -> GraphTensor:
     """``a`` where ``condition`` holds, else ``b``: a Gather from ``concat(b, a)``, exact for inf and nan."""
     if not isinstance(condition, GraphTensor):
@@ -701,6 +789,7 @@ def where(condition: GraphTensor, a: TensorLike, b: TensorLike) -> GraphTensor:
     return (picked * offset + positions)._apply(Op.GATHER, both)
 
 
+@high_level
 def maximum(a: TensorLike, b: TensorLike) -> GraphTensor:
     """Elementwise maximum (nan-propagating): MaxReduce over the stacked pair."""
     a, b = _binary_operands(a, b)
@@ -708,11 +797,13 @@ def maximum(a: TensorLike, b: TensorLike) -> GraphTensor:
     return stack([a, b], -1).max(-1)
 
 
+@high_level
 def minimum(a: TensorLike, b: TensorLike) -> GraphTensor:
     a, b = _binary_operands(a, b)
     return -maximum(-a, -b)
 
 
+@high_level
 def embedding(indices: GraphTensor, weight: GraphTensor) -> GraphTensor:
     """Rows of ``weight`` picked by ``indices`` (``torch.nn.functional.embedding``)."""
     return weight.take(indices, axis=0)
