@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 ## The workbench: JupyterLab on notebooks/.
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 ## The tour, headless: executes every notebook and writes HTML to build/tour/.
 tour: setup

@@ -180,9 +180,9 @@ def test_matches_torch(case: Case, dtype: torch.dtype) -> None:
     _check(case, dtype, transposed=False)
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if any(len(s) >= 2 for s in c.shapes)], ids=str)
-def test_matches_torch_on_non_contiguous_views(case: Case) -> None:
-    _check(case, torch.float32, transposed=True)
+@pytest.mark.parametrize(("case", "dtype"), [p for p in PARAMS if any(len(s) >= 2 for s in p.values[0].shapes)])
+def test_matches_torch_on_non_contiguous_views(case: Case, dtype: torch.dtype) -> None:
+    _check(case, dtype, transposed=True)
 
 
 def test_embedding_take_gather_scatter() -> None:
