@@ -7,6 +7,7 @@ also binds the symbolic dimensions. Nothing is cast on the way in or out.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,13 @@ class Compiled:
     @property
     def hlir(self):
         return self.graph.hlir
+
+    @functools.cached_property
+    def egraph(self):
+        """The e-graph stage, built (and its egglog worker started) on first access."""
+        from .egraph import EGraph
+
+        return EGraph(self.graph)
 
     def __repr__(self) -> str:
         return f"<ll.Compiled {self.hlir}>"

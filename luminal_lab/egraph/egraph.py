@@ -1,0 +1,406 @@
+"""The e-graph stage: the HLIR as an egglog program, stepped rule by rule under budgets.
+
+A *round* of the default schedule runs ``expr`` and then ``dtype_prop`` to saturation,
+then one pass each of ``early``, ``kernel_lower``, ``algebra``, any user rulesets, and
+``cleanup``. ``step()`` runs one round, ``run(ruleset, n)`` one ruleset n times,
+``saturate()`` rounds until nothing changes or a budget is hit. Every one of them
+records a ``StepReport`` in ``history``.
+
+egglog runs in a worker process (``worker.EgglogWorker``). Budgets are checked after every
+egglog iteration: an e-node limit (with a growth forecast, so an iteration that would
+multiply the e-graph past it is not started), a time limit, and the worker's memory
+limit. A stop leaves the e-graph usable: a killed worker is rebuilt by replaying history.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import BudgetExceeded, EgglogError
+from ..hlir import Graph, Node
+from ..stage import Stage
+from .ops import RULESETS, OpRegistry, default_registry
+from .schema import emit, rules, schema
+from .snapshot import EClass, Snapshot
+from .worker import EgglogWorker, WorkerDied
+
+DEFAULT_MAX_ENODES = 1_000_000
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_MAX_ROUNDS = 10
+SATURATION_GUARD = 100  # iterations of a "to saturation" ruleset before it counts as runaway
+
+
+def default_memory_limit() -> int:
+    """Address space for the egglog worker: a third of this machine's memory, at most 8 GiB."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return min(total // 3, 8 * 2**30)
+
+
+@dataclass
+class StepReport:
+    """What one step did: matches and time per rule, and how the e-graph changed."""
+
+    index: int
+    label: str
+    matches: dict[str, int]
+    seconds: dict[str, float]
+    enodes_before: int
+    enodes_after: int
+    eclasses_before: int
+    eclasses_after: int
+    grown: dict[str, int] = field(default_factory=dict)  # e-class -> e-nodes it gained
+    merged: dict[str, str | None] = field(default_factory=dict)  # vanished e-class -> where it went
+    added_enodes: list[str] = field(default_factory=list)
+    wall_seconds: float = 0.0
+    updated: bool = False
+    stopped: BudgetExceeded | None = None
+
+    @property
+    def total_matches(self) -> int:
+        return sum(self.matches.values())
+
+    def fired(self) -> dict[str, int]:
+        """The rules that matched at least once."""
+        return {rule: n for rule, n in self.matches.items() if n}
+
+    def __repr__(self) -> str:
+        stop = f", stopped: {self.stopped}" if self.stopped else ""
+        return (f"<StepReport #{self.index} {self.label}: {self.total_matches} matches in {len(self.fired())} rules, "
+                f"e-nodes {self.enodes_before} -> {self.enodes_after}, e-classes {self.eclasses_before} -> "
+                f"{self.eclasses_after}, {len(self.merged)} merged{stop}>")
+
+
+@dataclass
+class Saturation:
+    """The outcome of ``saturate``: saturated, or stopped by the budget in ``stopped``."""
+
+    saturated: bool
+    rounds: int
+    enodes: int
+    eclasses: int
+    seconds: float
+    stopped: BudgetExceeded | None = None
+
+    def __repr__(self) -> str:
+        state = "saturated" if self.saturated else f"stopped: {self.stopped}" if self.stopped else "round limit"
+        return f"<Saturation {state} after {self.rounds} rounds, {self.eclasses} e-classes, {self.enodes} e-nodes>"
+
+
+class EGraph(Stage):
+    """The e-graph of a graph's HLIR; ``comp.egraph``."""
+
+    name = "egraph"
+
+    def __init__(self, graph: Graph, registry: OpRegistry | None = None, memory_limit: int | None = None):
+        self.graph = graph
+        self.registry = registry or default_registry()
+        self._emitted = emit(graph)
+        self._initial_program = "\n".join((schema(self.registry), rules(self.registry), self._emitted.text))
+        self._user_rules: list[str] = []
+        self._user_rulesets: list[str] = []
+        self._functions = frozenset({"dtype"})
+        self.history: list[StepReport] = []
+        self.status = "built"
+        self._worker = EgglogWorker(memory_limit or default_memory_limit())
+        try:
+            self._worker.run(self._initial_program)
+        except EgglogError as error:
+            raise EgglogError(f"egglog rejected the generated program: {error}") from error
+        self._snapshot = self._take_snapshot()
+        self._initial_counts = (self._snapshot.n_eclasses, self._snapshot.n_enodes)
+
+    # ---- the program --------------------------------------------------------------------
+    @property
+    def program(self) -> str:
+        """The egglog text that defines this e-graph (schema, rules, the HLIR, user rules)."""
+        return "\n".join([self._initial_program, *self._user_rules])
+
+    @property
+    def rulesets(self) -> list[str]:
+        return [*RULESETS[:-1], *self._user_rulesets, RULESETS[-1]]
+
+    def export(self, path: str | Path) -> Path:
+        """Write a ``.egg`` file that egglog runs on its own to reach this e-graph's state."""
+        path = Path(path)
+        path.write_text(";; exported by luminal_lab: the program, then every command that ran, in order\n"
+                        + "\n".join(self._worker.log) + "\n")
+        return path
+
+    def add_rules(self, text: str, ruleset: str | None = None) -> None:
+        """Add rules in egglog syntax. With ``ruleset``, rules that name none go there (it is
+        created and joins every round if new). Errors raise ``EgglogError`` with the line."""
+        body = text
+        if ruleset is not None:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", ruleset):
+                raise EgglogError(f"ruleset name {ruleset!r} is not an egglog identifier")
+            body = _assign_ruleset(text, ruleset)
+        prelude = ""
+        if ruleset is not None and ruleset not in self.rulesets:
+            prelude = f"(ruleset {ruleset})\n"
+        try:
+            self._worker.run(prelude + body)
+        except EgglogError as error:
+            raise _located(error, body, offset=prelude.count("\n")) from None
+        if prelude:
+            self._user_rulesets.append(ruleset)
+        self._user_rules.append(prelude + body)
+        self._functions |= set(re.findall(r"\(function\s+([^\s()]+)", body))
+        self._snapshot = self._take_snapshot()
+
+    # ---- running ------------------------------------------------------------------------
+    def step(self, max_enodes: int = DEFAULT_MAX_ENODES, timeout: float = DEFAULT_TIMEOUT) -> StepReport:
+        """Run one round of the default schedule."""
+        return self._record("round", lambda budget: budget.round(self.rulesets), max_enodes, timeout)
+
+    def run(self, ruleset: str | None = None, iterations: int = 1, max_enodes: int = DEFAULT_MAX_ENODES,
+            timeout: float = DEFAULT_TIMEOUT) -> StepReport:
+        """Run one ruleset ``iterations`` times (or, with None, that many rounds) as one step."""
+        if ruleset is not None and ruleset not in self.rulesets:
+            raise EgglogError(f"no ruleset {ruleset!r}; the rulesets are {self.rulesets}")
+
+        def body(budget: _Budget) -> None:
+            for _ in range(iterations):
+                if ruleset is None:
+                    budget.round(self.rulesets)
+                else:
+                    budget.once(ruleset)
+
+        label = f"{ruleset or 'round'} x{iterations}" if iterations != 1 else (ruleset or "round")
+        return self._record(label, body, max_enodes, timeout)
+
+    def saturate(self, max_enodes: int = DEFAULT_MAX_ENODES, timeout: float = DEFAULT_TIMEOUT,
+                 max_rounds: int = DEFAULT_MAX_ROUNDS) -> Saturation:
+        """Rounds until one changes nothing, ``max_rounds`` pass, or a budget stops it."""
+        start = time.monotonic()
+        rounds, saturated, stopped = 0, False, None
+        while rounds < max_rounds:
+            remaining = timeout - (time.monotonic() - start)
+            if remaining <= 0:
+                stopped = BudgetExceeded(f"time budget of {timeout:g} s used up")
+                break
+            report = self.step(max_enodes=max_enodes, timeout=remaining)
+            rounds += 1
+            if report.stopped is not None:
+                stopped = report.stopped
+                break
+            if not report.updated:
+                saturated = True
+                break
+        self.status = "saturated" if saturated else f"stopped: {stopped}" if stopped else "round limit"
+        return Saturation(saturated, rounds, self._snapshot.n_enodes, self._snapshot.n_eclasses,
+                          time.monotonic() - start, stopped)
+
+    def _record(self, label: str, body, max_enodes: int, timeout: float) -> StepReport:
+        before = self._snapshot
+        budget = _Budget(self._worker, max_enodes, time.monotonic() + timeout, self._functions)
+        start = time.monotonic()
+        try:
+            body(budget)
+        except _Stop as stop:
+            budget.stopped = stop.reason
+        self._snapshot = self._take_snapshot()
+        report = _diff(len(self.history), label, before, self._snapshot, budget)
+        report.wall_seconds = time.monotonic() - start
+        self.history.append(report)
+        self.status = f"stopped: {budget.stopped}" if budget.stopped else f"step {report.index}"
+        return report
+
+    def _take_snapshot(self) -> Snapshot:
+        return Snapshot(self._worker.serialize(), self._functions)
+
+    # ---- inspection ---------------------------------------------------------------------
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    @property
+    def eclasses(self) -> list[EClass]:
+        return list(self._snapshot.classes.values())
+
+    def eclass(self, cid: str) -> EClass:
+        """One e-class, with its e-nodes, parents, HLIR nodes and best term."""
+        return self._snapshot.eclass(cid)
+
+    def eclass_of(self, node: Node | int) -> EClass:
+        """The e-class an HLIR node (or node id) landed in."""
+        node_id = node.id if isinstance(node, Node) else node
+        return self.eclass(self._snapshot.eclass_of_hlir(node_id))
+
+    @property
+    def total_matches(self) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for report in self.history:
+            for rule, n in report.matches.items():
+                totals[rule] = totals.get(rule, 0) + n
+        return totals
+
+    @property
+    def worker_peak_memory(self) -> int | None:
+        """Peak resident memory of the egglog worker in bytes (Linux)."""
+        return self._worker.peak_memory()
+
+    def close(self) -> None:
+        """Stop the egglog worker (a later call starts it again and replays the history)."""
+        self._worker.close()
+
+    # ---- the stage object ---------------------------------------------------------------
+    def summary(self) -> str:
+        from .view import summary
+
+        return summary(self)
+
+    def to_json(self) -> dict:
+        from .view import to_json
+
+        return to_json(self)
+
+    def to_svg(self) -> str | None:
+        from .view import to_svg
+
+        return to_svg(self)
+
+
+# ---- budgets -------------------------------------------------------------------------------------
+class _Stop(Exception):
+    def __init__(self, reason: BudgetExceeded):
+        self.reason = reason
+
+
+@dataclass
+class _Budget:
+    """Runs rulesets one egglog iteration at a time, checking the budgets in between."""
+
+    worker: EgglogWorker
+    max_enodes: int
+    deadline: float
+    functions: frozenset[str]
+    matches: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    updated: bool = False
+    stopped: BudgetExceeded | None = None
+    _sizes: list[int] = field(default_factory=list)
+
+    def size(self) -> int:
+        (output,) = self.worker.run("(print-size)", record=False)
+        return sum(n for name, n in output["sizes"].items() if name not in self.functions)
+
+    def once(self, ruleset: str) -> bool:
+        """One iteration of ``ruleset``; True when it changed the e-graph."""
+        if not self._sizes:
+            self._sizes.append(self.size())
+        self._forecast(ruleset)
+        if time.monotonic() >= self.deadline:
+            raise _Stop(BudgetExceeded("time budget used up"))
+        try:
+            (output,) = self.worker.run(f"(run-schedule (run {ruleset}))", deadline=self.deadline)
+        except WorkerDied as died:
+            self.worker.restart()
+            reason = ("time budget used up during an iteration of " if died.reason == "timeout"
+                      else "the egglog worker ran out of memory in an iteration of ")
+            raise _Stop(BudgetExceeded(reason + ruleset + "; the e-graph was restored to before it")) from None
+        for rule, n in output["matches"].items():
+            self.matches[rule] = self.matches.get(rule, 0) + n
+        for rule, s in output["seconds"].items():
+            self.seconds[rule] = self.seconds.get(rule, 0.0) + s
+        self.updated |= output["updated"]
+        self._sizes.append(self.size())
+        if self._sizes[-1] > self.max_enodes:
+            raise _Stop(BudgetExceeded(f"e-node budget: {self._sizes[-1]:,} e-nodes > {self.max_enodes:,}"))
+        return output["updated"]
+
+    def _forecast(self, ruleset: str) -> None:
+        """Refuse an iteration that, growing as the last one did, would pass the e-node budget."""
+        if len(self._sizes) < 2 or self._sizes[-2] == 0:
+            return
+        growth = self._sizes[-1] / self._sizes[-2]
+        forecast = self._sizes[-1] * growth
+        if growth > 1 and forecast > self.max_enodes:
+            raise _Stop(BudgetExceeded(f"e-node budget: the next iteration of {ruleset} would grow "
+                                       f"{self._sizes[-1]:,} e-nodes to about {int(forecast):,} > {self.max_enodes:,}"))
+
+    def saturate(self, ruleset: str) -> None:
+        for _ in range(SATURATION_GUARD):
+            if not self.once(ruleset):
+                return
+        raise _Stop(BudgetExceeded(f"{ruleset} did not saturate in {SATURATION_GUARD} iterations"))
+
+    def round(self, rulesets: list[str]) -> None:
+        self.saturate("expr")
+        self.saturate("dtype_prop")
+        for ruleset in rulesets[2:]:
+            self.once(ruleset)
+
+
+def _diff(index: int, label: str, before: Snapshot, after: Snapshot, budget: _Budget) -> StepReport:
+    """Which e-classes grew, which were merged away (and into which), which e-nodes are new."""
+    old_ids = before.node_ids()
+    added = sorted(after.node_ids() - old_ids)
+    grown = {}
+    for cid, eclass in after.classes.items():
+        previous = len(before.classes[cid].nodes) if cid in before.classes else 0
+        if len(eclass.nodes) > previous:
+            grown[cid] = len(eclass.nodes) - previous
+    keys_after = after.node_keys()
+    merged: dict[str, str | None] = {}
+    for cid, eclass in before.classes.items():
+        if cid in after.classes:
+            continue
+        merged[cid] = next((keys_after[(n.op, n.literals, n.children)] for n in eclass.nodes
+                            if (n.op, n.literals, n.children) in keys_after), None)
+    return StepReport(index, label, budget.matches, budget.seconds, before.n_enodes, after.n_enodes,
+                      before.n_eclasses, after.n_eclasses, grown, merged, added, updated=budget.updated,
+                      stopped=budget.stopped)
+
+
+# ---- user rule text ------------------------------------------------------------------------------
+def _command_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each top-level s-expression, skipping strings and ``;`` comments."""
+    spans, depth, start, in_string, i = [], 0, 0, False, 0
+    while i < len(text):
+        ch = text[i]
+        if in_string:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == ";":
+            while i < len(text) and text[i] != "\n":
+                i += 1
+            continue
+        elif ch == "(":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == ")" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                spans.append((start, i))
+        i += 1
+    return spans
+
+
+def _assign_ruleset(text: str, ruleset: str) -> str:
+    """Put rules that name no ruleset into ``ruleset``, editing in place so line numbers hold."""
+    for start, end in reversed(_command_spans(text)):
+        command = text[start:end + 1]
+        head = command[1:].split(None, 1)[0] if len(command) > 1 else ""
+        if head in ("rule", "rewrite", "birewrite") and ":ruleset" not in command:
+            text = text[:end] + f" :ruleset {ruleset}" + text[end:]
+    return text
+
+
+def _located(error: EgglogError, text: str, offset: int) -> EgglogError:
+    """The error with the offending line of the user's text attached (egglog says ``In L:C``)."""
+    found = re.search(r"In (\d+):", str(error))
+    lines = text.split("\n")
+    if found:
+        number = int(found.group(1)) - offset
+        if 1 <= number <= len(lines):
+            return EgglogError(f"egglog rejected the rules (line {number}): {error}", line=lines[number - 1].strip())
+    return EgglogError(f"egglog rejected the rules: {error}", line=None)

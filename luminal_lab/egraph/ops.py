@@ -1,0 +1,237 @@
+"""The op registry: what each HLIR op contributes to the e-graph program.
+
+Every op declares its ``OpKind`` constructor (the sorts of its fields), its kernel op
+(``KernelAdd``, ... carrying the output dtype), how its dtype follows from its inputs, its
+rewrites and early-stage rewrites, and whether its HLIR node may be cleaned up (subsumed)
+once its kernel op exists. From that the registry generates the named rules of the
+``dtype_prop``, ``kernel_lower`` and ``cleanup`` rulesets.
+
+Field layouts, with a *view* being ``(Strided strides)`` or ``(Masked strides masks)``:
+
+=========  =====================================================================
+unary      shape, view of x, out strides
+binary     shape, view of a, view of b, out strides
+reduce     out shape, reduced extent, view of the kept dims, reduced dim's stride,
+           reduced dim's mask, out strides
+Iota       expression in z, length
+Constant   value, dtype
+Gather     index shape, index view, data shape, data view, out strides
+Scatter    dest shape, dest view, index shape, index view, source view, out strides
+Cast       shape, view of x, out strides, target dtype
+=========  =====================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..hlir import Op
+from ..tensor import LOG2_E
+
+UNARY_FIELDS = ("EList", "View", "EList")
+BINARY_FIELDS = ("EList", "View", "View", "EList")
+REDUCE_FIELDS = ("EList", "Expression", "View", "Expression", "Expression", "EList")
+
+RULESETS = ("expr", "dtype_prop", "early", "kernel_lower", "algebra", "cleanup")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One named egglog rule (or rewrite): its full command text."""
+
+    name: str
+    ruleset: str
+    text: str
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """What one op contributes: constructor, kernel op, dtype rule, rewrites, cleanup."""
+
+    name: str
+    fields: tuple[str, ...]
+    dtype_from: str  # "input0", "input1", "field" (the last field is the dtype), or a DType constructor
+    rewrites: tuple[Rule, ...] = ()
+    early_rewrites: tuple[Rule, ...] = ()
+    cleanable: bool = True
+    hlir_op: Op | None = None  # None for kernel-only ops (recognised patterns such as KernelExp)
+
+    @property
+    def kernel(self) -> str:
+        return f"Kernel{self.name}"
+
+    @property
+    def kernel_fields(self) -> tuple[str, ...]:
+        return self.fields if self.dtype_from == "field" else (*self.fields, "DType")
+
+    def _variables(self, count: int) -> str:
+        return " ".join(f"?f{i}" for i in range(count))
+
+    def constructors(self) -> list[str]:
+        kernel = f"({self.kernel} {' '.join(self.kernel_fields)})"
+        if self.hlir_op is None:
+            return [kernel]
+        return [f"({self.name} {' '.join(self.fields)})", kernel]
+
+    def pattern(self) -> str:
+        return f"(Op ({self.name} {self._variables(len(self.fields))}) ?ins)"
+
+    def kernel_term(self) -> str:
+        extra = "" if self.dtype_from == "field" else " ?dt"
+        return f"(Op ({self.kernel} {self._variables(len(self.fields))}{extra}) ?ins)"
+
+    def dtype_rule(self) -> Rule:
+        fields = self._variables(len(self.fields))
+        head = f"(= ?e (Op ({self.name} {fields}) "
+        if self.dtype_from == "input0":
+            query, value = head + "(ICons ?x ?rest))) (= ?dt (dtype ?x))", "?dt"
+        elif self.dtype_from == "input1":
+            query, value = head + "(ICons ?i (ICons ?x ?rest)))) (= ?dt (dtype ?x))", "?dt"
+        elif self.dtype_from == "field":
+            query, value = head + "?ins))", f"?f{len(self.fields) - 1}"
+        else:
+            query, value = head + "?ins))", f"({self.dtype_from})"
+        name = f"dtype-{self.name}"
+        return Rule(name, "dtype_prop",
+                    f'(rule ({query}) ((set (dtype ?e) {value})) :ruleset dtype_prop :name "{name}")')
+
+    def lowering(self) -> Rule:
+        query = f"(= ?e {self.pattern()})" + ("" if self.dtype_from == "field" else " (= ?dt (dtype ?e))")
+        name = f"lower-{self.name}"
+        return Rule(name, "kernel_lower",
+                    f'(rule ({query}) ((union ?e {self.kernel_term()})) :ruleset kernel_lower :name "{name}")')
+
+    def cleanup(self) -> Rule:
+        name = f"cleanup-{self.name}"
+        return Rule(name, "cleanup",
+                    f"(rule ((= ?e {self.pattern()}) (= ?e {self.kernel_term()}))"
+                    f' ((subsume (Op ({self.name} {self._variables(len(self.fields))}) ?ins)))'
+                    f' :ruleset cleanup :name "{name}")')
+
+    def rules(self) -> list[Rule]:
+        if self.hlir_op is None:
+            return [*self.early_rewrites, *self.rewrites]
+        generated = [self.dtype_rule(), self.lowering()]
+        if self.cleanable:
+            generated.append(self.cleanup())
+        return [*generated, *self.early_rewrites, *self.rewrites]
+
+
+# ---- rewrites ------------------------------------------------------------------------------------
+def _identity_rules(op: str, constants: tuple[str, ...], ruleset: str, label: str) -> tuple[Rule, ...]:
+    """``x op c = x`` for each spelling of ``c``, in both operand orders, when x is read as is."""
+    rules = []
+    for value in constants:
+        for side, operands in (("rhs", "(ICons ?x (ICons ?c (INil)))"), ("lhs", "(ICons ?c (ICons ?x (INil)))")):
+            views = "(Strided ?o) (Strided ?cs)" if side == "rhs" else "(Strided ?cs) (Strided ?o)"
+            kind = "float" if "MFloat" in value else "int"
+            name = f"{label}-{kind}-{side}"
+            rules.append(Rule(name, ruleset,
+                              f"(rule ((= ?e (Op ({op} ?s {views} ?o) {operands}))"
+                              f" (= ?c (Op (Constant {value} ?cdt) (INil))))"
+                              f' ((union ?e ?x)) :ruleset {ruleset} :name "{name}")'))
+    return tuple(rules)
+
+
+def _inverse_rule(outer: str, inner: str) -> Rule:
+    """``outer(inner(x)) = x`` when both read their operand as is."""
+    name = f"{outer.lower()}-of-{inner.lower()}"
+    return Rule(name, "early",
+                f"(rule ((= ?e (Op ({outer} ?s (Strided ?o) ?o) (ICons ?y (INil))))"
+                f" (= ?y (Op ({inner} ?s2 (Strided ?o2) ?o2) (ICons ?x (INil)))))"
+                f' ((union ?e ?x)) :ruleset early :name "{name}")')
+
+
+def _commute(op: str) -> Rule:
+    name = f"commute-{op}"
+    return Rule(name, "algebra",
+                f"(rewrite (Op ({op} ?s ?va ?vb ?o) (ICons ?a (ICons ?b (INil))))"
+                f" (Op ({op} ?s ?vb ?va ?o) (ICons ?b (ICons ?a (INil))))"
+                f' :ruleset algebra :name "{name}")')
+
+
+EXP_CHAIN = Rule(
+    "exp2-chain-to-KernelExp", "kernel_lower",
+    "(rule ((= ?e (Op (Exp2 ?s (Strided ?o) ?o) (ICons ?m (INil))))"
+    " (= ?m (Op (Mul ?s ?xv (Strided ?cs) ?o) (ICons ?x (ICons ?c (INil)))))"
+    f" (= ?c (Op (Constant (MFloat {LOG2_E!r}) ?cdt) (INil)))"
+    " (= ?dt (dtype ?e)))"
+    " ((union ?e (Op (KernelExp ?s ?xv ?o ?dt) (ICons ?x (INil)))))"
+    ' :ruleset kernel_lower :name "exp2-chain-to-KernelExp")')
+
+EXPR_RULES = tuple(Rule(name, "expr", f'{text} :ruleset expr :name "{name}")') for name, text in (
+    ("expr-add-zero", "(rewrite (MAdd ?a (MNum 0)) ?a"),
+    ("expr-zero-add", "(rewrite (MAdd (MNum 0) ?a) ?a"),
+    ("expr-mul-one", "(rewrite (MMul ?a (MNum 1)) ?a"),
+    ("expr-one-mul", "(rewrite (MMul (MNum 1) ?a) ?a"),
+    ("expr-mul-zero", "(rewrite (MMul ?a (MNum 0)) (MNum 0)"),
+    ("expr-div-one", "(rewrite (MDiv ?a (MNum 1)) ?a"),
+    ("expr-fold-add", "(rewrite (MAdd (MNum ?a) (MNum ?b)) (MNum (+ ?a ?b))"),
+    ("expr-fold-sub", "(rewrite (MSub (MNum ?a) (MNum ?b)) (MNum (- ?a ?b))"),
+    ("expr-fold-mul", "(rewrite (MMul (MNum ?a) (MNum ?b)) (MNum (* ?a ?b))"),
+    ("expr-fold-div", "(rule ((= ?e (MDiv (MNum ?a) (MNum ?b))) (>= ?a 0) (> ?b 0)) ((union ?e (MNum (/ ?a ?b))))"),
+    ("expr-fold-mod", "(rule ((= ?e (MMod (MNum ?a) (MNum ?b))) (>= ?a 0) (> ?b 0)) ((union ?e (MNum (% ?a ?b))))"),
+))
+
+
+BOUNDARY_DTYPE_RULES = (
+    Rule("dtype-Input", "dtype_prop",
+         '(rule ((= ?e (Input ?id ?name ?dt))) ((set (dtype ?e) ?dt)) :ruleset dtype_prop :name "dtype-Input")'),
+    Rule("dtype-Output", "dtype_prop",
+         '(rule ((= ?e (Output ?x ?i)) (= ?dt (dtype ?x))) ((set (dtype ?e) ?dt)) :ruleset dtype_prop'
+         ' :name "dtype-Output")'),
+)
+
+
+# ---- the registry --------------------------------------------------------------------------------
+@dataclass
+class OpRegistry:
+    """All ops by name; ``rules()`` is every generated and declared rule, in a stable order."""
+
+    specs: dict[str, OpSpec] = field(default_factory=dict)
+
+    def register(self, spec: OpSpec) -> None:
+        if spec.name in self.specs:
+            raise ValueError(f"op {spec.name} is registered already")
+        self.specs[spec.name] = spec
+
+    def for_hlir(self, op: Op) -> OpSpec:
+        for spec in self.specs.values():
+            if spec.hlir_op == op:
+                return spec
+        raise KeyError(f"no e-graph op is registered for {op.value}")
+
+    def constructors(self) -> list[str]:
+        return [c for spec in self.specs.values() for c in spec.constructors()]
+
+    def rules(self) -> list[Rule]:
+        return [*EXPR_RULES, *BOUNDARY_DTYPE_RULES, *(rule for spec in self.specs.values() for rule in spec.rules())]
+
+
+def default_registry() -> OpRegistry:
+    registry = OpRegistry()
+    float_one, int_one = "(MFloat 1.0)", "(MNum 1)"
+    float_zero, int_zero = "(MFloat 0.0)", "(MNum 0)"
+    for op in (Op.LOG2, Op.EXP2, Op.SIN, Op.SQRT, Op.RECIP):
+        early = ()
+        if op == Op.RECIP:
+            early = (_inverse_rule("Recip", "Recip"),)
+        elif op == Op.LOG2:
+            early = (_inverse_rule("Log2", "Exp2"),)
+        registry.register(OpSpec(op.value, UNARY_FIELDS, "input0", hlir_op=op, early_rewrites=early))
+    registry.register(OpSpec("Add", BINARY_FIELDS, "input0", hlir_op=Op.ADD, rewrites=(_commute("Add"),),
+                             early_rewrites=_identity_rules("Add", (float_zero, int_zero), "early", "add-zero")))
+    registry.register(OpSpec("Mul", BINARY_FIELDS, "input0", hlir_op=Op.MUL, rewrites=(_commute("Mul"),),
+                             early_rewrites=_identity_rules("Mul", (float_one, int_one), "early", "mul-one")))
+    registry.register(OpSpec("Mod", BINARY_FIELDS, "input0", hlir_op=Op.MOD))
+    registry.register(OpSpec("LessThan", BINARY_FIELDS, "Bool", hlir_op=Op.LESS_THAN))
+    registry.register(OpSpec("SumReduce", REDUCE_FIELDS, "input0", hlir_op=Op.SUM_REDUCE))
+    registry.register(OpSpec("MaxReduce", REDUCE_FIELDS, "input0", hlir_op=Op.MAX_REDUCE))
+    registry.register(OpSpec("Iota", ("Expression", "Expression"), "Int", hlir_op=Op.IOTA))
+    registry.register(OpSpec("Constant", ("Expression", "DType"), "field", hlir_op=Op.CONSTANT))
+    registry.register(OpSpec("Gather", ("EList", "View", "EList", "View", "EList"), "input1", hlir_op=Op.GATHER))
+    registry.register(OpSpec("Scatter", ("EList", "View", "EList", "View", "View", "EList"), "input0",
+                             hlir_op=Op.SCATTER))
+    registry.register(OpSpec("Cast", ("EList", "View", "EList", "DType"), "field", hlir_op=Op.CAST))
+    registry.register(OpSpec("Exp", UNARY_FIELDS, "input0", rewrites=(EXP_CHAIN,)))
+    return registry

@@ -1,0 +1,156 @@
+"""A read-only view of the e-graph at one moment: e-classes, e-nodes, parents, best terms.
+
+Built from egglog's serialized JSON. Primitive values (i64, f64, String, bool) are not
+e-classes here: they become literal arguments of the e-node that holds them, so
+``(MNum 3)`` is an e-node ``MNum`` with the literal ``3``. Rows of non-constructor
+functions (``dtype``) are not e-nodes either; their values annotate the e-classes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+
+PRIMITIVE_SORTS = frozenset({"i64", "f64", "String", "bool", "Unit", "BigInt", "BigRat"})
+GENOME_SORTS = frozenset({"IR", "IList"})
+
+
+@dataclass(frozen=True)
+class ENode:
+    """One e-node: its op, its child e-classes (and literal arguments), its e-class."""
+
+    id: str
+    op: str
+    children: tuple[str, ...]
+    literals: tuple[str, ...]
+    eclass: str
+    subsumed: bool
+
+    @property
+    def label(self) -> str:
+        return " ".join((self.op, *self.literals))
+
+
+@dataclass
+class EClass:
+    """An e-class: its sort, e-nodes, and (filled in by the snapshot) who uses it and where it came from."""
+
+    id: str
+    sort: str
+    nodes: list[ENode] = field(default_factory=list)
+    parents: list[ENode] = field(default_factory=list)
+    hlir: list[int] = field(default_factory=list)
+    dtype: str | None = None
+    best_term: str | None = None
+
+    def __repr__(self) -> str:
+        ops = ", ".join(sorted({n.label for n in self.nodes}))
+        origin = f", HLIR {[f'h{h}' for h in self.hlir]}" if self.hlir else ""
+        return f"<EClass {self.id} {self.sort}: {len(self.nodes)} e-nodes [{ops}]{origin}>"
+
+
+class Snapshot:
+    """The e-graph as serialized at one moment."""
+
+    def __init__(self, serialized: str, functions: frozenset[str] = frozenset({"dtype"}), let_prefix: str = "$t"):
+        data = json.loads(serialized)
+        raw = data["nodes"]
+        class_data = data.get("class_data", {})
+        sort_of = {cid: info.get("type", "") for cid, info in class_data.items()}
+        literal_of = {nid: n["op"] for nid, n in raw.items() if sort_of.get(n["eclass"]) in PRIMITIVE_SORTS}
+        self.classes: dict[str, EClass] = {}
+        self.dtype_of: dict[str, str] = {}
+        function_rows = []
+        for nid, n in raw.items():
+            if nid in literal_of:
+                continue
+            if n["op"] in functions:
+                function_rows.append(n)
+                continue
+            children = tuple(raw[c]["eclass"] for c in n["children"] if c not in literal_of)
+            literals = tuple(literal_of[c] for c in n["children"] if c in literal_of)
+            node = ENode(nid, n["op"], children, literals, n["eclass"], bool(n.get("subsumed")))
+            eclass = self.classes.setdefault(n["eclass"], EClass(n["eclass"], sort_of.get(n["eclass"], "")))
+            eclass.nodes.append(node)
+        for row in function_rows:  # dtype(IR) rows: the value's e-class holds the DType constructor
+            target = raw[row["children"][0]]["eclass"] if row["children"] else None
+            value = self.classes.get(row["eclass"])
+            if target in self.classes and value is not None and value.nodes:
+                self.classes[target].dtype = value.nodes[0].op
+        for eclass in self.classes.values():
+            for node in eclass.nodes:
+                for child in node.children:
+                    if child in self.classes:
+                        self.classes[child].parents.append(node)
+        for cid, info in class_data.items():
+            for name in (info.get("let") or "").split(", "):
+                if name.startswith(let_prefix) and name[len(let_prefix):].isdigit() and cid in self.classes:
+                    self.classes[cid].hlir.append(int(name[len(let_prefix):]))
+        for eclass in self.classes.values():
+            eclass.hlir.sort()
+
+    # ---- counts -------------------------------------------------------------------------
+    @property
+    def n_enodes(self) -> int:
+        return sum(len(c.nodes) for c in self.classes.values())
+
+    @property
+    def n_eclasses(self) -> int:
+        return len(self.classes)
+
+    def node_ids(self) -> set[str]:
+        return {n.id for c in self.classes.values() for n in c.nodes}
+
+    def node_keys(self) -> dict[tuple, str]:
+        """Each e-node's identity (op, literals, child e-classes) -> its e-class."""
+        return {(n.op, n.literals, n.children): c.id for c in self.classes.values() for n in c.nodes}
+
+    def eclass_of_hlir(self, node_id: int) -> str:
+        for eclass in self.classes.values():
+            if node_id in eclass.hlir:
+                return eclass.id
+        raise KeyError(f"HLIR node h{node_id} has no e-class (is it dead?)")
+
+    # ---- best terms ---------------------------------------------------------------------
+    @cached_property
+    def _costs(self) -> dict[str, tuple[int, ENode]]:
+        """Smallest term per e-class (term size), by fixpoint over non-subsumed e-nodes."""
+        best: dict[str, tuple[int, ENode]] = {}
+        changed = True
+        while changed:
+            changed = False
+            for eclass in self.classes.values():
+                for node in eclass.nodes:
+                    if node.subsumed or any(c not in best for c in node.children):
+                        continue
+                    cost = 1 + sum(best[c][0] for c in node.children)
+                    if eclass.id not in best or cost < best[eclass.id][0]:
+                        best[eclass.id] = (cost, node)
+                        changed = True
+        return best
+
+    def best_term(self, cid: str, depth: int = 6) -> str:
+        """The smallest term of an e-class as an s-expression (``...`` past ``depth`` levels)."""
+        entry = self._costs.get(cid)
+        if entry is None:
+            return "<no finite term>"
+        node = entry[1]
+        if depth == 0:
+            return "..."
+        parts = [node.op, *node.literals, *(self.best_term(c, depth - 1) for c in node.children)]
+        return parts[0] if len(parts) == 1 else f"({' '.join(parts)})"
+
+    def eclass(self, cid: str) -> EClass:
+        if cid not in self.classes:
+            raise KeyError(f"no e-class {cid!r}")
+        eclass = self.classes[cid]
+        eclass.best_term = self.best_term(cid)
+        return eclass
+
+
+def count(serialized: str, functions: frozenset[str] = frozenset({"dtype"})) -> tuple[int, int]:
+    """(e-classes, e-nodes) of a serialized e-graph, counted as ``Snapshot`` counts them."""
+    snapshot = Snapshot(serialized, functions)
+    return snapshot.n_eclasses, snapshot.n_enodes
+
