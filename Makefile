@@ -39,6 +39,7 @@ lint: setup
 ## Benchmarks: JSON figures under benchmarks/results/.
 bench: setup
 	$(BIN)/python benchmarks/reference_runtime.py
+	$(BIN)/python benchmarks/egraph.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .ruff_cache

@@ -339,16 +339,16 @@ def _digraph() -> graphviz.Digraph:
     return graphviz.Digraph("hlir", graph_attr=GRAPH_ATTR, node_attr=NODE_ATTR, edge_attr=EDGE_ATTR)
 
 
-def _render(dot: graphviz.Digraph) -> str | None:
+def _render(dot: graphviz.Digraph, what: str = "HLIR") -> str | None:
     """SVG text (without the XML prolog, so it can be inlined), or None when ``dot`` fails."""
     try:
         svg = dot.pipe(format="svg", encoding="utf-8")
     except graphviz.ExecutableNotFound:
-        warnings.warn("Graphviz's `dot` is not installed; the HLIR picture is left out", RuntimeWarning,
+        warnings.warn(f"Graphviz's `dot` is not installed; the {what} picture is left out", RuntimeWarning,
                       stacklevel=3)
         return None
     except graphviz.CalledProcessError as err:
-        warnings.warn(f"Graphviz could not draw the HLIR: {err}", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"Graphviz could not draw the {what}: {err}", RuntimeWarning, stacklevel=3)
         return None
     return svg[svg.find("<svg"):]
 

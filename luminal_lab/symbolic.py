@@ -13,6 +13,7 @@ egglog terms of Luminal's schema (``MNum``, ``MVar``, ``MIter``, ...) and to C.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Union
 
@@ -214,23 +215,27 @@ class Expr:
         return result.astype(np.int64) if vector else int(result)
 
     # ---- rendering ----------------------------------------------------------------------
-    def to_egglog(self) -> str:
-        """The term in Luminal's egglog ``Expression`` sort."""
+    def to_egglog_term(self) -> tuple:
+        """The term in Luminal's egglog ``Expression`` sort, as ``(constructor, *arguments)``."""
         op, args = self.op, self.args
         if op == "num":
-            return f"(MNum {args[0]})"
+            return ("MNum", args[0])
         if op == "var":
-            return f'(MVar "{args[0]}")'
+            return ("MVar", args[0])
         if op == "iter":
-            return "(MIter)"
+            return ("MIter",)
         if op == "add":
             positive = [a for a in args if not _is_negated(a)]
             negative = [_negated(a) for a in args if _is_negated(a)]
-            text = _fold_egglog("MAdd", positive) if positive else "(MNum 0)"
-            for term in negative:
-                text = f"(MSub {text} {term.to_egglog()})"
-            return text
-        return _fold_egglog(_EGGLOG_NAMES[op], args)
+            term = _fold_terms("MAdd", positive) if positive else ("MNum", 0)
+            for a in negative:
+                term = ("MSub", term, a.to_egglog_term())
+            return term
+        return _fold_terms(_EGGLOG_NAMES[op], args)
+
+    def to_egglog(self) -> str:
+        """The term as egglog text, e.g. ``(MAdd (MNum 2) (MVar "s"))``."""
+        return render_term(self.to_egglog_term())
 
     def to_c(self, z: str = "z") -> str:
         """A C expression over ``long long`` operands; variables keep their names."""
@@ -301,11 +306,31 @@ def _negated(term: Expr) -> Expr:
     return mul(-1, term)
 
 
-def _fold_egglog(name: str, args) -> str:
-    text = args[0].to_egglog()
+def _fold_terms(name: str, args) -> tuple:
+    term = args[0].to_egglog_term()
     for a in args[1:]:
-        text = f"({name} {text} {a.to_egglog()})"
-    return text
+        term = (name, term, a.to_egglog_term())
+    return term
+
+
+def float_literal(value: float) -> str:
+    """An egglog f64 literal (``inf``, ``-inf`` and ``NaN`` included)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return repr(float(value))
+
+
+def render_term(term) -> str:
+    """egglog text of a term given as nested ``(constructor, *arguments)`` tuples."""
+    if isinstance(term, tuple):
+        return "(" + " ".join([term[0], *(render_term(a) for a in term[1:])]) + ")"
+    if isinstance(term, str):
+        return '"' + term.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(term, float):
+        return float_literal(term)
+    return str(int(term))
 
 
 def _split_coefficient(term: Expr) -> tuple[int, Expr | None]:

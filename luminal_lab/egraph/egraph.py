@@ -14,11 +14,13 @@ limit. A stop leaves the e-graph usable: a killed worker is rebuilt by replaying
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import BudgetExceeded, EgglogError
 from ..hlir import Graph, Node
@@ -26,12 +28,17 @@ from ..stage import Stage
 from .ops import RULESETS, OpRegistry, default_registry
 from .schema import emit, rules, schema
 from .snapshot import EClass, Snapshot
-from .worker import EgglogWorker, WorkerDied
+from .worker import EgglogWorker, WorkerDied, shift_position
+from .worker import command_spans as _command_spans
+
+if TYPE_CHECKING:
+    from .view import Picture
 
 DEFAULT_MAX_ENODES = 1_000_000
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_MAX_ROUNDS = 10
 SATURATION_GUARD = 100  # iterations of a "to saturation" ruleset before it counts as runaway
+MAX_BATCH = 32  # most iterations of a ruleset that keeps the e-graph's size run in one egglog call
 
 
 def default_memory_limit() -> int:
@@ -98,8 +105,7 @@ class EGraph(Stage):
     def __init__(self, graph: Graph, registry: OpRegistry | None = None, memory_limit: int | None = None):
         self.graph = graph
         self.registry = registry or default_registry()
-        self._emitted = emit(graph)
-        self._initial_program = "\n".join((schema(self.registry), rules(self.registry), self._emitted.text))
+        self._initial_program = "\n".join((schema(self.registry), rules(self.registry), emit(graph)))
         self._user_rules: list[str] = []
         self._user_rulesets: list[str] = []
         self._functions = frozenset({"dtype"})
@@ -131,8 +137,12 @@ class EGraph(Stage):
         return path
 
     def add_rules(self, text: str, ruleset: str | None = None) -> None:
-        """Add rules in egglog syntax. With ``ruleset``, rules that name none go there (it is
-        created and joins every round if new). Errors raise ``EgglogError`` with the line."""
+        """Add rules in egglog syntax. With ``ruleset``, rules that name none go there. A new
+        ruleset (named here or declared in the text) joins every round, before ``cleanup``.
+        Errors raise ``EgglogError`` with the offending line and change nothing.
+
+        After the first round ``cleanup`` has subsumed the HLIR ops that have kernel ops, so
+        rules added later should match the ``Kernel*`` ops."""
         body = text
         if ruleset is not None:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", ruleset):
@@ -144,9 +154,10 @@ class EGraph(Stage):
         try:
             self._worker.run(prelude + body)
         except EgglogError as error:
-            raise _located(error, body, offset=prelude.count("\n")) from None
-        if prelude:
-            self._user_rulesets.append(ruleset)
+            raise _located(error, text, offset=prelude.count("\n")) from None
+        for name in re.findall(r"\(ruleset\s+([^\s()]+)\s*\)", prelude + body):
+            if name not in self.rulesets:
+                self._user_rulesets.append(name)
         self._user_rules.append(prelude + body)
         self._functions |= set(re.findall(r"\(function\s+([^\s()]+)", body))
         self._snapshot = self._take_snapshot()
@@ -210,7 +221,16 @@ class EGraph(Stage):
         return report
 
     def _take_snapshot(self) -> Snapshot:
-        return Snapshot(self._worker.serialize(), self._functions)
+        serialized = self._worker.serialize()
+        # parsing allocates many small objects; the cyclic collector would scan the whole
+        # (torch-sized) heap several times over without freeing anything of ours
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return Snapshot(serialized, self._functions)
+        finally:
+            if collecting:
+                gc.enable()
 
     # ---- inspection ---------------------------------------------------------------------
     @property
@@ -263,6 +283,13 @@ class EGraph(Stage):
 
         return to_svg(self)
 
+    def picture(self, around: str | None = None, depth: int = 2) -> Picture:
+        """The IR-level picture (shows itself in a notebook); with ``around`` (an e-class id), only
+        the IR e-classes within ``depth`` reads of it. See ``luminal_lab.egraph.view``."""
+        from .view import picture
+
+        return picture(self, around, depth)
+
 
 # ---- budgets -------------------------------------------------------------------------------------
 class _Stop(Exception):
@@ -286,17 +313,19 @@ class _Budget:
 
     def size(self) -> int:
         (output,) = self.worker.run("(print-size)", record=False)
-        return sum(n for name, n in output["sizes"].items() if name not in self.functions)
+        return sum(n for name, n in output["sizes"].items()
+                   if name not in self.functions)
 
-    def once(self, ruleset: str) -> bool:
-        """One iteration of ``ruleset``; True when it changed the e-graph."""
+    def once(self, ruleset: str, iterations: int = 1) -> bool:
+        """``iterations`` iterations of ``ruleset`` in one egglog call; True when they changed the e-graph."""
         if not self._sizes:
             self._sizes.append(self.size())
         self._forecast(ruleset)
         if time.monotonic() >= self.deadline:
             raise _Stop(BudgetExceeded("time budget used up"))
         try:
-            (output,) = self.worker.run(f"(run-schedule (run {ruleset}))", deadline=self.deadline)
+            schedule = f"(run {ruleset})" if iterations == 1 else f"(repeat {iterations} (run {ruleset}))"
+            (output,) = self.worker.run(f"(run-schedule {schedule})", deadline=self.deadline)
         except WorkerDied as died:
             self.worker.restart()
             reason = ("time budget used up during an iteration of " if died.reason == "timeout"
@@ -323,10 +352,22 @@ class _Budget:
                                        f"{self._sizes[-1]:,} e-nodes to about {int(forecast):,} > {self.max_enodes:,}"))
 
     def saturate(self, ruleset: str) -> None:
-        for _ in range(SATURATION_GUARD):
-            if not self.once(ruleset):
-                return
-        raise _Stop(BudgetExceeded(f"{ruleset} did not saturate in {SATURATION_GUARD} iterations"))
+        """Iterations of ``ruleset`` until one changes nothing.
+
+        After an iteration that grew the e-graph the next runs alone (budgets are checked after
+        each). While the size holds, e.g. ``dtype_prop`` walking a deep graph one node per
+        iteration, iterations go in doubling batches of one egglog call. Runaway: more than
+        ``SATURATION_GUARD`` growing iterations, or more than max(``SATURATION_GUARD``, e-nodes)
+        that do not grow (the facts over a fixed e-graph settle in fewer).
+        """
+        batch, grown, flat = 1, 0, 0
+        while self.once(ruleset, batch):
+            if self._sizes[-1] > self._sizes[-2]:
+                grown, batch = grown + batch, 1
+            else:
+                flat, batch = flat + batch, min(2 * batch, MAX_BATCH)
+            if grown >= SATURATION_GUARD or flat >= max(SATURATION_GUARD, self._sizes[-1]):
+                raise _Stop(BudgetExceeded(f"{ruleset} did not saturate in {grown + flat} iterations"))
 
     def round(self, rulesets: list[str]) -> None:
         self.saturate("expr")
@@ -337,8 +378,6 @@ class _Budget:
 
 def _diff(index: int, label: str, before: Snapshot, after: Snapshot, budget: _Budget) -> StepReport:
     """Which e-classes grew, which were merged away (and into which), which e-nodes are new."""
-    old_ids = before.node_ids()
-    added = sorted(after.node_ids() - old_ids)
     grown = {}
     for cid, eclass in after.classes.items():
         previous = len(before.classes[cid].nodes) if cid in before.classes else 0
@@ -351,40 +390,18 @@ def _diff(index: int, label: str, before: Snapshot, after: Snapshot, budget: _Bu
             continue
         merged[cid] = next((keys_after[(n.op, n.literals, n.children)] for n in eclass.nodes
                             if (n.op, n.literals, n.children) in keys_after), None)
+    # e-node ids are egglog row numbers and move (e.g. when a row is subsumed), so an e-node is
+    # new when no e-node of ``before`` has its op, literals and (merged-through) children
+    old_keys = {(n.op, n.literals, tuple(merged.get(c) or c for c in n.children))
+                for eclass in before.classes.values() for n in eclass.nodes}
+    added = sorted(n.id for eclass in after.classes.values() for n in eclass.nodes
+                   if (n.op, n.literals, n.children) not in old_keys)
     return StepReport(index, label, budget.matches, budget.seconds, before.n_enodes, after.n_enodes,
                       before.n_eclasses, after.n_eclasses, grown, merged, added, updated=budget.updated,
                       stopped=budget.stopped)
 
 
 # ---- user rule text ------------------------------------------------------------------------------
-def _command_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each top-level s-expression, skipping strings and ``;`` comments."""
-    spans, depth, start, in_string, i = [], 0, 0, False, 0
-    while i < len(text):
-        ch = text[i]
-        if in_string:
-            if ch == "\\":
-                i += 1
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch == ";":
-            while i < len(text) and text[i] != "\n":
-                i += 1
-            continue
-        elif ch == "(":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == ")" and depth > 0:
-            depth -= 1
-            if depth == 0:
-                spans.append((start, i))
-        i += 1
-    return spans
-
-
 def _assign_ruleset(text: str, ruleset: str) -> str:
     """Put rules that name no ruleset into ``ruleset``, editing in place so line numbers hold."""
     for start, end in reversed(_command_spans(text)):
@@ -396,11 +413,16 @@ def _assign_ruleset(text: str, ruleset: str) -> str:
 
 
 def _located(error: EgglogError, text: str, offset: int) -> EgglogError:
-    """The error with the offending line of the user's text attached (egglog says ``In L:C``)."""
-    found = re.search(r"In (\d+):", str(error))
+    """The error with the offending line of the user's text attached (egglog says ``In L:C``).
+
+    ``text`` is the text as the user gave it (``_assign_ruleset`` keeps its line numbers);
+    egglog's position is moved back by the ``offset`` lines that were sent before it.
+    """
+    message = shift_position(str(error), -offset)
+    found = re.search(r"In (\d+):", message)
     lines = text.split("\n")
     if found:
-        number = int(found.group(1)) - offset
+        number = int(found.group(1))
         if 1 <= number <= len(lines):
-            return EgglogError(f"egglog rejected the rules (line {number}): {error}", line=lines[number - 1].strip())
-    return EgglogError(f"egglog rejected the rules: {error}", line=None)
+            return EgglogError(f"egglog rejected the rules (line {number}): {message}", line=lines[number - 1].strip())
+    return EgglogError(f"egglog rejected the rules: {message}", line=None)

@@ -67,11 +67,10 @@ class OpSpec:
     def _variables(self, count: int) -> str:
         return " ".join(f"?f{i}" for i in range(count))
 
-    def constructors(self) -> list[str]:
-        kernel = f"({self.kernel} {' '.join(self.kernel_fields)})"
-        if self.hlir_op is None:
-            return [kernel]
-        return [f"({self.name} {' '.join(self.fields)})", kernel]
+    def signatures(self) -> list[tuple[str, tuple[str, ...]]]:
+        """The OpKind constructors this op adds: its own (for HLIR ops) and its kernel op."""
+        kernel = (self.kernel, self.kernel_fields)
+        return [kernel] if self.hlir_op is None else [(self.name, self.fields), kernel]
 
     def pattern(self) -> str:
         return f"(Op ({self.name} {self._variables(len(self.fields))}) ?ins)"
@@ -201,8 +200,8 @@ class OpRegistry:
                 return spec
         raise KeyError(f"no e-graph op is registered for {op.value}")
 
-    def constructors(self) -> list[str]:
-        return [c for spec in self.specs.values() for c in spec.constructors()]
+    def signatures(self) -> list[tuple[str, tuple[str, ...]]]:
+        return [c for spec in self.specs.values() for c in spec.signatures()]
 
     def rules(self) -> list[Rule]:
         return [*EXPR_RULES, *BOUNDARY_DTYPE_RULES, *(rule for spec in self.specs.values() for rule in spec.rules())]

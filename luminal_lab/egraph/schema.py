@@ -1,153 +1,160 @@
-"""HLIR -> egglog text in Luminal's schema.
+"""HLIR -> egglog in Luminal's schema: the readable program, and the rows that load it fast.
 
-The program declares the sorts (``Expression``, ``EList``, ``DType``, ``View``, and the
-mutually recursive ``IR`` / ``OpKind`` / ``IList``), the ``dtype`` function and the
-rulesets, then emits every live HLIR node once, in topological order, as
-``(let $tN ...)`` where N is the node's id, and joins all outputs into ``$root`` with
-``OutputJoin``. Ops are ``(Op (Kind fields...) (ICons in0 (ICons in1 (INil))))``.
+The schema is data (``signatures``): sorts ``Expression``, ``EList``, ``DType``, ``View``,
+and the mutually recursive ``IR`` / ``OpKind`` / ``IList``, plus the ``dtype`` function.
+Every live HLIR node becomes one term, ``(Op (Kind fields...) (ICons in0 (INil)))``,
+emitted in topological order; all outputs are joined into the root with ``OutputJoin``.
+
+Each node also gets its dtype fact, ``(set (dtype $tN) (F32))``, known from the HLIR's
+dtype inference; ``dtype_prop`` then only has to type what rewrites add. The text is sent
+to egglog one command at a time (see ``worker``), which keeps loading linear in its size.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ..hlir import BINARY_OPS, REDUCE_OPS, UNARY_OPS, Graph, Node, Op
 from ..shape_tracker import ShapeTracker
-from ..symbolic import Expr
+from ..symbolic import Expr, render_term
 from .ops import RULESETS, OpRegistry
 
-_EXPRESSIONS = ("(MNum i64) (MFloat f64) (MIter) (MVar String) (MAdd Expression Expression) "
-                "(MSub Expression Expression) (MMul Expression Expression) (MDiv Expression Expression) "
-                "(MMod Expression Expression) (MCeilDiv Expression Expression) (MMin Expression Expression) "
-                "(MMax Expression Expression) (MAnd Expression Expression) (MOr Expression Expression) "
-                "(MGte Expression Expression) (MLt Expression Expression)")
+_BINARY_EXPRESSIONS = ("MAdd", "MSub", "MMul", "MDiv", "MMod", "MCeilDiv", "MMin", "MMax", "MAnd", "MOr", "MGte",
+                       "MLt")
+DATATYPE_GROUPS = (("Expression", "EList", "DType"), ("View",), ("IR", "OpKind", "IList"))
+
+
+def signatures(registry: OpRegistry) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
+    """Every sort's constructors with the sorts of their fields."""
+    return {
+        "Expression": [("MNum", ("i64",)), ("MFloat", ("f64",)), ("MIter", ()), ("MVar", ("String",)),
+                       *((name, ("Expression", "Expression")) for name in _BINARY_EXPRESSIONS)],
+        "EList": [("ECons", ("Expression", "EList")), ("ENil", ())],
+        "DType": [(name, ()) for name in ("F32", "F16", "Bf16", "Int", "Int64", "F64", "Bool")],
+        "View": [("Strided", ("EList",)), ("Masked", ("EList", "EList"))],
+        "IR": [("OutputJoin", ("IR", "IR")), ("Op", ("OpKind", "IList")), ("Input", ("i64", "String", "DType")),
+               ("Output", ("IR", "i64"))],
+        "OpKind": registry.signatures(),
+        "IList": [("ICons", ("IR", "IList")), ("INil", ())],
+    }
+
+
+def _declaration(name: str, fields: tuple[str, ...]) -> str:
+    return f"({' '.join((name, *fields))})"
 
 
 def schema(registry: OpRegistry) -> str:
-    """Sort declarations, the dtype function and the (empty) rulesets."""
-    kinds = "\n    ".join(registry.constructors())
-    lines = [
-        "; ---- sorts ----",
-        f"(datatype*\n  (Expression {_EXPRESSIONS})\n  (EList (ECons Expression EList) (ENil))\n"
-        "  (DType (F32) (F16) (Bf16) (Int) (Int64) (F64) (Bool)))",
-        "(datatype View (Strided EList) (Masked EList EList))",
-        "(datatype*\n  (IR (OutputJoin IR IR) (Op OpKind IList) (Input i64 String DType) (Output IR i64))\n"
-        f"  (OpKind\n    {kinds})\n  (IList (ICons IR IList) (INil)))",
-        "(function dtype (IR) DType :merge new)",
-        "; ---- rulesets ----",
-        *(f"(ruleset {name})" for name in RULESETS),
-    ]
+    """Sort declarations, the dtype function and the rulesets."""
+    sorts = signatures(registry)
+    lines = ["; ---- sorts ----"]
+    for group in DATATYPE_GROUPS:
+        bodies = [f"({sort} {' '.join(_declaration(n, f) for n, f in sorts[sort])})" for sort in group]
+        lines.append(f"(datatype* {' '.join(bodies)})" if len(group) > 1 else f"(datatype {bodies[0][1:]}")
+    lines.append("(function dtype (IR) DType :merge new)")
+    lines.append("; ---- rulesets ----")
+    lines.extend(f"(ruleset {name})" for name in RULESETS)
     return "\n".join(lines)
 
 
 def rules(registry: OpRegistry) -> str:
-    lines = ["; ---- rules ----"]
-    lines.extend(rule.text for rule in registry.rules())
-    return "\n".join(lines)
+    return "\n".join(["; ---- rules ----", *(rule.text for rule in registry.rules())])
 
 
-# ---- terms -------------------------------------------------------------------------------------
-def elist(exprs) -> str:
-    text = "(ENil)"
+# ---- terms ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ref:
+    """A reference to another HLIR node's term (``$tN`` in text, id N in rows)."""
+
+    node_id: int
+
+
+def elist(exprs) -> tuple:
+    term: tuple = ("ENil",)
     for expr in reversed(list(exprs)):
-        text = f"(ECons {expr.to_egglog()} {text})"
-    return text
+        term = ("ECons", expr.to_egglog_term(), term)
+    return term
 
 
-def view(tracker: ShapeTracker) -> str:
+def view(tracker: ShapeTracker) -> tuple:
     if tracker.is_masked:
-        return f"(Masked {elist(tracker.strides)} {elist(tracker.masks)})"
-    return f"(Strided {elist(tracker.strides)})"
+        return ("Masked", elist(tracker.strides), elist(tracker.masks))
+    return ("Strided", elist(tracker.strides))
 
 
-def ilist(names) -> str:
-    text = "(INil)"
-    for name in reversed(list(names)):
-        text = f"(ICons {name} {text})"
-    return text
+def ilist(refs) -> tuple:
+    term: tuple = ("INil",)
+    for ref in reversed(list(refs)):
+        term = ("ICons", ref, term)
+    return term
 
 
-def float_literal(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return repr(float(value))
-
-
-def constant_term(value) -> str:
+def constant_term(value) -> tuple:
     if isinstance(value, Expr):
-        return value.to_egglog()
-    if isinstance(value, bool):
-        return f"(MNum {int(value)})"
-    if isinstance(value, int):
-        return f"(MNum {value})"
-    return f"(MFloat {float_literal(value)})"
+        return value.to_egglog_term()
+    if isinstance(value, bool | int):
+        return ("MNum", int(value))
+    return ("MFloat", float(value))
 
 
-def _out_strides(node: Node) -> str:
-    return elist(ShapeTracker.contiguous(node.shape).strides)
-
-
-def op_fields(node: Node) -> str:
+def op_fields(node: Node) -> tuple:
     """The fields of a node's OpKind constructor (see the layouts in ``ops``)."""
     op = node.op
     trackers = [tracker for _, tracker in node.sources]
+    out = elist(ShapeTracker.contiguous(node.shape).strides)
     if op in UNARY_OPS:
-        return f"{elist(node.shape)} {view(trackers[0])} {_out_strides(node)}"
+        return (elist(node.shape), view(trackers[0]), out)
     if op in BINARY_OPS:
-        return f"{elist(node.shape)} {view(trackers[0])} {view(trackers[1])} {_out_strides(node)}"
+        return (elist(node.shape), view(trackers[0]), view(trackers[1]), out)
     if op in REDUCE_OPS:
         source, axis = trackers[0], node.arg
         kept = ShapeTracker(*(seq[:axis] + seq[axis + 1:] for seq in (source.dims, source.strides, source.masks)))
-        return (f"{elist(node.shape)} {source.dims[axis].to_egglog()} {view(kept)} "
-                f"{source.strides[axis].to_egglog()} {source.masks[axis].to_egglog()} {_out_strides(node)}")
+        return (elist(node.shape), source.dims[axis].to_egglog_term(), view(kept),
+                source.strides[axis].to_egglog_term(), source.masks[axis].to_egglog_term(), out)
     if op == Op.IOTA:
         expr, length = node.arg
-        return f"{expr.to_egglog()} {length.to_egglog()}"
+        return (expr.to_egglog_term(), length.to_egglog_term())
     if op == Op.CONSTANT:
-        return f"{constant_term(node.arg)} ({node.dtype.egglog})"
+        return (constant_term(node.arg), (node.dtype.egglog,))
     if op == Op.GATHER:
         index, data = trackers
-        return f"{elist(index.dims)} {view(index)} {elist(data.dims)} {view(data)} {_out_strides(node)}"
+        return (elist(index.dims), view(index), elist(data.dims), view(data), out)
     if op == Op.SCATTER:
         dest, index, source = trackers
-        return (f"{elist(dest.dims)} {view(dest)} {elist(index.dims)} {view(index)} {view(source)} "
-                f"{_out_strides(node)}")
+        return (elist(dest.dims), view(dest), elist(index.dims), view(index), view(source), out)
     if op == Op.CAST:
-        return f"{elist(node.shape)} {view(trackers[0])} {_out_strides(node)} ({node.arg.egglog})"
+        return (elist(node.shape), view(trackers[0]), out, (node.arg.egglog,))
     raise ValueError(f"{op.value} has no OpKind fields")
 
 
-@dataclass(frozen=True)
-class EmittedGraph:
-    """The let-bindings of a graph: the text, and which let name each HLIR node got."""
+def node_term(node: Node, output_index: int) -> tuple:
+    if node.op == Op.INPUT:
+        return ("Input", node.id, node.arg, (node.dtype.egglog,))
+    if node.op == Op.OUTPUT:
+        return ("Output", Ref(node.sources[0][0].id), output_index)
+    return ("Op", (node.op.value, *op_fields(node)), ilist(Ref(src.id) for src, _ in node.sources))
 
-    text: str
-    let_of: dict[int, str]
-    root: str = "$root"
+
+# ---- the program text ----------------------------------------------------------------------------
+def _text(term) -> str:
+    if isinstance(term, Ref):
+        return f"$t{term.node_id}"
+    if isinstance(term, tuple):
+        return "(" + " ".join([term[0], *(_text(a) for a in term[1:])]) + ")"
+    return render_term(term)
 
 
-def emit(graph: Graph) -> EmittedGraph:
-    """``(let $tN ...)`` for every live node in topological order, then ``$root``."""
-    let_of: dict[int, str] = {}
+def emit(graph: Graph) -> str:
+    """``(let $tN ...)`` and the dtype fact of every live node in topological order, then ``$root``."""
     lines = ["; ---- the HLIR graph ----"]
-    outputs = []
+    outputs: list[Ref] = []
     for node in graph.live_nodes():
-        name = f"$t{node.id}"
-        let_of[node.id] = name
-        if node.op == Op.INPUT:
-            term = f'(Input {node.id} "{node.arg}" ({node.dtype.egglog}))'
-        elif node.op == Op.OUTPUT:
-            term = f"(Output {let_of[node.sources[0][0].id]} {len(outputs)})"
-            outputs.append(name)
-        else:
-            inputs = ilist(let_of[src.id] for src, _ in node.sources)
-            term = f"(Op ({node.op.value} {op_fields(node)}) {inputs})"
-        lines.append(f"(let {name} {term})")
-    root = outputs[0]
-    for name in outputs[1:]:
-        root = f"(OutputJoin {root} {name})"
-    lines.append(f"(let $root {root})")
-    return EmittedGraph("\n".join(lines), let_of)
+        term = node_term(node, len(outputs))
+        if node.op == Op.OUTPUT:
+            outputs.append(Ref(node.id))
+        lines.append(f"(let $t{node.id} {_text(term)})")
+        lines.append(f"(set (dtype $t{node.id}) ({node.dtype.egglog}))")
+    root: Ref | tuple = outputs[0]
+    for ref in outputs[1:]:
+        root = ("OutputJoin", root, ref)
+    lines.append(f"(let $root {_text(root)})")
+    return "\n".join(lines)

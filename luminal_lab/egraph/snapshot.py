@@ -1,6 +1,7 @@
 """A read-only view of the e-graph at one moment: e-classes, e-nodes, parents, best terms.
 
-Built from egglog's serialized JSON. Primitive values (i64, f64, String, bool) are not
+Built from egglog's serialized JSON. HLIR provenance comes from the let names:
+``$tN`` is HLIR node N's e-class, ``$root`` the root's. Primitive values (i64, f64, String, bool) are not
 e-classes here: they become literal arguments of the e-node that holds them, so
 ``(MNum 3)`` is an e-node ``MNum`` with the literal ``3``. Rows of non-constructor
 functions (``dtype``) are not e-nodes either; their values annotate the e-classes.
@@ -8,7 +9,10 @@ functions (``dtype``) are not e-nodes either; their values annotate the e-classe
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
+from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -53,7 +57,7 @@ class EClass:
 class Snapshot:
     """The e-graph as serialized at one moment."""
 
-    def __init__(self, serialized: str, functions: frozenset[str] = frozenset({"dtype"}), let_prefix: str = "$t"):
+    def __init__(self, serialized: str, functions: frozenset[str] = frozenset({"dtype"})):
         data = json.loads(serialized)
         raw = data["nodes"]
         class_data = data.get("class_data", {})
@@ -83,10 +87,13 @@ class Snapshot:
                 for child in node.children:
                     if child in self.classes:
                         self.classes[child].parents.append(node)
-        for cid, info in class_data.items():
+        self.root: str | None = None
+        for cid, info in class_data.items():  # $tN names HLIR node N's e-class, $root the root's
             for name in (info.get("let") or "").split(", "):
-                if name.startswith(let_prefix) and name[len(let_prefix):].isdigit() and cid in self.classes:
-                    self.classes[cid].hlir.append(int(name[len(let_prefix):]))
+                if name == "$root":
+                    self.root = cid
+                elif name.startswith("$t") and name[2:].isdigit() and cid in self.classes:
+                    self.classes[cid].hlir.append(int(name[2:]))
         for eclass in self.classes.values():
             eclass.hlir.sort()
 
@@ -115,19 +122,37 @@ class Snapshot:
     # ---- best terms ---------------------------------------------------------------------
     @cached_property
     def _costs(self) -> dict[str, tuple[int, ENode]]:
-        """Smallest term per e-class (term size), by fixpoint over non-subsumed e-nodes."""
+        """Smallest term per e-class (term size) over non-subsumed e-nodes.
+
+        Knuth's generalisation of Dijkstra: an e-node's cost is final once all its children's
+        are, and costs only grow upwards, so e-classes are settled cheapest first.
+        """
         best: dict[str, tuple[int, ENode]] = {}
-        changed = True
-        while changed:
-            changed = False
-            for eclass in self.classes.values():
-                for node in eclass.nodes:
-                    if node.subsumed or any(c not in best for c in node.children):
-                        continue
-                    cost = 1 + sum(best[c][0] for c in node.children)
-                    if eclass.id not in best or cost < best[eclass.id][0]:
-                        best[eclass.id] = (cost, node)
-                        changed = True
+        waiting: dict[str, int] = {}
+        users: dict[str, list[ENode]] = defaultdict(list)
+        ready: list[tuple[int, int, ENode]] = []
+        order = itertools.count()
+        for eclass in self.classes.values():
+            for node in eclass.nodes:
+                if node.subsumed:
+                    continue
+                children = set(node.children)
+                if not children:
+                    heapq.heappush(ready, (1, next(order), node))
+                    continue
+                waiting[node.id] = len(children)
+                for child in children:
+                    users[child].append(node)
+        while ready:
+            cost, _, node = heapq.heappop(ready)
+            if node.eclass in best:
+                continue
+            best[node.eclass] = (cost, node)
+            for user in users[node.eclass]:
+                waiting[user.id] -= 1
+                if waiting[user.id] == 0:
+                    total = 1 + sum(best[c][0] for c in user.children)
+                    heapq.heappush(ready, (total, next(order), user))
         return best
 
     def best_term(self, cid: str, depth: int = 6) -> str:

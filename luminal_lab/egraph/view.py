@@ -1,0 +1,501 @@
+"""What the e-graph stage shows in a notebook: the summary line, the JSON envelope, the picture.
+
+Summary (``text/plain``)::
+
+    E-graph: 116 e-classes (15 IR), 139 e-nodes (17 subsumed) | rulesets expr, dtype_prop, early, kernel_lower,
+    algebra, cleanup | 2 steps, last: round +9 e-nodes, 20 matches | step 1
+
+JSON (see ``luminal_lab.stage`` for the envelope). Ids are egglog's: an e-class id is its sort
+and number (``IR-72``), an e-node id ``function-N-Op``; both are stable for the same program
+built and stepped the same way (an e-node id is egglog's row number, so it may name another
+e-node after a later step). Stage-specific fields:
+
+- e-class node: ``kind: "eclass"``, ``sort``, ``label`` (its e-nodes' names for an IR
+  e-class, else a short term such as ``[4, 3]``), ``hlir`` (HLIR stage ids), ``dtype``,
+  ``enodes`` (how many).
+- e-node node: ``kind: "enode"``, ``op``, ``label``, ``literals``, ``eclass``, ``subsumed``,
+  ``added_in_last_step``; an e-node of an IR e-class also has ``ir``: ``names`` (an ``Op``'s
+  OpKind names, e.g. ``["KernelAdd"]``), ``inputs`` (the IR e-classes of its IList, in operand
+  order) and ``new`` (the e-node or its OpKind e-node was added by the last step).
+- edge: e-node -> the e-class of its child number ``index``.
+- links: ``{"hlir": {e-class id: ["h5", ...]}}``.
+- meta: ``counts``, ``rulesets``, ``status``, ``steps``, ``last_step`` (matches per rule that
+  fired, e-node/e-class counts before and after, grown and merged e-classes; no timings, so
+  the JSON is stable), ``capped`` when only IR e-classes are included (above
+  ``MAX_JSON_ENODES`` e-nodes), and ``overview`` when the picture shows part of the e-graph.
+
+Picture: the IR level. Each IR e-class is a cluster (SVG id = the e-class id) labelled with
+its id, its HLIR nodes and dtype; each of its e-nodes a box (SVG id = the e-node id): an ``Op``
+named by its OpKind (``KernelAdd``), ``Input``/``Output``/``OutputJoin`` plainly, with its
+inputs in operand order under the name when there are several (so commuted alternatives
+differ). An edge runs from an e-node to each IR e-class it reads (through its IList).
+Expression, EList, View, DType, OpKind and IList e-classes are folded into the tooltips.
+Subsumed e-nodes are dashed and grey; e-nodes the last step added have a red outline. SVG
+classes: ``eclass`` (plus ``touched`` when it holds a new e-node, ``focus`` for ``around``,
+``stub`` for an e-class that is read but not drawn) and ``enode`` (plus ``added``,
+``subsumed``). E-graphs above ``MAX_IR_CLASSES`` IR e-classes or ``MAX_DRAWN_ENODES``
+e-nodes get an overview: a table of IR e-nodes by op and the
+neighbourhood of what the last step touched, capped, with a caption saying what is left out.
+``eg.picture(around="IR-23", depth=2)`` draws the IR e-classes within two reads of one
+e-class (any sort: a folded one is shown through the IR e-classes that use it).
+"""
+
+from __future__ import annotations
+
+import html
+from collections import Counter, deque
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import graphviz
+
+from ..hlir_stage import EDGE_ATTR, GRAPH_ATTR, KIND_STYLE, NODE_ATTR, _render, hlir_id
+from .snapshot import ENode, Snapshot
+
+if TYPE_CHECKING:
+    from .egraph import EGraph
+
+MAX_IR_CLASSES = 150  # above this many IR e-classes the picture is an overview
+MAX_DRAWN_ENODES = 400  # ... or above this many drawn e-nodes
+FOCUS_CLASSES = 30  # most IR e-classes drawn in an overview or neighbourhood picture
+FOCUS_ENODES = 120  # most e-nodes drawn in one
+MAX_PER_CLASS = 12  # most e-nodes drawn in one e-class (new and live ones first)
+TABLE_ROWS = 16  # rows of the overview's table
+MAX_JSON_ENODES = 5000  # above this many e-nodes the JSON holds IR e-classes only
+MAX_JSON_IR_ENODES = 10000  # and at most about this many of their e-nodes
+TOOLTIP_CHARS = 600
+LABEL_CHARS = 80
+
+FOLDED_SORTS = "Expression, EList, View, DType, OpKind and IList"
+_INFIX = {"MAdd": "+", "MSub": "-", "MMul": "*", "MDiv": "/", "MMod": "%", "MGte": ">=", "MLt": "<",
+          "MAnd": "&&", "MOr": "||"}
+_CALLS = {"MMin": "min", "MMax": "max", "MCeilDiv": "ceildiv"}
+
+CLUSTER_STYLE = {"style": "rounded", "color": "#9ca3af", "fontcolor": "#374151", "fontsize": "9", "margin": "6"}
+TOUCHED_CLUSTER_STYLE = {"color": "#f87171", "fontcolor": "#b91c1c"}
+FOCUS_STYLE = {"penwidth": "2.5", "style": "rounded,filled", "fillcolor": "#fffbeb"}
+KERNEL_STYLE = {"fillcolor": "#ecfccb", "color": "#4d7c0f"}
+FUSED_STYLE = {"fillcolor": "#f3e8ff", "color": "#7e22ce"}
+ADDED_STYLE = {"color": "#dc2626", "penwidth": "2.4"}
+SUBSUMED_STYLE = {"style": "rounded,filled,dashed", "fillcolor": "#f9fafb", "fontcolor": "#9ca3af",
+                  "color": "#9ca3af"}
+STUB_STYLE = {"shape": "plaintext", "style": "", "fontcolor": "#6b7280", "fontsize": "8"}
+MORE_STYLE = {"shape": "plaintext", "style": "", "fontcolor": "#6b7280", "fontsize": "8"}
+TABLE_STYLE = {"shape": "plaintext", "style": "", "margin": "0"}
+
+
+# ---- terms of folded e-classes -----------------------------------------------------------------
+def _pick(nodes: list[ENode]) -> ENode | None:
+    """The e-node that stands for its e-class in a term: the first live one, else the first."""
+    return next((n for n in nodes if not n.subsumed), nodes[0] if nodes else None)
+
+
+def term(snapshot: Snapshot, cid: str, depth: int = 5) -> str:
+    """A short readable term for an e-class: ``[4, 3]``, ``(z*3)``, ``Strided([z, 0])``; IR e-classes by id."""
+    eclass = snapshot.classes.get(cid)
+    node = _pick(eclass.nodes) if eclass is not None else None
+    if node is None or eclass.sort == "IR":
+        return cid
+    return node_term(snapshot, node, depth)
+
+
+def node_term(snapshot: Snapshot, node: ENode, depth: int = 5) -> str:
+    """A short readable term for one e-node, its children as in ``term``."""
+    if depth <= 0:
+        return "…"
+    op, literals = node.op, [lit.strip('"') for lit in node.literals]
+    if op in ("ECons", "ICons") and len(node.children) == 2:  # lists: the tail does not use up depth
+        head, tail = term(snapshot, node.children[0], depth - 1), term(snapshot, node.children[1], depth)
+        return f"[{head}]" if tail == "[]" else f"[{head}, {tail[1:]}" if tail.startswith("[") else f"[{head} | {tail}]"
+    if op in ("ENil", "INil"):
+        return "[]"
+    if op in ("MNum", "MFloat", "MVar") and literals:
+        return literals[0]
+    if op == "MIter":
+        return "z"
+    parts = [*literals, *(term(snapshot, c, depth - 1) for c in node.children)]
+    if op in _INFIX and len(parts) == 2:
+        return f"({parts[0]}{_INFIX[op]}{parts[1]})"
+    name = _CALLS.get(op, op)
+    return f"{name}({', '.join(parts)})" if parts else name
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+# ---- the IR level ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class IRNode:
+    """An e-node of an IR e-class as drawn: its names, the IR e-classes it reads, and its state."""
+
+    enode: ENode
+    names: tuple[str, ...]  # an Op's OpKind e-node names; otherwise the op and its literals
+    kinds: tuple[ENode, ...]  # an Op's OpKind e-nodes; empty for other e-nodes
+    inputs: tuple[str, ...]  # IR e-classes read, in operand order
+    new: bool  # the e-node (or an e-node of its OpKind e-class) was added by the last step
+    several_lists: bool  # a link of its IList has several e-nodes (the inputs follow the first)
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        """The names without values: an Op's OpKind ops, else the e-node's op."""
+        return tuple(k.op for k in self.kinds) or (self.enode.op,)
+
+    @property
+    def label(self) -> str:
+        """All names when there are at most three, else the first two and how many more."""
+        if len(self.names) <= 3:
+            return " | ".join(self.names)
+        return f"{self.names[0]} | {self.names[1]} | +{len(self.names) - 2}"
+
+
+class IRLevel:
+    """The e-graph seen at the IR level: IR e-classes in HLIR order, their e-nodes with OpKind
+    names and IList inputs resolved, and who reads whom."""
+
+    def __init__(self, eg: EGraph) -> None:
+        self.snapshot = snapshot = eg.snapshot
+        self.added = frozenset(eg.history[-1].added_enodes) if eg.history else frozenset()
+        order = {cid: k for k, cid in enumerate(snapshot.classes)}
+        ir = [c for c in snapshot.classes.values() if c.sort == "IR"]
+        ir.sort(key=lambda c: (c.hlir[0] if c.hlir else len(order), order[c.id]))
+        self.classes: dict[str, list[IRNode]] = {c.id: [self._ir_node(n) for n in c.nodes] for c in ir}
+        self.users: dict[str, list[str]] = {cid: [] for cid in self.classes}
+        for cid, nodes in self.classes.items():
+            for source in dict.fromkeys(s for n in nodes for s in n.inputs if s in self.users and s != cid):
+                self.users[source].append(cid)
+
+    def _ir_node(self, enode: ENode) -> IRNode:
+        classes = self.snapshot.classes
+        if enode.op != "Op" or len(enode.children) != 2:
+            # an Input's number is its HLIR id, which the e-class label shows already
+            literals = [lit for lit in enode.literals if enode.op != "Input" or lit.startswith('"')]
+            names = (" ".join((enode.op, *(lit.strip('"') for lit in literals))),)
+            inputs = tuple(c for c in enode.children if c in classes and classes[c].sort == "IR")
+            return IRNode(enode, names, (), inputs, enode.id in self.added, False)
+        kind, ilist = enode.children
+        kinds = tuple(classes[kind].nodes) if kind in classes else ()
+        names = tuple(self._kind_name(k) for k in kinds) or ("Op",)
+        inputs, several = self._ilist(ilist)
+        new = enode.id in self.added or any(k.id in self.added for k in kinds)
+        return IRNode(enode, names, kinds, inputs, new, several)
+
+    def _kind_name(self, kind: ENode) -> str:
+        """An OpKind e-node's name; one without shapes or views (Constant, Iota) shows its values."""
+        sorts = [self.snapshot.classes[c].sort for c in kind.children if c in self.snapshot.classes]
+        if "EList" in sorts or "View" in sorts:
+            return kind.op
+        values = [term(self.snapshot, c, 3) for c, s in zip(kind.children, sorts) if s == "Expression"]
+        return _clip(" ".join((kind.op, *values)), 40)
+
+    def _ilist(self, cid: str) -> tuple[tuple[str, ...], bool]:
+        """The IR e-classes of an IList chain, and whether any link of it has several e-nodes."""
+        inputs: list[str] = []
+        alternatives, seen = False, set()
+        while cid in self.snapshot.classes and cid not in seen:
+            seen.add(cid)
+            nodes = self.snapshot.classes[cid].nodes
+            alternatives |= len(nodes) > 1
+            cons = _pick(nodes)
+            if cons is None or len(cons.children) != 2:
+                break
+            inputs.append(cons.children[0])
+            cid = cons.children[1]
+        return tuple(inputs), alternatives
+
+    @property
+    def n_enodes(self) -> int:
+        return sum(len(nodes) for nodes in self.classes.values())
+
+    @property
+    def n_drawn(self) -> int:
+        """E-nodes a whole picture would draw."""
+        return sum(min(len(nodes), MAX_PER_CLASS) for nodes in self.classes.values())
+
+    @property
+    def too_large(self) -> bool:
+        return len(self.classes) > MAX_IR_CLASSES or self.n_drawn > MAX_DRAWN_ENODES
+
+    @cached_property
+    def touched(self) -> list[str]:
+        """IR e-classes holding an e-node that is new at the IR level, in order."""
+        return [cid for cid, nodes in self.classes.items() if any(n.new for n in nodes)]
+
+    def owners(self, cid: str) -> list[str]:
+        """The IR e-classes an e-class belongs to: itself, or the IR e-classes whose e-nodes use it."""
+        if cid in self.classes:
+            return [cid]
+        if cid not in self.snapshot.classes:
+            raise KeyError(f"no e-class {cid!r}")
+        found, seen, queue = set(), {cid}, deque([cid])
+        while queue:
+            for parent in self.snapshot.classes[queue.popleft()].parents:
+                if parent.eclass in self.classes:
+                    found.add(parent.eclass)
+                elif parent.eclass not in seen:
+                    seen.add(parent.eclass)
+                    queue.append(parent.eclass)
+        return [c for c in self.classes if c in found]
+
+    def neighbourhood(self, seeds: list[str], depth: int) -> list[str]:
+        """IR e-classes within ``depth`` reads (either way) of each seed in turn, breadth first,
+        until ``FOCUS_CLASSES`` e-classes or ``FOCUS_ENODES`` e-nodes are reached."""
+        shown: set[str] = set()
+        budget = FOCUS_ENODES
+        for seed in seeds:
+            queue = deque([(seed, 0)])
+            while queue:
+                cid, distance = queue.popleft()
+                cost = min(len(self.classes[cid]), MAX_PER_CLASS)
+                if cid in shown or (cost > budget and shown):
+                    continue
+                if len(shown) == FOCUS_CLASSES:
+                    return [c for c in self.classes if c in shown]
+                shown.add(cid)
+                budget -= cost
+                if distance < depth:
+                    reads = [s for n in self.classes[cid] for s in n.inputs if s in self.classes]
+                    queue.extend((c, distance + 1) for c in dict.fromkeys([*reads, *self.users[cid]]))
+        return [c for c in self.classes if c in shown]
+
+    def outputs(self) -> list[str]:
+        """IR e-classes no other IR e-class reads (the root and what hangs off it)."""
+        return [cid for cid, users in self.users.items() if not users]
+
+
+# ---- summary -----------------------------------------------------------------------------------
+def summary(eg: EGraph) -> str:
+    """``E-graph: N e-classes (K IR), M e-nodes | rulesets ... | S steps, last: ... | status``."""
+    snapshot = eg.snapshot
+    n_ir = sum(c.sort == "IR" for c in snapshot.classes.values())
+    subsumed = sum(n.subsumed for c in snapshot.classes.values() for n in c.nodes)
+    head = f"E-graph: {snapshot.n_eclasses} e-classes ({n_ir} IR), {snapshot.n_enodes} e-nodes"
+    if subsumed:
+        head += f" ({subsumed} subsumed)"
+    steps = f"{len(eg.history)} step{'' if len(eg.history) == 1 else 's'}"
+    if eg.history:
+        last = eg.history[-1]
+        steps += (f", last: {last.label} {last.enodes_after - last.enodes_before:+d} e-nodes, "
+                  f"{last.total_matches} matches")
+    return " | ".join((head, "rulesets " + ", ".join(eg.rulesets), steps, eg.status))
+
+
+# ---- JSON --------------------------------------------------------------------------------------
+def to_json(eg: EGraph) -> dict[str, Any]:
+    """The JSON envelope (see the module docstring)."""
+    snapshot, ir = eg.snapshot, IRLevel(eg)
+    included = list(snapshot.classes)
+    capped: dict[str, Any] | None = None
+    if snapshot.n_enodes > MAX_JSON_ENODES:
+        included, total = [], 0
+        for cid, nodes in ir.classes.items():
+            if total >= MAX_JSON_IR_ENODES:
+                break
+            included.append(cid)
+            total += len(nodes)
+        capped = {
+            "reason": f"{snapshot.n_enodes:,} e-nodes > {MAX_JSON_ENODES:,}",
+            "included": f"IR e-classes only (in HLIR order, up to about {MAX_JSON_IR_ENODES:,} e-nodes)",
+            "left_out_eclasses": snapshot.n_eclasses - len(included),
+            "left_out_enodes": snapshot.n_enodes - total,
+        }
+    keep = set(included)
+    nodes: list[dict[str, Any]] = []
+    enodes: list[dict[str, Any]] = []
+    edges: list[dict[str, Any]] = []
+    for cid in included:
+        eclass = snapshot.classes[cid]
+        drawn = {n.enode.id: n for n in ir.classes.get(cid, [])}
+        names = dict.fromkeys(name for n in drawn.values() if not n.enode.subsumed for name in n.names)
+        nodes.append({"id": cid, "kind": "eclass", "sort": eclass.sort,
+                      "label": _clip(" | ".join(names) if drawn else term(snapshot, cid), LABEL_CHARS),
+                      "hlir": [hlir_id(h) for h in eclass.hlir], "dtype": eclass.dtype, "enodes": len(eclass.nodes)})
+        for node in eclass.nodes:
+            entry: dict[str, Any] = {"id": node.id, "kind": "enode", "op": node.op, "label": node.label,
+                                     "literals": list(node.literals), "eclass": cid, "subsumed": node.subsumed,
+                                     "added_in_last_step": node.id in ir.added}
+            if node.id in drawn:
+                irn = drawn[node.id]
+                entry["label"] = irn.label
+                entry["ir"] = {"names": list(irn.names), "inputs": list(irn.inputs), "new": irn.new}
+            enodes.append(entry)
+            edges.extend({"id": f"{node.id}-{child}-{index}", "source": node.id, "target": child, "index": index}
+                         for index, child in enumerate(node.children) if child in keep)
+    links = {"hlir": {cid: [hlir_id(h) for h in snapshot.classes[cid].hlir]
+                      for cid in included if snapshot.classes[cid].hlir}}
+    meta: dict[str, Any] = {
+        "counts": {"eclasses": snapshot.n_eclasses, "enodes": snapshot.n_enodes, "ir_eclasses": len(ir.classes),
+                   "subsumed": sum(n.subsumed for c in snapshot.classes.values() for n in c.nodes),
+                   "by_sort": dict(sorted(Counter(c.sort for c in snapshot.classes.values()).items()))},
+        "rulesets": eg.rulesets,
+        "status": eg.status,
+        "steps": len(eg.history),
+        "last_step": _last_step(eg),
+        "capped": capped,
+    }
+    if ir.too_large:
+        shown = _overview(ir)[0]
+        meta["overview"] = {"shown": shown, "left_out": len(ir.classes) - len(shown)}
+    return eg.envelope([*nodes, *enodes], edges, links=links, meta=meta)
+
+
+def _last_step(eg: EGraph) -> dict[str, Any] | None:
+    if not eg.history:
+        return None
+    last = eg.history[-1]
+    return {"index": last.index, "label": last.label, "total_matches": last.total_matches,
+            "matches": dict(sorted(last.fired().items())), "enodes_before": last.enodes_before,
+            "enodes_after": last.enodes_after, "eclasses_before": last.eclasses_before,
+            "eclasses_after": last.eclasses_after, "added_enodes": len(last.added_enodes), "grown": last.grown,
+            "merged": last.merged, "updated": last.updated,
+            "stopped": str(last.stopped) if last.stopped else None}
+
+
+# ---- picture -----------------------------------------------------------------------------------
+@dataclass
+class Picture:
+    """A picture of (part of) the e-graph: shows itself in a notebook; ``dot.source`` is the DOT text."""
+
+    dot: graphviz.Digraph
+    caption: str
+
+    def to_svg(self) -> str | None:
+        """The SVG text, or ``None`` when Graphviz cannot draw it."""
+        return _render(self.dot, "e-graph")
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
+        bundle: dict[str, Any] = {"text/plain": self.caption}
+        svg = self.to_svg()
+        if svg is not None:
+            bundle["image/svg+xml"] = svg
+        return bundle
+
+
+def to_svg(eg: EGraph) -> str | None:
+    """The stage picture as SVG, or ``None`` when Graphviz cannot draw it."""
+    return picture(eg).to_svg()
+
+
+def picture(eg: EGraph, around: str | None = None, depth: int = 2) -> Picture:
+    """The IR-level picture: all of it, an overview when it is too large, or with ``around`` (any
+    e-class id) the IR e-classes within ``depth`` reads of it."""
+    ir = IRLevel(eg)
+    dot = graphviz.Digraph("egraph", graph_attr={**GRAPH_ATTR, "compound": "true", "ranksep": "0.35"},
+                           node_attr=NODE_ATTR, edge_attr=EDGE_ATTR)
+    step = f"after {eg.history[-1].label} #{eg.history[-1].index}" if eg.history else "as built"
+    if around is not None:
+        shown = ir.neighbourhood(ir.owners(around), depth)
+        what = f"IR e-classes within {depth} reads of {around}"
+    elif ir.too_large:
+        shown, what = _overview(ir)
+        _draw_table(dot, ir)
+    else:
+        shown, what = list(ir.classes), "all IR e-classes"
+    left_out = len(ir.classes) - len(shown)
+    caption = (f"E-graph {step}: {what}; {len(shown)} of {len(ir.classes)} IR e-classes drawn"
+               + (f", {left_out} left out" if left_out else ""))
+    legend = (f"{FOLDED_SORTS} e-classes are folded into the tooltips. "
+              "Red outline: new in the last step; dashed grey: subsumed.")
+    dot.attr(label=f"{caption}\n{legend}", labelloc="t", fontsize="10")
+    _draw(dot, ir, shown, focus=ir.owners(around) if around is not None else [])
+    return Picture(dot, caption)
+
+
+def _overview(ir: IRLevel) -> tuple[list[str], str]:
+    """What an overview draws: the neighbourhood of what the last step touched, else of the outputs."""
+    if ir.touched:
+        what = f"the {len(ir.touched)} IR e-classes the last step touched and their neighbours"
+        return ir.neighbourhood(ir.touched, 1), f"too large to draw whole; {what}, capped"
+    return ir.neighbourhood(ir.outputs(), FOCUS_CLASSES), "too large to draw whole; the outputs and what they read"
+
+
+def _draw_table(dot: graphviz.Digraph, ir: IRLevel) -> None:
+    """A table of the IR e-nodes by op: how many, how many new, how many subsumed."""
+    rows: dict[str, list[int]] = {}
+    for nodes in ir.classes.values():
+        for n in nodes:
+            row = rows.setdefault(" | ".join(dict.fromkeys(n.ops)), [0, 0, 0])
+            row[0] += 1
+            row[1] += n.new
+            row[2] += n.enode.subsumed
+    ranked = sorted(rows.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    cells = "".join(f"<tr><td align='left'>{html.escape(name)}</td><td align='right'>{total}</td>"
+                    f"<td align='right'>{new or ''}</td><td align='right'>{subsumed or ''}</td></tr>"
+                    for name, (total, new, subsumed) in ranked[:TABLE_ROWS])
+    if len(ranked) > TABLE_ROWS:
+        cells += f"<tr><td colspan='4' align='left'>… {len(ranked) - TABLE_ROWS} more ops</td></tr>"
+    label = (f"<<table border='0' cellborder='1' cellspacing='0' cellpadding='3' bgcolor='#f9fafb'>"
+             f"<tr><td colspan='4'><b>{len(ir.classes)} IR e-classes, {ir.n_enodes} e-nodes</b></td></tr>"
+             f"<tr><td align='left'><i>e-node</i></td><td><i>all</i></td><td><i>new</i></td>"
+             f"<td><i>subsumed</i></td></tr>{cells}</table>>")
+    dot.node("overview", label=label, id="overview", **TABLE_STYLE)
+
+
+def _draw(dot: graphviz.Digraph, ir: IRLevel, shown: list[str], focus: list[str]) -> None:
+    """Clusters for the shown IR e-classes (``focus`` ones bold), small stubs for the ones they read
+    that are not shown."""
+    snapshot = ir.snapshot
+    heads: dict[str, str] = {}  # e-class -> the drawn node edges attach to
+    edges: list[tuple[IRNode, int, str]] = []
+    for cid in shown:
+        eclass, nodes = snapshot.classes[cid], ir.classes[cid]
+        kept = {n.enode.id for n in sorted(nodes, key=lambda n: (not n.new, n.enode.subsumed))[:MAX_PER_CLASS]}
+        drawn = [n for n in nodes if n.enode.id in kept]  # in e-graph order
+        touched = any(n.new for n in nodes)
+        with dot.subgraph(name=f"cluster_{cid}") as box:
+            hlir = ", ".join(hlir_id(h) for h in eclass.hlir[:6]) + (", …" if len(eclass.hlir) > 6 else "")
+            parts = [hlir, eclass.dtype or "", f"{len(nodes)} e-nodes" if len(nodes) > 1 else ""]
+            label = f"<<b>{html.escape(cid)}</b>" + "".join(f" · {html.escape(p)}" for p in parts if p) + ">"
+            tooltip = f"{cid} ({eclass.sort}) HLIR {hlir or 'none'}, {len(nodes)} e-nodes"
+            classes = " ".join(("eclass", *(["touched"] if touched else []), *(["focus"] if cid in focus else [])))
+            style = {**CLUSTER_STYLE, **(TOUCHED_CLUSTER_STYLE if touched else {}),
+                     **(FOCUS_STYLE if cid in focus else {})}
+            box.attr(label=label, id=cid, tooltip=tooltip, **{"class": classes}, **style)
+            for n in drawn:
+                _draw_enode(box, snapshot, n)
+                edges.extend((n, index, source) for index, source in enumerate(n.inputs))
+            if len(drawn) < len(nodes):
+                box.node(f"{cid}.more", label=f"+{len(nodes) - len(drawn)} more e-nodes", id=f"{cid}.more",
+                         **MORE_STYLE)
+            heads[cid] = drawn[0].enode.id if drawn else f"{cid}.more"
+    for n, index, source in edges:
+        if source not in heads:
+            heads[source] = source
+            dot.node(source, label=f"{source} …", id=source, tooltip=f"{source}: not drawn",
+                     **{"class": "eclass stub"}, **STUB_STYLE)
+        attrs = {"id": f"{n.enode.id}-{source}-{index}", "dir": "back",
+                 "tooltip": f"{n.enode.id} reads {source} as operand {index}"}
+        if source in shown and source != n.enode.eclass:
+            attrs["ltail"] = f"cluster_{source}"
+        dot.edge(heads[source], n.enode.id, **attrs)
+
+
+def _draw_enode(dot: graphviz.Digraph, snapshot: Snapshot, n: IRNode) -> None:
+    """One e-node box: coloured by kind, dashed when subsumed, outlined when new; the tooltip has
+    the folded fields."""
+    op = n.ops[0]
+    style: dict[str, str] = {}
+    if n.enode.op in ("Output", "OutputJoin"):
+        style = KIND_STYLE["output"]
+    elif n.enode.op == "Input":
+        style = KIND_STYLE["input"]
+    elif op.startswith("Kernel"):
+        style = KERNEL_STYLE
+    elif op.startswith("Fus"):
+        style = FUSED_STYLE
+    if n.enode.subsumed:
+        style = {**style, **SUBSUMED_STYLE}
+    if n.new:
+        style = {**style, **ADDED_STYLE}
+    classes = " ".join(("enode", *(["added"] if n.new else []), *(["subsumed"] if n.enode.subsumed else [])))
+    terms = [node_term(snapshot, k, 6) for k in n.kinds] or [node_term(snapshot, n.enode, 6)]
+    if n.several_lists:
+        terms.append("(its IList has alternatives; the inputs follow the first)")
+    state = (" (subsumed)" if n.enode.subsumed else "") + (" (new)" if n.new else "")
+    tooltip = _clip("\n".join((f"{n.enode.id} in {n.enode.eclass}{state}", *terms)), TOOLTIP_CHARS)
+    label = f"<{html.escape(n.label)}"
+    if len(n.inputs) > 1:  # the operand order tells commuted alternatives apart
+        label += f'<br/><font point-size="7" color="#6b7280">{html.escape(", ".join(n.inputs))}</font>'
+    dot.node(n.enode.id, label=label + ">", id=n.enode.id, tooltip=graphviz.nohtml(tooltip.replace("\n", "\\n")),
+             **{"class": classes}, **style)

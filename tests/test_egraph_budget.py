@@ -1,0 +1,105 @@
+"""Budgets: a 1,000-term sum under associativity and commutativity explodes; saturation
+stops cleanly at the e-node, time or memory limit and the e-graph stays usable."""
+
+from __future__ import annotations
+
+import resource
+import time
+
+import pytest
+
+import luminal_lab as ll
+from luminal_lab.egraph import EGraph
+
+ASSOCIATIVITY = """
+(rewrite (Op (Add ?s (Strided ?o) ?vc ?o)
+             (ICons (Op (Add ?s ?va ?vb ?o) (ICons ?a (ICons ?b (INil)))) (ICons ?c (INil))))
+         (Op (Add ?s ?va (Strided ?o) ?o)
+             (ICons ?a (ICons (Op (Add ?s ?vb ?vc ?o) (ICons ?b (ICons ?c (INil)))) (INil))))
+         :name "assoc-Add")
+"""
+MEMORY_CEILING = 2 * 2**30  # what the worker and this process may each reach in these tests
+
+
+def long_sum(terms: int = 1000) -> ll.Graph:
+    g = ll.Graph()
+    inputs = [g.tensor((4,), f"x{i}") for i in range(terms)]
+    total = inputs[0]
+    for x in inputs[1:]:
+        total = total + x
+    total.output("sum")
+    return g
+
+
+@pytest.fixture
+def exploding() -> EGraph:
+    eg = EGraph(long_sum(), memory_limit=3 * 2**30)
+    eg.add_rules(ASSOCIATIVITY, ruleset="assoc")
+    yield eg
+    eg.close()
+
+
+def _still_usable(eg: EGraph) -> None:
+    enodes = eg.snapshot.n_enodes
+    assert eg.summary().startswith("E-graph:")
+    assert len(eg.eclasses) == eg.snapshot.n_eclasses > 0
+    root = eg.eclass(eg.snapshot.root)
+    assert root.nodes and root.best_term.startswith("(")
+    report = eg.run("dtype_prop")  # egglog still answers, and the state is the one reported
+    assert report.enodes_before == enodes and report.stopped is None
+
+
+def test_enode_budget_stops_a_runaway_sum_within_memory(exploding: EGraph) -> None:
+    start = time.monotonic()
+    saturation = exploding.saturate(max_enodes=200_000, timeout=300)
+    assert not saturation.saturated
+    assert isinstance(saturation.stopped, ll.BudgetExceeded)
+    assert "e-node budget" in str(saturation.stopped)
+    # the forecast refuses the iteration that would pass the budget, so the e-graph stays under it
+    assert saturation.enodes <= 200_000
+    assert exploding.history[-1].stopped is saturation.stopped
+    assert "assoc-Add" in exploding.total_matches
+    assert time.monotonic() - start < 120
+    assert exploding.worker_peak_memory < MEMORY_CEILING
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 < MEMORY_CEILING
+    _still_usable(exploding)
+
+
+def test_time_budget_stops_mid_iteration_and_restores(exploding: EGraph) -> None:
+    exploding.step()
+    before = exploding.snapshot.n_enodes
+    start = time.monotonic()
+    saturation = exploding.saturate(max_enodes=10**9, timeout=2.0)
+    assert isinstance(saturation.stopped, ll.BudgetExceeded)
+    assert "time budget" in str(saturation.stopped)
+    assert time.monotonic() - start < 60  # the stop plus the replay of the history
+    assert exploding.snapshot.n_enodes >= before
+    _still_usable(exploding)
+
+
+def test_memory_limit_kills_the_worker_not_the_caller() -> None:
+    eg = EGraph(long_sum(), memory_limit=1_500_000_000)
+    try:
+        eg.add_rules(ASSOCIATIVITY, ruleset="assoc")
+        saturation = eg.saturate(max_enodes=10**9, timeout=300)
+        assert isinstance(saturation.stopped, ll.BudgetExceeded)
+        assert "out of memory" in str(saturation.stopped)
+        assert eg.status.startswith("stopped:")
+        # the report of the interrupted round describes the restored state
+        assert eg.history[-1].enodes_after == eg.snapshot.n_enodes
+        _still_usable(eg)
+    finally:
+        eg.close()
+
+
+def test_small_graphs_saturate_well_inside_the_defaults() -> None:
+    g = ll.Graph()
+    x = g.tensor((4, 8), "x")
+    (x.softmax(-1) * 1.0).output("y")
+    eg = EGraph(g)
+    try:
+        saturation = eg.saturate()
+        assert saturation.saturated and saturation.stopped is None
+        assert eg.status == "saturated"
+    finally:
+        eg.close()

@@ -1,0 +1,255 @@
+"""The e-graph stage's views: summary line, JSON envelope, IR-level picture, mime bundle."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+
+import pytest
+
+import luminal_lab as ll
+from luminal_lab.egraph import EGraph, Snapshot, view
+from luminal_lab.stage import SCHEMA_VERSION, STAGE_MIME
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+SVG_NS = "{http://www.w3.org/2000/svg}"
+RULESETS = "rulesets expr, dtype_prop, early, kernel_lower, algebra, cleanup"
+SUMMARY = (f"E-graph: 116 e-classes (15 IR), 139 e-nodes (17 subsumed) | {RULESETS} | "
+           "2 steps, last: round +9 e-nodes, 20 matches | step 1")
+
+
+def softmax_of_matmul() -> ll.Graph:
+    g = ll.Graph()
+    x = g.tensor((4, 8), "x")
+    w = g.tensor((8, 3), "w")
+    (x @ w).softmax(-1).output("s")
+    return g
+
+
+def stepped(graph: ll.Graph, steps: int) -> EGraph:
+    eg = ll.compile(graph).egraph
+    for _ in range(steps):
+        eg.step()
+    return eg
+
+
+@pytest.fixture(scope="module")
+def egraph() -> Iterator[tuple[EGraph, Snapshot]]:
+    """softmax(x @ w) after two steps, and the snapshot from before the second."""
+    eg = stepped(softmax_of_matmul(), 1)
+    before = eg.snapshot
+    eg.step()
+    yield eg, before
+    eg.close()
+
+
+def svg_tree(svg: str | None) -> ET.Element:
+    assert svg is not None
+    return ET.fromstring(svg)
+
+
+def groups(tree: ET.Element, kind: str) -> dict[str, set[str]]:
+    """SVG ``<g>`` elements of a Graphviz kind (node, cluster, edge): id -> their classes."""
+    return {g.get("id"): set(g.get("class", "").split()) for g in tree.iter(f"{SVG_NS}g")
+            if kind in g.get("class", "").split()}
+
+
+# ---- summary -------------------------------------------------------------------------------
+def test_summary_exact(egraph):
+    eg, _ = egraph
+    assert eg.summary() == SUMMARY
+    assert repr(eg) == SUMMARY
+
+
+def test_builds_are_identical_and_summary_tracks_steps(egraph):
+    eg, _ = egraph
+    other = ll.compile(softmax_of_matmul()).egraph
+    try:
+        assert other.summary() == f"E-graph: 87 e-classes (15 IR), 87 e-nodes | {RULESETS} | 0 steps | built"
+        other.step()
+        assert other.summary().endswith("1 step, last: round +43 e-nodes, 45 matches | step 0")
+        other.step()
+        assert other.summary() == eg.summary()
+        assert other.to_json() == eg.to_json()
+        if shutil.which("dot"):
+            assert other.to_svg() == eg.to_svg()
+    finally:
+        other.close()
+
+
+# ---- JSON ----------------------------------------------------------------------------------
+def test_json_envelope(egraph):
+    eg, _ = egraph
+    data = eg.to_json()
+    assert json.loads(json.dumps(data)) == data
+    assert (data["stage"], data["schema"], data["summary"]) == ("egraph", SCHEMA_VERSION, SUMMARY)
+    ids = [n["id"] for n in data["nodes"]]
+    assert len(ids) == len(set(ids)) == 116 + 139
+    classes = {n["id"]: n for n in data["nodes"] if n["kind"] == "eclass"}
+    enodes = {n["id"]: n for n in data["nodes"] if n["kind"] == "enode"}
+    assert sum(c["enodes"] for c in classes.values()) == len(enodes) == 139
+    assert all(e["source"] in enodes and e["target"] in classes for e in data["edges"])
+    assert len({e["id"] for e in data["edges"]}) == len(data["edges"])
+    meta = data["meta"]
+    assert meta["counts"]["eclasses"] == 116 and meta["counts"]["ir_eclasses"] == 15
+    assert meta["counts"]["subsumed"] == sum(n["subsumed"] for n in enodes.values()) == 17
+    assert meta["rulesets"] == eg.rulesets and meta["status"] == "step 1" and meta["steps"] == 2
+    last = meta["last_step"]
+    assert last["total_matches"] == 20 and sum(last["matches"].values()) == 20
+    assert last["matches"]["lower-Mul"] == 4 and (last["enodes_before"], last["enodes_after"]) == (130, 139)
+    assert meta["capped"] is None and "overview" not in meta
+    assert {n["id"] for n in enodes.values() if n["added_in_last_step"]} == set(eg.history[-1].added_enodes)
+    output = eg.eclass_of(next(n for n in eg.graph.nodes if n.op == ll.hlir.Op.OUTPUT))
+    assert classes[output.id]["sort"] == "IR" and classes[output.id]["label"] == "Output 0"
+    assert any(c["sort"] == "EList" and c["label"] == "[4, 3]" for c in classes.values())
+
+
+def test_json_ir_fields(egraph):
+    eg, _ = egraph
+    enodes = {n["id"]: n for n in eg.to_json()["nodes"] if n["kind"] == "enode"}
+    add = eg.eclass_of(next(n for n in eg.graph.nodes if n.op == ll.hlir.Op.ADD))
+    ops = [enodes[n.id] for n in add.nodes]
+    assert sorted(n["label"] for n in ops) == ["Add", "Add", "KernelAdd", "KernelAdd"]
+    inputs = {tuple(n["ir"]["inputs"]) for n in ops}
+    assert len(inputs) == 2 and {tuple(reversed(i)) for i in inputs} == inputs  # a + b and b + a
+    assert all(n["eclass"] == add.id and n["op"] == "Op" for n in ops)
+
+
+def test_json_links_match_eclass_of(egraph):
+    eg, _ = egraph
+    links = eg.to_json()["links"]["hlir"]
+    live = eg.graph.live_nodes()
+    for node in live:
+        assert f"h{node.id}" in links[eg.eclass_of(node).id]
+    assert sum(len(ids) for ids in links.values()) == len(live)
+
+
+def test_json_is_capped_for_large_egraphs(egraph, monkeypatch):
+    eg, _ = egraph
+    monkeypatch.setattr(view, "MAX_JSON_ENODES", 50)
+    data = eg.to_json()
+    capped = data["meta"]["capped"]
+    ir_enodes = sum(len(c.nodes) for c in eg.eclasses if c.sort == "IR")
+    assert capped["left_out_eclasses"] == 116 - 15 and capped["left_out_enodes"] == 139 - ir_enodes
+    classes = [n for n in data["nodes"] if n["kind"] == "eclass"]
+    assert len(classes) == 15 and {c["sort"] for c in classes} == {"IR"}
+    ids = {n["id"] for n in data["nodes"]}
+    assert all(e["source"] in ids and e["target"] in ids for e in data["edges"])
+    assert len(data["links"]["hlir"]) == 15
+
+
+# ---- picture -------------------------------------------------------------------------------
+@needs_dot
+def test_svg_clusters_nodes_and_highlights(egraph):
+    eg, before = egraph
+    tree = svg_tree(eg.to_svg())
+    clusters, nodes = groups(tree, "cluster"), groups(tree, "node")
+    ir = [c for c in eg.eclasses if c.sort == "IR"]
+    assert {c.id for c in ir} == set(clusters)
+    assert {n.id for c in ir for n in c.nodes} == set(nodes)
+    assert all("eclass" in classes for classes in clusters.values())
+    # an Op is new when its Op e-node or its OpKind e-node is new
+    added = set(eg.history[-1].added_enodes)
+    kinds = {c.id: {n.id for n in c.nodes} for c in eg.eclasses if c.sort == "OpKind"}
+    expected = {n.id for c in ir for n in c.nodes
+                if n.id in added or (n.op == "Op" and kinds[n.children[0]] & added)}
+    assert {nid for nid, classes in nodes.items() if "added" in classes} == expected
+    assert len(expected) == 5 and {"KernelMul", "KernelAdd"} == {
+        eg.snapshot.classes[n.children[0]].nodes[0].op for c in ir for n in c.nodes if n.id in expected}
+    subsumed = {n.id for c in ir for n in c.nodes if n.subsumed}
+    assert {nid for nid, classes in nodes.items() if "subsumed" in classes} == subsumed
+    # what the last step added is what the snapshot before it lacks
+    old = {(n.op, n.literals, n.children) for c in before.classes.values() for n in c.nodes}
+    assert added == {n.id for c in eg.eclasses for n in c.nodes if (n.op, n.literals, n.children) not in old}
+    texts = {g.get("id"): " ".join(g.itertext()) for g in tree.iter(f"{SVG_NS}g")}
+    for node in eg.graph.live_nodes():  # each cluster's label names its HLIR nodes
+        assert f"h{node.id}" in texts[eg.eclass_of(node).id]
+
+
+@needs_dot
+def test_picture_around_an_eclass(egraph):
+    eg, _ = egraph
+    add = eg.eclass_of(next(n for n in eg.graph.nodes if n.op == ll.hlir.Op.ADD))
+    picture = eg.picture(around=add.id, depth=1)
+    clusters = groups(svg_tree(picture.to_svg()), "cluster")
+    assert "focus" in clusters[add.id]
+    assert 2 < len(clusters) < 15 and "left out" in picture.caption
+    bundle = picture._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "image/svg+xml"}
+    kind = add.nodes[0].children[0]  # an OpKind e-class: pictured through the IR e-class using it
+    assert "focus" in groups(svg_tree(eg.picture(around=kind, depth=0).to_svg()), "cluster")[add.id]
+    with pytest.raises(KeyError):
+        eg.picture(around="IR-999999")
+
+
+@needs_dot
+def test_mimebundle(egraph):
+    eg, _ = egraph
+    bundle = eg._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "image/svg+xml", STAGE_MIME}
+    assert bundle["text/plain"] == SUMMARY and bundle[STAGE_MIME]["stage"] == "egraph"
+    assert bundle["image/svg+xml"].startswith("<svg")
+
+
+@needs_dot
+def test_large_egraphs_get_a_capped_overview():
+    g = ll.Graph()
+    x = g.tensor((4,), "x")
+    for _ in range(150):
+        x = (x + 1.0).sqrt()
+    x.output("y")
+    eg = stepped(g, 0)
+    try:
+        for focus in ("the outputs and what they read", "the last step touched"):
+            start = time.monotonic()
+            svg = eg.to_svg()
+            data = eg.to_json()
+            assert time.monotonic() - start < 5
+            tree = svg_tree(svg)
+            clusters = groups(tree, "cluster")
+            assert 0 < len(clusters) <= view.FOCUS_CLASSES
+            assert any("stub" in classes for classes in groups(tree, "node").values())  # read, but not drawn
+            assert tree.find(f".//{SVG_NS}g[@id='overview']") is not None
+            caption = " ".join(tree.find(f"{SVG_NS}g").find(f"{SVG_NS}text").itertext())
+            assert focus in caption
+            assert caption.endswith(f"{len(clusters)} of 303 IR e-classes drawn, {303 - len(clusters)} left out")
+            assert set(data["meta"]["overview"]["shown"]) == set(clusters)
+            assert data["meta"]["overview"]["left_out"] == 303 - len(clusters)
+            eg.step()
+    finally:
+        eg.close()
+
+
+@needs_dot
+def test_overview_follows_the_last_step():
+    g = ll.Graph()
+    x = g.tensor((4,), "x")
+    ys = [(x * float(i + 2)).sqrt() for i in range(100)]
+    while len(ys) > 1:
+        ys = [ys[i] + ys[i + 1] if i + 1 < len(ys) else ys[i] for i in range(0, len(ys), 2)]
+    ys[0].output("y")
+    eg = stepped(g, 2)
+    try:
+        tree = svg_tree(eg.to_svg())
+        clusters, nodes = groups(tree, "cluster"), groups(tree, "node")
+        assert len(clusters) == view.FOCUS_CLASSES
+        assert sum("touched" in classes for classes in clusters.values()) >= view.FOCUS_CLASSES // 3
+        assert any("added" in classes for classes in nodes.values())
+    finally:
+        eg.close()
+
+
+def test_without_dot_summary_and_json_remain(egraph, tmp_path, monkeypatch):
+    eg, _ = egraph
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no `dot` on the path
+    with pytest.warns(RuntimeWarning, match="not installed; the e-graph picture"):
+        bundle = eg._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", STAGE_MIME}
+    assert bundle["text/plain"] == SUMMARY and bundle[STAGE_MIME] == eg.to_json()
+    with pytest.warns(RuntimeWarning):
+        assert eg.to_svg() is None
+        assert set(eg.picture()._repr_mimebundle_()) == {"text/plain"}
+    assert eg.picture().dot.source.startswith("digraph egraph {")
