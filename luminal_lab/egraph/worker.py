@@ -234,9 +234,8 @@ class EgglogWorker:
 
     def _start(self) -> None:
         env = dict(os.environ, LUMINAL_LAB_EGGLOG_MEMORY=str(self.memory_limit))
-        self._process = subprocess.Popen([sys.executable, "-c", "from luminal_lab.egraph.worker import serve; serve()"],
-                                         stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, env=env)
+        command = [sys.executable, "-c", "from luminal_lab.egraph.worker import serve; serve()"]
+        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
     @property
     def pid(self) -> int | None:
