@@ -40,6 +40,8 @@ lint: setup
 bench: setup
 	$(BIN)/python benchmarks/reference_runtime.py
 	$(BIN)/python benchmarks/egraph.py
+	$(BIN)/python benchmarks/compiled_runtime.py
+	$(BIN)/python benchmarks/fuzz.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .ruff_cache

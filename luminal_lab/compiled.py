@@ -10,17 +10,31 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import dtypes as dt
-from .errors import DTypeBoundaryError, LuminalError, ShapeError
+from .errors import DTypeBoundaryError, LuminalError, NoDeviceError, ShapeError
+from .genome import ChoiceSpace, Genome, extract
 from .hlir import Graph
+from .llir import LLIR
 from .reference import ReferenceRuntime
+from .search import SearchResult, random_inputs, search
 from .shape_tracker import format_shape
 
+if TYPE_CHECKING:
+    from .cpu_runtime import CPURuntime, Profile
+
 DEVICES = ("cpu",)
+
+
+def _check_device(device: str) -> None:
+    if device == "cuda":
+        raise NoDeviceError("device='cuda' runs generated CUDA through numba.cuda, which needs a CUDA GPU; "
+                            "none is available to this process (the CPU runtime is device='cpu')")
+    if device not in DEVICES:
+        raise ValueError(f"device {device!r} is not available; choose one of {DEVICES}")
 
 
 @dataclass
@@ -46,15 +60,27 @@ class Signature:
 
 
 class Compiled:
-    """A compiled program: its stage objects and ``run``."""
+    """A compiled program: its stage objects, genome search, and ``run``.
 
-    def __init__(self, graph: Graph, signature: Signature, module=None):
+    ``run`` executes the current genome's kernels on the CPU runtime: the best genome of the
+    last ``search``, else the smallest-term genome of the saturated e-graph.
+    ``run_reference`` runs the HLIR on the reference runtime through the same boundary.
+    """
+
+    def __init__(self, graph: Graph, signature: Signature, module=None, example_inputs: Sequence | None = None):
         if not graph.outputs:
             raise LuminalError("the graph has no outputs: mark at least one with .output(name)")
         self.graph = graph
         self.signature = signature
         self._module = module
+        self._example_inputs = example_inputs
         self._reference = ReferenceRuntime(graph)
+        self._space: ChoiceSpace | None = None
+        self._genome: Genome | None = None
+        self._llirs: dict[int, LLIR] = {}
+        self._runtimes: dict[int, CPURuntime] = {}
+        self.last_search: SearchResult | None = None
+        self._positional = signature.in_spec is None or signature.in_spec == _positional_spec(len(signature.inputs))
 
     @property
     def hlir(self):
@@ -70,21 +96,118 @@ class Compiled:
     def __repr__(self) -> str:
         return f"<ll.Compiled {self.hlir}>"
 
+    # ---- genomes ------------------------------------------------------------------------
+    def choice_space(self) -> ChoiceSpace:
+        """The genomes' choices in the e-graph as it is now (saturated first if never run)."""
+        egraph = self.egraph
+        if not egraph.history:
+            egraph.saturate()
+        if self._space is None or self._space.snapshot is not egraph.snapshot:
+            self._space = ChoiceSpace(egraph.snapshot, self.graph)
+            self._genome = None
+            self._llirs.clear()
+            self._runtimes.clear()
+        return self._space
+
+    def random_genome(self, seed: int = 0) -> Genome:
+        return self.choice_space().random_genome(seed)
+
+    @property
+    def genome(self) -> Genome:
+        """The genome ``run`` uses: the best found by ``search``, else the smallest-term one."""
+        space = self.choice_space()
+        if self._genome is None:
+            self._genome = space.smallest_genome()
+        return self._genome
+
+    def llir(self, genome: Genome | None = None) -> LLIR:
+        """The LLIR stage of ``genome`` (default: the current genome); shows times once profiled."""
+        genome = genome or self.genome
+        if genome.hash not in self._llirs:
+            self._llirs[genome.hash] = extract(genome)
+        return self._llirs[genome.hash]
+
+    def _runtime(self, genome: Genome, device: str) -> CPURuntime:
+        from .cpu_runtime import CPURuntime  # numba loads on first use, not at import
+
+        _check_device(device)
+        if genome.hash not in self._runtimes:
+            self._runtimes[genome.hash] = CPURuntime(self.llir(genome))
+        return self._runtimes[genome.hash]
+
+    # ---- running ------------------------------------------------------------------------
     def run(self, *inputs, device: str = "cpu", **named_inputs):
         """Run on torch tensors (or numpy arrays) and return torch tensors, in the program's order."""
-        if device not in DEVICES:
-            raise ValueError(f"device {device!r} is not available; choose one of {DEVICES}")
+        _check_device(device)
+        values = self._match_inputs(inputs, named_inputs)
+        arrays, bindings = check_inputs(self.graph, values)
+        outputs = self._runtime(self.genome, device).run(arrays, self.graph.weights, bindings)
+        results = dict(zip(self.graph.outputs, outputs))
+        self._write_back(values, results)
+        return self._pack_outputs(results)
+
+    __call__ = run
+
+    def run_reference(self, *inputs, **named_inputs):
+        """Run the HLIR on the reference runtime (the ground truth), through the same boundary."""
         values = self._match_inputs(inputs, named_inputs)
         arrays, bindings = check_inputs(self.graph, values)
         results = self._reference.run(arrays, bindings)
         self._write_back(values, results)
         return self._pack_outputs(results)
 
-    __call__ = run
+    def profile(self, genome: Genome | None = None, device: str = "cpu", inputs: Sequence | None = None,
+                warmup: int = 2, trials: int = 10) -> Profile:
+        """Median time per kernel and in total of ``genome`` (default: the current genome) on
+        ``inputs`` (default: the example inputs, else seeded random ones); the LLIR keeps the times."""
+        genome = genome or self.genome
+        arrays, bindings = self._profiling_inputs(inputs)
+        return self._runtime(genome, device).profile(arrays, self.graph.weights, bindings, warmup, trials)
+
+    def search(self, generations: int = 5, generation_size: int = 30, mutations: int = 3, keep_best: int = 3,
+               budget: float | None = None, seed: int = 0, device: str = "cpu", inputs: Sequence | None = None,
+               trials: int = 10, cost=None, progress: bool = True) -> SearchResult:
+        """Measure genomes and keep the fastest: see ``luminal_lab.search``. ``budget`` is in seconds."""
+        from .cpu_runtime import CPURuntime
+
+        space = self.choice_space()
+        arrays, bindings = self._profiling_inputs(inputs)
+        reference = self._reference.run(arrays, bindings)
+        expected = [reference[name] for name in self.graph.outputs]
+
+        def run(llir: LLIR):
+            runtime = CPURuntime(llir)
+            outputs = runtime.run(arrays, self.graph.weights, bindings)
+            profile = runtime.profile(arrays, self.graph.weights, bindings, warmup=2, trials=trials)
+            self._runtimes[llir.genome_hash] = runtime
+            self._llirs[llir.genome_hash] = llir
+            return outputs, profile.total, dict(profile.kernels)
+
+        _check_device(device)
+        result = search(space, run, expected, generations, generation_size, mutations, keep_best, budget, seed,
+                        cost, progress)
+        self._genome = result.best.genome
+        self.last_search = result
+        return result
+
+    def _profiling_inputs(self, inputs: Sequence | None) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+        if inputs is None and self._example_inputs is not None:
+            inputs = self._example_inputs
+        if inputs is not None:
+            return check_inputs(self.graph, self._match_inputs(tuple(inputs), {}))
+        shapes = {}
+        for name in self.signature.inputs:
+            node = self.graph.inputs[name].node
+            if any(not d.is_num for d in node.shape):
+                raise LuminalError(f"input {name!r} has a symbolic shape; pass inputs= to profile or search")
+            shapes[name] = (tuple(d.value for d in node.shape), node.dtype)
+        return random_inputs(shapes), {}
 
     # ---- the boundary -------------------------------------------------------------------
     def _match_inputs(self, inputs: Sequence, named: Mapping[str, Any]) -> dict[str, Any]:
         names = self.signature.inputs
+        if not named and len(inputs) == len(names) and self._positional:
+            return dict(zip(names, inputs))  # the common call: tensors in order, no pytree work
         if self.signature.in_spec is not None:
             import torch.utils._pytree as pytree
 
@@ -122,6 +245,13 @@ class Compiled:
 
             return pytree.tree_unflatten(tensors, self.signature.out_spec)
         return tensors[0] if len(tensors) == 1 else tuple(tensors)
+
+
+def _positional_spec(count: int):
+    """The torch pytree spec of ``count`` positional tensors and no keywords."""
+    import torch.utils._pytree as pytree
+
+    return pytree.tree_flatten((tuple(range(count)), {}))[1]
 
 
 def _is_array(value) -> bool:

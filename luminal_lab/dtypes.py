@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 
 import ml_dtypes
 import numpy as np
@@ -109,10 +110,11 @@ def from_numpy(dtype: np.dtype) -> DType:
     raise TypeError(f"numpy dtype {dtype} has no luminal_lab dtype")
 
 
-def from_torch(dtype) -> DType:
+@functools.cache
+def _torch_table() -> dict:
     import torch
 
-    table = {
+    return {
         torch.float32: DType.F32,
         torch.float16: DType.F16,
         torch.bfloat16: DType.BF16,
@@ -121,20 +123,14 @@ def from_torch(dtype) -> DType:
         torch.float64: DType.F64,
         torch.bool: DType.BOOL,
     }
+
+
+def from_torch(dtype) -> DType:
+    table = _torch_table()
     if dtype not in table:
         raise TypeError(f"torch dtype {dtype} has no luminal_lab dtype")
     return table[dtype]
 
 
 def to_torch(dtype: DType):
-    import torch
-
-    return {
-        DType.F32: torch.float32,
-        DType.F16: torch.float16,
-        DType.BF16: torch.bfloat16,
-        DType.I32: torch.int32,
-        DType.I64: torch.int64,
-        DType.F64: torch.float64,
-        DType.BOOL: torch.bool,
-    }[dtype]
+    return {ours: theirs for theirs, ours in _torch_table().items()}[dtype]

@@ -62,7 +62,7 @@ class DynamoProgram:
         names = [name for name, a in zip(self.input_names, args, strict=True) if isinstance(a, torch.Tensor)]
         bound = _Bound(self.gm, args)
         with fx_traceback.preserve_node_meta():
-            program = translate(export_core_aten(bound, tensors), bound, names)
+            program = translate(export_core_aten(bound, tensors), bound, names, tensors)
         self.programs[_key(args)] = program
         return program
 

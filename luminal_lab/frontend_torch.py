@@ -59,7 +59,8 @@ def compile_torch(program: torch.nn.Module | Callable, example_inputs: Sequence,
     module = program if isinstance(program, torch.nn.Module) else _FunctionModule(program)
     example_inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     names = None if isinstance(program, torch.nn.Module) else _parameter_names(program, len(example_inputs))
-    return translate(export_core_aten(module, example_inputs, strict=options.get("strict", False)), module, names)
+    exported = export_core_aten(module, example_inputs, strict=options.get("strict", False))
+    return translate(exported, module, names, example_inputs)
 
 
 def export_core_aten(module: torch.nn.Module, example_inputs: tuple,
@@ -120,10 +121,11 @@ class _FunctionModule(torch.nn.Module):
 
 
 def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None = None,
-              input_names: Sequence[str] | None = None) -> Compiled:
+              input_names: Sequence[str] | None = None, example_inputs: Sequence | None = None) -> Compiled:
     """Build the ``Compiled`` program of a core-aten ``ExportedProgram``.
 
-    User inputs are named after their placeholders, or ``input_names`` (in order) when given.
+    User inputs are named after their placeholders, or ``input_names`` (in order) when given;
+    ``example_inputs`` become the default inputs of profiling and search.
     """
     _check_supported(ep.graph)
     g = Graph()
@@ -147,7 +149,7 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
     outputs, mutated_inputs, mutated_weights = _mark_outputs(g, ep, env)
     mutated_inputs = {output: user_inputs[placeholder] for output, placeholder in mutated_inputs.items()}
     return Compiled(g, Signature(list(user_inputs.values()), outputs, ep.call_spec.in_spec, ep.call_spec.out_spec,
-                                 mutated_inputs, mutated_weights), module=module)
+                                 mutated_inputs, mutated_weights), module=module, example_inputs=example_inputs)
 
 
 def _check_supported(graph: torch.fx.Graph) -> None:

@@ -38,6 +38,7 @@ from typing import Any
 
 import graphviz
 
+from .dtypes import DType
 from .hlir import REDUCE_OPS, Graph, Node, Op
 from .shape_tracker import ONE, ShapeTracker, format_shape
 from .stage import Stage
@@ -114,6 +115,31 @@ def view_kinds(tracker: ShapeTracker) -> list[str]:
         if overlaps:
             kinds.append("strided")
     return kinds or ["strided"]
+
+
+def view_json(tracker: ShapeTracker) -> dict[str, Any]:
+    """How an operand is read, for JSON: ``shape``, ``strides``, ``mask`` (strings), ``contiguous``, ``view``."""
+    return {"shape": [str(d) for d in tracker.dims], "strides": [str(s) for s in tracker.strides],
+            "mask": [str(m) for m in tracker.masks], "contiguous": reads_row_major(tracker),
+            "view": view_kinds(tracker)}
+
+
+def read_edge(tracker: ShapeTracker, dtype: DType, index: int | None = None) -> dict[str, Any]:
+    """Graphviz attributes of an edge reading through ``tracker``: a label with ``#index`` (when
+    given), shape and dtype, and for a view its kinds on a second line and the dashed view style."""
+    label = f"{format_shape(tracker.dims)} {dtype.value}"
+    if index is not None:
+        label = f"#{index} {label}"
+    kinds = view_kinds(tracker)
+    if not kinds:
+        return {"label": graphviz.nohtml(label)}
+    return {"label": graphviz.nohtml(label + "\n" + ", ".join(kinds)), **VIEW_EDGE_STYLE}
+
+
+def read_tooltip(source: str, target: str, index: int, tracker: ShapeTracker, dtype: DType) -> str:
+    """An edge's tooltip: who reads whom as which operand, and the view's shape, strides and mask."""
+    return graphviz.nohtml(f"{source} -> {target} operand {index}\\n{format_shape(tracker.dims)} {dtype.value}"
+                           f"\\nstrides {format_shape(tracker.strides)}\\nmask {format_shape(tracker.masks)}")
 
 
 def _estimate(expr: Expr) -> int | None:
@@ -196,12 +222,8 @@ class HLIRStage(Stage):
         edges = []
         for n in self.nodes:
             for index, (src, tracker) in enumerate(n.sources):
-                edges.append({
-                    "id": _edge_id(src, n, index), "source": hlir_id(src), "target": hlir_id(n), "index": index,
-                    "dtype": src.dtype.value, "shape": [str(d) for d in tracker.dims],
-                    "strides": [str(s) for s in tracker.strides], "mask": [str(m) for m in tracker.masks],
-                    "contiguous": reads_row_major(tracker), "view": view_kinds(tracker),
-                })
+                edges.append({"id": _edge_id(src, n, index), "source": hlir_id(src), "target": hlir_id(n),
+                              "index": index, "dtype": src.dtype.value, **view_json(tracker)})
         meta: dict[str, Any] = {
             "inputs": [{"name": s.name, "id": hlir_id(s.node), "shape": [str(d) for d in s.node.shape],
                         "dtype": s.node.dtype.value, "weight": s.is_weight, "live": s.node.id in self.live_ids}
@@ -257,21 +279,12 @@ class HLIRStage(Stage):
                         edges.append((name, n, index, tracker))
         for name, n, index, tracker in edges:
             src = n.sources[index][0]
-            tooltip = (f"{hlir_id(src)} -> {hlir_id(n)} operand {index}\\n{format_shape(tracker.dims)} "
-                       f"{src.dtype.value}\\nstrides {format_shape(tracker.strides)}"
-                       f"\\nmask {format_shape(tracker.masks)}")
-            attrs = {"id": _edge_id(src, n, index), "tooltip": graphviz.nohtml(tooltip)}
+            attrs = {"id": _edge_id(src, n, index),
+                     "tooltip": read_tooltip(hlir_id(src), hlir_id(n), index, tracker, src.dtype)}
             if src.op == Op.CONSTANT:
                 attrs.update(CONSTANT_EDGE_STYLE)
             else:
-                label = f"{format_shape(tracker.dims)} {src.dtype.value}"
-                if n.op in ORDERED_OPERANDS:
-                    label = f"#{index} {label}"
-                kinds = view_kinds(tracker)
-                if kinds:
-                    label += "\n" + ", ".join(kinds)
-                    attrs.update(VIEW_EDGE_STYLE)
-                attrs["label"] = graphviz.nohtml(label)
+                attrs.update(read_edge(tracker, src.dtype, index if n.op in ORDERED_OPERANDS else None))
             dot.edge(name, hlir_id(n), **attrs)
         return dot
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .contraction import contract
 from .errors import LuminalError
 from .hlir import Graph, Node, Op
 from .shape_tracker import ShapeTracker
@@ -141,7 +142,7 @@ class _Planner:
             def contraction(values):
                 a = read_a(values[a_id]).astype(compute, copy=False)
                 b = read_b(values[b_id]).astype(compute, copy=False)
-                values[out_id] = _contract(a, b, axis).astype(storage, copy=False)
+                values[out_id] = contract(a, b, axis).astype(storage, copy=False)
             return contraction
         (x_id, read_x) = readers[0]
         if op in _UNARY:
@@ -197,34 +198,3 @@ def _checked(index: np.ndarray, size: int, node: Node) -> np.ndarray:
         where = f" (from {node.origin})" if node.origin else ""
         raise IndexError(f"{node.op.value} h{node.id}{where}: index {bad} is out of range for {size} elements")
     return index
-
-
-def _contract(a: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:
-    """``(a * b).sum(axis)`` for two same-shape views, with broadcast (stride-0) axes
-    recognised so the product is one batched matmul."""
-    rank = a.ndim
-    present_a = [a.strides[i] != 0 or a.shape[i] == 1 for i in range(rank)]
-    present_b = [b.strides[i] != 0 or b.shape[i] == 1 for i in range(rank)]
-    if not (present_a[axis] and present_b[axis]):
-        return np.sum(a * b, axis=axis)
-    others = [i for i in range(rank) if i != axis]
-    batch = [i for i in others if present_a[i] and present_b[i]]
-    rows = [i for i in others if present_a[i] and not present_b[i]]
-    cols = [i for i in others if present_b[i] and not present_a[i]]
-    neither = [i for i in others if not present_a[i] and not present_b[i]]
-
-    def compact(x: np.ndarray, present: list[bool], order: list[int]) -> np.ndarray:
-        x = x[tuple(slice(None) if p else 0 for p in present)]
-        kept = [i for i in range(rank) if present[i]]
-        return x.transpose([kept.index(i) for i in order])
-
-    size = {i: a.shape[i] for i in range(rank)}
-    count = int(np.prod([size[i] for i in batch], dtype=np.int64))
-    m = int(np.prod([size[i] for i in rows], dtype=np.int64))
-    n = int(np.prod([size[i] for i in cols], dtype=np.int64))
-    lhs = compact(a, present_a, batch + rows + [axis]).reshape(count, m, size[axis])
-    rhs = compact(b, present_b, batch + [axis] + cols).reshape(count, size[axis], n)
-    product = np.matmul(lhs, rhs).reshape([size[i] for i in batch + rows + cols] + [1] * len(neither))
-    current = batch + rows + cols + neither
-    product = product.transpose([current.index(i) for i in others])
-    return np.broadcast_to(product, [size[i] for i in others])

@@ -1,4 +1,6 @@
-"""Every high-level op of the tensor API against PyTorch eager, through the reference runtime.
+"""Every high-level op of the tensor API against PyTorch eager, through the reference runtime
+(``run_reference``: these check the decompositions; compiled kernels are checked against the
+reference in test_cpu_runtime.py and test_fuzz.py).
 
 Each case runs on broadcasting shapes, and again on non-contiguous views (inputs declared
 transposed and transposed back inside the graph), in every dtype where the op makes sense.
@@ -160,7 +162,7 @@ def _check(case: Case, dtype: torch.dtype, transposed: bool) -> None:
         tensors.append(t.transpose(-1, -2) if transposed and x.ndim >= 2 else t)
     result = case.ll_fn(*tensors)
     result.output("out")
-    got = ll.compile(g).run(*stored)
+    got = ll.compile(g).run_reference(*stored)
     expected = case.torch_fn(*inputs)
     assert got.dtype == expected.dtype, f"{case.name}: dtype {got.dtype} != torch's {expected.dtype}"
     assert tuple(got.shape) == tuple(expected.shape)
@@ -202,7 +204,7 @@ def test_embedding_take_gather_scatter() -> None:
     xx.scatter(0, idx[:, :1], s).output("scatter")
     xx.slice_scatter(b.T, axis=1, start=1, stop=4).output("slice_scatter")
     xx.scatter(1, idx[:1, :2], 7.0).output("scatter_value")
-    out = ll.compile(g).run(weight, ids, x, index, src, block)
+    out = ll.compile(g).run_reference(weight, ids, x, index, src, block)
     torch.testing.assert_close(out[0], F.embedding(ids, weight))
     torch.testing.assert_close(out[1], torch.from_numpy(np.take(x.numpy(), ids.numpy(), axis=1)))
     torch.testing.assert_close(out[2], x.gather(0, index))
@@ -216,14 +218,14 @@ def test_gather_out_of_range_is_a_clear_error() -> None:
     w, i = g.tensor((4, 2), "w"), g.tensor((3,), "ids", ll.i64)
     ll.embedding(i, w).output("rows")
     with pytest.raises(IndexError, match="out of range"):
-        ll.compile(g).run(torch.zeros(4, 2), torch.tensor([0, 4, 1]))
+        ll.compile(g).run_reference(torch.zeros(4, 2), torch.tensor([0, 4, 1]))
 
 
 def test_arange_and_iota() -> None:
     g = ll.Graph()
     g.arange(5, start=2, step=3).output("ints")
     (g.arange(4, dtype=ll.f32) * 0.5).output("floats")
-    ints, floats = ll.compile(g).run()
+    ints, floats = ll.compile(g).run_reference()
     assert torch.equal(ints, torch.arange(2, 17, 3, dtype=torch.int32))
     assert torch.equal(floats, torch.arange(4, dtype=torch.float32) * 0.5)
 
@@ -237,7 +239,7 @@ def test_inf_and_nan_propagate_like_torch() -> None:
     ll.maximum(t, 0.0).output("max")
     ll.concat([t, t], 0).output("cat")
     t.sigmoid().output("sigmoid")
-    got = ll.compile(g).run(x)
+    got = ll.compile(g).run_reference(x)
     expected = (x.relu(), x.exp(), torch.maximum(x, torch.tensor(0.0)), torch.cat([x, x]), x.sigmoid())
     for a, b in zip(got, expected):
         torch.testing.assert_close(a, b, equal_nan=True)
@@ -254,7 +256,7 @@ def test_symbolic_dimension_runs_at_two_sizes() -> None:
     wv = torch.randn(4, 3)
     for s in (3, 7):
         xv = torch.randn(s, 4)
-        got, running = comp.run(xv, wv)
+        got, running = comp.run_reference(xv, wv)
         expected = (xv @ wv).softmax(0)
         torch.testing.assert_close(got, expected.mean(0, keepdim=True) + xv.sum(-1, keepdim=True))
         torch.testing.assert_close(running, xv.cumsum(0))
@@ -269,7 +271,7 @@ def test_symbolic_mean_and_padding() -> None:
     comp = ll.compile(g)
     for shape in ((2, 3), (4, 9)):
         xv = torch.randn(shape)
-        mean, padded, var = comp.run(xv)
+        mean, padded, var = comp.run_reference(xv)
         torch.testing.assert_close(mean, xv.mean(1))
         torch.testing.assert_close(padded, F.pad(xv, (1, 1)))
         torch.testing.assert_close(var, xv.var(1))
@@ -281,6 +283,6 @@ def test_math_constants_are_exact_enough() -> None:
     t.exp().log().output("roundtrip")
     (t * 0 + math.pi).cos().output("cos_pi")
     x = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
-    roundtrip, cos_pi = ll.compile(g).run(x)
+    roundtrip, cos_pi = ll.compile(g).run_reference(x)
     torch.testing.assert_close(roundtrip, x, atol=1e-12, rtol=1e-12)
     torch.testing.assert_close(cos_pi, torch.full((3,), -1.0, dtype=torch.float64))

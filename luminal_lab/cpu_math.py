@@ -1,0 +1,236 @@
+"""Scalar helpers that the generated CPU kernels call, all compiled with numba.
+
+numba has no 16-bit floats, so f16 and bf16 travel as their uint16 bit patterns and are
+widened to f32 on load and rounded (to nearest even, as numpy and ml_dtypes round) on
+store. Without SVML, numba's ``np.exp2``/``np.sin``/... are scalar libm calls that stop a
+loop from vectorising, so float32 ``exp2f``, ``expf``, ``log2f`` and ``sinf`` are written
+here branch-free (range reduction plus a polynomial) to within 2 ulp: LLVM inlines and
+vectorises them. ``sinf`` reduces its argument in f64 and is exact enough only for
+``|x| < SIN_LIMIT``; the kernel recomputes larger arguments with libm. ``f32_key`` maps
+floats to integers in the same order (NaN last) so that a NaN-propagating max vectorises.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+# ---- bit casts ------------------------------------------------------------------------
+
+
+@intrinsic
+def f32_bits(typingctx, x):
+    """The IEEE bits of a float32 as an int32."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return types.int32(x), codegen
+
+
+@intrinsic
+def bits_f32(typingctx, bits):
+    """The float32 whose IEEE bits are the low 32 bits of an integer."""
+    if not isinstance(bits, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        value = args[0]
+        width = bits.bitwidth
+        if width > 32:
+            value = builder.trunc(value, ir.IntType(32))
+        elif width < 32:
+            value = builder.zext(value, ir.IntType(32))
+        return builder.bitcast(value, ir.FloatType())
+
+    return types.float32(bits), codegen
+
+
+@intrinsic
+def f16_load(typingctx, bits):
+    """The float32 value of an f16 given as its uint16 bits (exact)."""
+    if bits != types.uint16:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+
+    return types.float32(bits), codegen
+
+
+@intrinsic
+def f16_store(typingctx, x):
+    """The uint16 bits of float32 ``x`` rounded to f16 (nearest even, overflow to inf)."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+
+    return types.uint16(x), codegen
+
+
+@numba.njit(inline="always")
+def bf16_load(bits):
+    """The float32 value of a bf16 given as its uint16 bits (exact)."""
+    return bits_f32(np.int64(bits) << 16)
+
+
+@numba.njit(inline="always")
+def bf16_store(x):
+    """The uint16 bits of float32 ``x`` rounded to bf16 as ml_dtypes rounds (nearest even, NaN stays NaN)."""
+    bits = np.int64(f32_bits(x)) & 0xFFFFFFFF
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    quiet_nan = (bits >> 16) | 0x40
+    return np.uint16(quiet_nan if x != x else rounded)
+
+
+# ---- float32 transcendentals ----------------------------------------------------------
+
+_F = np.float32
+LOG2E = _F(1.4426950408889634)
+LN2_HI = _F(0.693145751953125)  # 15 significant bits: n * LN2_HI is exact for |n| < 2**9
+LN2_LO = _F(0.6931471805599453 - 0.693145751953125)
+# 2**f on |f| <= 1/2 and e**r on |r| <= ln(2)/2: Taylor terms up to degree 7 (truncation < 1e-8)
+EXP2_C = tuple(_F(math.log(2) ** k / math.factorial(k)) for k in range(8))
+EXP_C = tuple(_F(1 / math.factorial(k)) for k in range(8))
+SQRT2_BITS = 0x3FB504F3
+MIN_NORMAL = _F(2.0**-126)
+
+
+_I = np.int32
+
+
+@numba.njit(inline="always")
+def _scale2(p, n):
+    """``p * 2**n`` for an int32 ``n`` in [-250, 250], rounding once (subnormals and overflow included)."""
+    half = n >> _I(1)
+    return p * bits_f32((half + _I(127)) << _I(23)) * bits_f32((n - half + _I(127)) << _I(23))
+
+
+@numba.njit(inline="always")
+def exp2f(x):
+    """2**x for float32 ``x``, within 2 ulp."""
+    # below -150 the result is 0: computing it from 0 instead keeps the lane off the (slow) subnormal path,
+    # which matters in softmax, where masked scores are -inf
+    clamped = _F(0.0) if x < _F(-150.0) else min(x, _F(130.0))
+    n = np.rint(clamped)
+    f = clamped - n
+    p = EXP2_C[7]
+    p = p * f + EXP2_C[6]
+    p = p * f + EXP2_C[5]
+    p = p * f + EXP2_C[4]
+    p = p * f + EXP2_C[3]
+    p = p * f + EXP2_C[2]
+    p = p * f + EXP2_C[1]
+    p = p * f + EXP2_C[0]
+    result = _scale2(p, np.int32(n))
+    return x if x != x else (_F(0.0) if x < _F(-150.0) else result)
+
+
+@numba.njit(inline="always")
+def expf(x):
+    """e**x for float32 ``x``, within 2 ulp (Cody-Waite reduction by ln 2)."""
+    clamped = _F(0.0) if x < _F(-104.0) else min(x, _F(100.0))  # below -104 the result is 0, as in exp2f
+    n = np.rint(clamped * LOG2E)
+    r = (clamped - n * LN2_HI) - n * LN2_LO
+    p = EXP_C[7]
+    p = p * r + EXP_C[6]
+    p = p * r + EXP_C[5]
+    p = p * r + EXP_C[4]
+    p = p * r + EXP_C[3]
+    p = p * r + EXP_C[2]
+    p = p * r + EXP_C[1]
+    p = p * r + EXP_C[0]
+    result = _scale2(p, np.int32(n))
+    return x if x != x else (_F(0.0) if x < _F(-104.0) else result)
+
+
+@numba.njit(inline="always")
+def log2f(x):
+    """log2(x) for float32 ``x``, within 2 ulp; NaN below 0, -inf at 0."""
+    subnormal = x < MIN_NORMAL
+    scaled = x * _F(8388608.0) if subnormal else x
+    bits = np.int64(f32_bits(scaled))
+    exponent = ((bits >> 23) & 0xFF) - (150 if subnormal else 127)
+    mantissa = (bits & 0x7FFFFF) | 0x3F800000
+    if mantissa > SQRT2_BITS:  # keep m in [sqrt(1/2), sqrt(2)) so log(m) is small
+        mantissa -= 0x00800000
+        exponent += 1
+    m = np.float64(bits_f32(mantissa))
+    s = (m - 1.0) / (m + 1.0)  # log(m) = 2 atanh(s), |s| < 0.172
+    s2 = s * s
+    log_m = 2.0 * s * (1.0 + s2 * (1.0 / 3 + s2 * (1.0 / 5 + s2 * (1.0 / 7 + s2 * (1.0 / 9 + s2 / 11)))))
+    result = _F(exponent + log_m * 1.4426950408889634)
+    special = x if x == np.inf else (_F(-np.inf) if x == 0 else _F(np.nan))
+    return result if (x > 0 and x < np.inf) else special
+
+
+KEY_MIN = np.int32(-(2**31))
+
+
+@numba.njit(inline="always")
+def f32_key(x):
+    """An int32 that orders float32s as their values do, NaN (of either sign) above everything, so a max over
+    keys (which LLVM vectorises) is a NaN-propagating max over the floats."""
+    bits = f32_bits(x)
+    key = bits ^ ((bits >> _I(31)) & _I(0x7FFFFFFF))
+    return _I(0x7FFFFFFF) if (bits & _I(0x7FFFFFFF)) > _I(0x7F800000) else key
+
+
+@numba.njit(inline="always")
+def key_f32(key):
+    """The float32 of an ``f32_key`` (the key of NaN gives NaN)."""
+    return bits_f32(key ^ ((key >> _I(31)) & _I(0x7FFFFFFF)))
+
+
+def _pi_over_2_parts() -> tuple[float, float, float]:
+    """pi/2 as three f64 parts: the first two have 33 significant bits, so ``k * part`` is exact for |k| < 2**20."""
+    pi = Fraction("3.14159265358979323846264338327950288419716939937510582097494459")
+    rest = pi / 2
+    parts = []
+    for _ in range(2):
+        scale = Fraction(2) ** (33 - 1 - math.floor(math.log2(rest)))
+        part = Fraction(round(rest * scale)) / scale
+        parts.append(float(part))
+        rest -= part
+    return parts[0], parts[1], float(rest)
+
+
+PIO2_1, PIO2_2, PIO2_3 = _pi_over_2_parts()
+TWO_OVER_PI = 2 / math.pi
+SIN_LIMIT = _F(1e6)  # |k| stays below 2**20
+
+
+@numba.njit(inline="always")
+def sinf(x):
+    """sin(x) for float32 ``|x| < SIN_LIMIT`` (reduction by pi/2 in f64, Taylor polynomials); NaN at +-inf."""
+    xd = np.float64(min(max(x, -SIN_LIMIT), SIN_LIMIT))
+    k = np.rint(xd * TWO_OVER_PI)
+    r = ((xd - k * PIO2_1) - k * PIO2_2) - k * PIO2_3
+    r2 = r * r
+    sin_r = r + r * r2 * (-1 / 6 + r2 * (1 / 120 + r2 * (-1 / 5040 + r2 * (1 / 362880 + r2 * (
+        -1 / 39916800 + r2 / 6227020800)))))
+    cos_r = 1.0 + r2 * (-1 / 2 + r2 * (1 / 24 + r2 * (-1 / 720 + r2 * (1 / 40320 + r2 * (
+        -1 / 3628800 + r2 / 479001600)))))
+    quadrant = np.int64(k) & 3
+    value = sin_r if quadrant & 1 == 0 else cos_r
+    value = -value if quadrant >= 2 else value
+    return _F(value) if abs(x) < np.inf else x - x
+
+
+@numba.njit(inline="always")
+def fmod_int(x, y):
+    """C's truncated remainder of integers; 0 for a zero divisor, as numpy's fmod gives."""
+    if y == 0 or y == -1:
+        return x - x
+    r = x % y
+    return r - y if (r != 0 and (r < 0) != (x < 0)) else r

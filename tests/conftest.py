@@ -1,0 +1,25 @@
+"""Session-wide test setup."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from luminal_lab.cpu_runtime import CACHE_ENV
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernel_directory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Compiled kernels go to ``$LUMINAL_LAB_KERNEL_CACHE`` when set, else to pytest's cache
+    directory (warm on the next run), never to the user's home."""
+    if os.environ.get(CACHE_ENV):
+        yield Path(os.environ[CACHE_ENV])
+        return
+    cache = request.config.cache
+    directory = cache.mkdir("luminal_lab_kernels") if cache is not None else tmp_path_factory.mktemp("kernels")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_ENV, str(directory))
+        yield directory

@@ -1,0 +1,438 @@
+"""The CPU runtime (numba kernels generated from an LLIR) against the reference runtime.
+
+Until genome extraction exists, LLIRs come from HLIR graphs converted one node to one kernel
+(``llir_of``). Kernels are cached in pytest's cache directory (or ``$LUMINAL_LAB_KERNEL_CACHE``
+when set), so a second run of this file starts warm and nothing is written to the home directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+import luminal_lab as ll
+from luminal_lab.compiled import to_numpy
+from luminal_lab.cpu_runtime import CACHE_ENV, PARALLEL_THRESHOLD, CPURuntime, KernelCache, kernel_cache
+from luminal_lab.hlir import REDUCE_OPS, Graph, Op
+from luminal_lab.llir import LLIR, Kernel
+from luminal_lab.shape_tracker import ShapeTracker
+from tests.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
+from tests.test_ops import CASES, Case, _random
+
+ROOT = Path(__file__).resolve().parents[1]
+# (atol, rtol) against the reference: the kernels sum in another order and carry their own exp2/log2/sin
+# (within 2 ulp), and f16/bf16 round after every op, so one differently rounded intermediate moves a result
+# by an ulp of the storage type
+TOLERANCE = {ll.f32: (2e-5, 2e-5), ll.f64: (1e-12, 1e-12), ll.f16: (4e-3, 4e-3), ll.bf16: (3e-2, 3e-2)}
+
+
+def llir_of(graph: Graph, commute: bool = False) -> LLIR:
+    """The HLIR as an LLIR, one kernel per live node; a reduction's source is permuted so its axis is last.
+    With ``commute`` every Add and Mul takes its operands the other way round (as an extraction may)."""
+    names = list(graph.outputs)
+    kernels = []
+    for node in graph.live_nodes():
+        sources = tuple((src.id, tracker) for src, tracker in node.sources)
+        if commute and node.op in (Op.ADD, Op.MUL):
+            sources = sources[::-1]
+        arg = node.arg
+        if node.op in REDUCE_OPS:
+            ((src, tracker),) = node.sources
+            axes = [i for i in range(tracker.rank) if i != node.arg] + [node.arg]
+            sources, arg = ((src.id, tracker.permute(axes)),), None
+        elif node.op == Op.OUTPUT:
+            arg = names.index(node.arg)
+        kernels.append(Kernel(node.id, node.op.value, sources, node.shape, node.dtype, arg, hlir=(node.id,)))
+    return LLIR(kernels, [graph.outputs[name].id for name in names])
+
+
+def assert_matches(got: np.ndarray, expected: np.ndarray, dtype: ll.DType, scale: float = 1.0, what: str = "") -> None:
+    assert got.dtype == expected.dtype, what
+    assert got.shape == expected.shape, what
+    if not dtype.is_float:
+        np.testing.assert_array_equal(got, expected, err_msg=what)
+        return
+    atol, rtol = TOLERANCE[dtype]
+    np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), atol=atol * scale,
+                               rtol=rtol * scale, equal_nan=True, err_msg=what)
+
+
+def check_graph(graph: Graph, inputs: Mapping[str, np.ndarray], bindings: Mapping[str, int] | None = None,
+                scale: float = 1.0, runtime: CPURuntime | None = None) -> list[np.ndarray]:
+    """Run ``graph`` on the CPU runtime and the reference; every output must agree."""
+    runtime = runtime or CPURuntime(llir_of(graph))
+    got = runtime.run(inputs, graph.weights, bindings)
+    expected = ll.ReferenceRuntime(graph).run(inputs, bindings)
+    assert len(got) == len(expected)
+    for (name, want), have in zip(expected.items(), got):
+        assert_matches(have, want, graph.outputs[name].dtype, scale, name)
+    return got
+
+
+# ---- every op of the tensor API ---------------------------------------------------------
+
+
+def _case_graph(case: Case, dtype: torch.dtype, transposed: bool) -> tuple[Graph, dict[str, np.ndarray]]:
+    """The graph and inputs that tests/test_ops.py builds for ``case``."""
+    generator = torch.Generator().manual_seed(hash(case.name) % 2**31)
+    inputs = [_random(s, dtype, case.low, case.high, generator) for s in case.shapes]
+    if transposed:
+        inputs = [x.transpose(-1, -2).contiguous() if x.ndim >= 2 else x for x in inputs]
+    g = ll.Graph()
+    tensors = []
+    for i, x in enumerate(inputs):
+        t = g.tensor(tuple(x.shape), name=f"x{i}", dtype=ll.dtypes.from_torch(dtype))
+        tensors.append(t.transpose(-1, -2) if transposed and x.ndim >= 2 else t)
+    case.ll_fn(*tensors).output("out")
+    return g, {f"x{i}": to_numpy(x) for i, x in enumerate(inputs)}
+
+
+CASE_PARAMS = [pytest.param(case, dtype, transposed, id=f"{case.name}-{str(dtype).split('.')[1]}{'-T' * transposed}")
+               for case in CASES for dtype in case.dtypes for transposed in (False, True)
+               if not transposed or any(len(s) >= 2 for s in case.shapes)]
+
+
+@pytest.mark.parametrize(("case", "dtype", "transposed"), CASE_PARAMS)
+def test_op_matches_reference(case: Case, dtype: torch.dtype, transposed: bool) -> None:
+    graph, inputs = _case_graph(case, dtype, transposed)
+    check_graph(graph, inputs, scale=case.scale)
+
+
+# ---- graphs beyond single ops -------------------------------------------------------------
+
+
+def test_symbolic_dimension_at_two_sizes_keeps_one_plan_each() -> None:
+    g = ll.Graph()
+    x, w = g.tensor(("s", 4), name="x"), g.tensor((4, 3), name="w")
+    y = (x @ w).softmax(0)
+    (y.mean(0, keepdim=True) + x.sum(-1, keepdim=True)[:, :1]).output("y")
+    x.cumsum(0).output("running")
+    x.pad([(1, 1), (0, 0)]).output("padded")
+    runtime = CPURuntime(llir_of(g))
+    rng = np.random.default_rng(0)
+    weights = rng.standard_normal((4, 3), np.float32)
+    for s in (3, 7, 3):
+        inputs = {"x": rng.standard_normal((s, 4), np.float32), "w": weights}
+        got = check_graph(g, inputs, {"s": s}, runtime=runtime)
+        assert got[2].shape == (s + 2, 4)
+    assert len(runtime.plans) == 2
+
+
+def test_embedding_gather_scatter_and_iota() -> None:
+    rng = np.random.default_rng(1)
+    g = ll.Graph()
+    w, i, xx = g.tensor((10, 4), "w"), g.tensor((2, 3), "ids", ll.i64), g.tensor((3, 10), "x")
+    idx, s, b = g.tensor((2, 5), "index", ll.i64), g.tensor((2, 5), "src"), g.tensor((3, 3), "block")
+    ll.embedding(i, w).output("embedding")
+    xx.take(i, axis=1).output("take")
+    xx.gather(0, idx).output("gather")
+    xx.scatter(0, idx[:, :1], s).output("scatter")
+    xx.slice_scatter(b.T, axis=1, start=1, stop=4).output("slice_scatter")
+    xx.scatter(1, idx[:1, :2], 7.0).output("scatter_value")
+    g.arange(5, start=2, step=3).output("ints")
+    (g.arange(4, dtype=ll.f32) * 0.5).output("floats")
+    inputs = {"w": rng.standard_normal((10, 4), np.float32), "ids": rng.integers(0, 10, (2, 3)),
+              "x": rng.standard_normal((3, 10), np.float32), "index": rng.integers(0, 3, (2, 5)),
+              "src": rng.standard_normal((2, 5), np.float32), "block": rng.standard_normal((3, 3), np.float32)}
+    got = check_graph(g, inputs)
+    np.testing.assert_array_equal(got[6], np.arange(2, 17, 3, dtype=np.int32))
+
+
+@pytest.mark.parametrize("op", ["Gather", "Scatter"])
+def test_out_of_range_index_is_a_clear_error(op: str) -> None:
+    g = ll.Graph()
+    w, i = g.tensor((4, 2), "w"), g.tensor((3,), "ids", ll.i64)
+    if op == "Gather":
+        ll.embedding(i, w).output("rows")
+    else:
+        w.reshape(8).scatter(0, i, 1.0).output("scattered")
+    runtime = CPURuntime(llir_of(g))
+    inputs = {"w": np.zeros((4, 2), np.float32), "ids": np.array([0, 1, 2])}
+    runtime.run(inputs)
+    for bad in (8, -1):
+        inputs["ids"] = np.array([0, bad, 1])
+        with pytest.raises(IndexError, match=rf"{op} k\d+ \(HLIR h\d+\): index -?\d+ is out of range"):
+            runtime.run(inputs)
+
+
+def test_inf_and_nan_propagate_like_the_reference() -> None:
+    x = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, -2.0, 3.5, 1e-40], np.float32)
+    g = ll.Graph()
+    t = g.tensor((8,), "x")
+    t.relu().output("relu")
+    t.exp().output("exp")
+    t.log().output("log")
+    t.sqrt().output("sqrt")
+    t.reciprocal().output("recip")
+    t.sin().output("sin")
+    t.sigmoid().output("sigmoid")
+    ll.maximum(t, 0.0).output("max")
+    t.max().output("max_all")
+    t.sum().output("sum_all")
+    t.fmod(0.0).output("fmod_zero")
+    (t < 1.0).output("less")
+    t.reshape(2, 4).max(1).output("row_max")
+    ll.concat([t, t], 0).output("cat")
+    check_graph(g, {"x": x})
+
+
+def test_integer_ops_wrap_and_divide_like_the_reference() -> None:
+    big = np.iinfo(np.int32).max
+    x = np.array([big, -big - 1, 7, -7, 5, 0], np.int32)
+    y = np.array([2, -1, 3, 3, 0, -2], np.int32)
+    g = ll.Graph()
+    a, b = g.tensor((6,), "a", ll.i32), g.tensor((6,), "b", ll.i32)
+    (a + b).output("add")
+    (a * b).output("mul")
+    a.fmod(b).output("fmod")
+    a.sum().output("sum")
+    a.cast(ll.f32).output("to_float")
+    a.cast(ll.bool).output("to_bool")
+    check_graph(g, {"a": x, "b": y})
+
+
+@pytest.mark.parametrize("dtype", [ll.f32, ll.f16, ll.bf16, ll.f64])
+def test_exp_kernel(dtype: ll.DType) -> None:
+    """``Exp`` is not an HLIR op (extraction recognises it): a hand-built LLIR against numpy's e**x."""
+    x = np.concatenate([np.linspace(-110, 100, 4001), [np.inf, -np.inf, np.nan, 0.0]]).astype(dtype.numpy)
+    (n,) = x.shape
+    contiguous = ShapeTracker.contiguous((n,))
+    llir = LLIR([Kernel(0, "Input", (), (ll.Expr.num(n),), dtype, "x"),
+                 Kernel(1, "Exp", ((0, contiguous),), (ll.Expr.num(n),), dtype),
+                 Kernel(2, "Output", ((1, contiguous),), (ll.Expr.num(n),), dtype, 0)], [2])
+    (got,) = CPURuntime(llir).run({"x": x})
+    compute = dtype.compute_numpy
+    with np.errstate(over="ignore"):
+        expected = np.exp(x.astype(compute)).astype(dtype.numpy)
+    assert_matches(got, expected, dtype, what="exp")
+
+
+TRANSCENDENTALS = {
+    "exp2": (lambda t: t.exp2(), np.exp2, lambda rng: rng.uniform(-155, 130, 1 << 18)),
+    "log2": (lambda t: t.log2(), np.log2, lambda rng: 10.0 ** rng.uniform(-45, 38.5, 1 << 18)),
+    "sin": (lambda t: t.sin(), np.sin, lambda rng: np.concatenate(
+        [rng.uniform(-10, 10, 1 << 17), rng.uniform(-1e6, 1e6, 1 << 16), rng.uniform(-1e9, 1e9, 1 << 10)])),
+}
+
+
+@pytest.mark.parametrize("name", list(TRANSCENDENTALS))
+def test_float32_transcendentals_within_two_ulp_on_wide_ranges(name: str) -> None:
+    build, exact, sample = TRANSCENDENTALS[name]
+    x = sample(np.random.default_rng(2)).astype(np.float32)
+    g = ll.Graph()
+    build(g.tensor(x.shape, "x")).output("y")
+    (got,) = CPURuntime(llir_of(g)).run({"x": x})
+    with np.errstate(all="ignore"):
+        want = exact(x.astype(np.float64))
+        ulp = np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+    error = np.abs(got.astype(np.float64) - want) / ulp
+    assert np.nanmax(error) <= 2.0, f"{name}: {np.nanmax(error)} ulp at x={x[np.nanargmax(error)]}"
+    check_graph(g, {"x": x})
+
+
+def test_half_precision_bits_round_like_numpy() -> None:
+    """f16/bf16 travel as uint16 bits; loads widen exactly, stores round to nearest even (NaN and inf kept)."""
+    rng = np.random.default_rng(3)
+    values = (rng.standard_normal(1 << 14) * 10.0 ** rng.uniform(-9, 6, 1 << 14)).astype(np.float32)
+    values[:4] = [np.nan, np.inf, -np.inf, 7e4]
+    g = ll.Graph()
+    for dtype in (ll.f16, ll.bf16):
+        t = g.tensor(values.shape, f"x_{dtype.value}", dtype)
+        (t * 1.0).output(f"same_{dtype.value}")
+        (t + t).output(f"double_{dtype.value}")
+    with np.errstate(over="ignore"):
+        inputs = {"x_f16": values.astype(np.float16), "x_bf16": values.astype(ml_dtypes.bfloat16)}
+    got = CPURuntime(llir_of(g)).run(inputs)
+    expected = ll.ReferenceRuntime(g).run(inputs)
+    for have, want in zip(got, expected.values()):  # bit for bit
+        np.testing.assert_array_equal(have.view(np.uint16), want.view(np.uint16))
+
+
+def test_views_that_need_index_gathers() -> None:
+    """A transposed-then-flattened view is no strided nest once sliced or padded: it is gathered by index."""
+    g = ll.Graph()
+    x = g.tensor((4, 6), "x")
+    flat = x.T.reshape(24)
+    flat.pad([(1, 2)]).output("padded")
+    (flat[::5] * 2).output("sliced")
+    x.T.reshape(2, 12).pad([(0, 0), (3, 0)]).output("padded_rows")
+    check_graph(g, {"x": np.arange(24, dtype=np.float32).reshape(4, 6)})
+
+
+def test_large_kernels_run_in_parallel_and_agree() -> None:
+    rows = PARALLEL_THRESHOLD // 64
+    rng = np.random.default_rng(4)
+    g = ll.Graph()
+    x, y = g.tensor((rows, 128), "x"), g.tensor((128,), "y")
+    ids, table = g.tensor((rows,), "ids", ll.i32), g.tensor((100, 64), "table")
+    (x * y).exp2().output("scaled")
+    x.sum(-1).output("rows")
+    x.max(0).output("columns")
+    ll.embedding(ids, table).output("embedded")
+    check_graph(g, {"x": rng.standard_normal((rows, 128), np.float32), "y": rng.standard_normal(128, np.float32),
+                    "ids": rng.integers(0, 100, rows, dtype=np.int32),
+                    "table": rng.standard_normal((100, 64), np.float32)})
+
+
+MODELS = {
+    "mlp": lambda: (MLP(32, 64, 16), mlp_inputs(4, 32)),
+    "attention": lambda: (SelfAttentionBlock(32, 4), attention_inputs(2, 8, 32)),
+    "llama": lambda: (LlamaBlock(64, 4, 128, 16), llama_inputs(2, 16, 64)),
+}
+
+
+@pytest.mark.parametrize("commute", [False, True], ids=["", "commuted"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_models_match_the_reference_and_torch(name: str, commute: bool) -> None:
+    """Commuted operands turn each matmul around (weights first): it still lands in place, as W x transposed."""
+    model, inputs = MODELS[name]()
+    compiled = ll.compile(model.eval(), inputs)
+    arrays = {n: to_numpy(x) for n, x in zip(compiled.signature.inputs, inputs)}
+    (got,) = check_graph(compiled.graph, arrays, scale=5.0, runtime=CPURuntime(llir_of(compiled.graph, commute)))
+    with torch.no_grad():
+        np.testing.assert_allclose(got, model(*inputs).numpy(), atol=1e-4, rtol=1e-4)
+
+
+# ---- plans, buffers and weights -------------------------------------------------------------
+
+
+def _mlp_runtime() -> tuple[Graph, CPURuntime, dict[str, np.ndarray]]:
+    model, inputs = MLP(32, 64, 16), mlp_inputs(4, 32)
+    graph = ll.compile(model.eval(), inputs).graph
+    return graph, CPURuntime(llir_of(graph)), {"x": to_numpy(inputs[0])}
+
+
+def test_weights_are_bound_once_and_persist() -> None:
+    graph, runtime, inputs = _mlp_runtime()
+    first = runtime.run(inputs, graph.weights)
+    second = runtime.run(inputs, graph.weights)
+    third = runtime.run(inputs)  # the bound weights persist without being passed again
+    np.testing.assert_array_equal(first[0], second[0])
+    np.testing.assert_array_equal(first[0], third[0])
+    name = next(n for n in graph.weights if n.endswith("weight"))
+    graph.weights[name] *= 2  # the same array, changed in place: not copied in again
+    np.testing.assert_array_equal(runtime.run(inputs, graph.weights)[0], first[0])
+    graph.weights[name] = graph.weights[name].copy()  # a different array: bound anew
+    rebound = runtime.run(inputs, graph.weights)[0]
+    (expected,) = ll.ReferenceRuntime(graph).run(inputs).values()
+    np.testing.assert_allclose(rebound, expected, atol=1e-5, rtol=1e-5)
+    assert not np.allclose(rebound, first[0])
+
+
+def test_buffers_are_reused_and_outputs_are_fresh() -> None:
+    graph, runtime, inputs = _mlp_runtime()
+    first = runtime.run(inputs, graph.weights)
+    plan = runtime.plan()
+    buffers = dict(plan.buffers)
+    addresses = {kid: b.ctypes.data for kid, b in buffers.items()}
+    second = runtime.run(inputs, graph.weights)
+    assert runtime.plan() is plan
+    assert all(plan.buffers[kid] is b and b.ctypes.data == addresses[kid] for kid, b in buffers.items())
+    assert first[0] is not second[0] and not np.shares_memory(first[0], second[0])
+    assert not any(np.shares_memory(second[0], b) for b in buffers.values())
+    first[0][...] = 0  # the caller owns its outputs
+    np.testing.assert_array_equal(runtime.run(inputs, graph.weights)[0], second[0])
+
+
+def test_matmul_runs_as_one_contraction_without_the_product() -> None:
+    graph, runtime, inputs = _mlp_runtime()
+    runtime.run(inputs, graph.weights)
+    ran = {kid for kid, _ in runtime.plan().steps}
+    products = [k for k in runtime.llir.kernels if k.op == "Mul" and len(k.shape) == 3]
+    assert products and not any(k.id in ran or k.id in runtime.plan().buffers for k in products)
+
+
+def test_boundary_is_strict() -> None:
+    graph, runtime, inputs = _mlp_runtime()
+    with pytest.raises(ll.DTypeBoundaryError):
+        runtime.run({"x": inputs["x"].astype(np.float64)}, graph.weights)
+    with pytest.raises(ll.ShapeError):
+        runtime.run({"x": inputs["x"][:2]}, graph.weights)
+    with pytest.raises(ll.LuminalError, match="missing input 'x'"):
+        runtime.run({}, graph.weights)
+
+
+def test_unknown_op_is_named() -> None:
+    shape = (ll.Expr.num(3),)
+    contiguous = ShapeTracker.contiguous(shape)
+    llir = LLIR([Kernel(0, "Input", (), shape, ll.f32, "x"), Kernel(1, "Frobnicate", ((0, contiguous),), shape, ll.f32),
+                 Kernel(2, "Output", ((1, contiguous),), shape, ll.f32, 0)], [2])
+    with pytest.raises(ll.UnsupportedOpError, match="Frobnicate"):
+        CPURuntime(llir).run({"x": np.zeros(3, np.float32)})
+
+
+def test_profile_times_every_kernel_and_the_run() -> None:
+    graph, runtime, inputs = _mlp_runtime()
+    profile = runtime.profile(inputs, graph.weights, warmup=1, trials=3)
+    assert set(profile.kernels) == {kid for kid, _ in runtime.plan().steps}
+    assert all(t > 0 for t in profile.kernels.values()) and profile.total > 0
+    assert runtime.llir.times == profile.kernels
+    assert profile.hot_spots(2)[0][2] == max(profile.kernels.values())
+
+
+# ---- the kernel cache ---------------------------------------------------------------------
+
+
+def test_each_source_compiles_once_per_process() -> None:
+    g = ll.Graph()
+    a, b = g.tensor((5, 7), "a"), g.tensor((5, 7), "b")
+    ((a + b) * (b + a)).exp2().output("y")
+    inputs = {"a": np.ones((5, 7), np.float32), "b": np.ones((5, 7), np.float32)}
+    runtime = CPURuntime(llir_of(g))
+    runtime.run(inputs)
+    steps = dict(runtime.plan().steps)
+    first, second = (steps[k.id] for k in runtime.llir.kernels if k.op == "Add")
+    assert first.func is second.func  # one source, one dispatcher, compiled once for both Adds
+    stats = kernel_cache().stats
+    before = (stats.compiled, stats.loaded)
+    CPURuntime(llir_of(g)).run(inputs)  # a second runtime of the same LLIR compiles and loads nothing
+    assert (stats.compiled, stats.loaded) == before
+
+
+_CACHE_PROBE = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    from luminal_lab import Expr, ShapeTracker, f32
+    from luminal_lab.cpu_runtime import CPURuntime, kernel_cache
+    from luminal_lab.llir import LLIR, Kernel
+    rows, cols = (Expr.num(4),), (Expr.num(4), Expr.num(6))
+    llir = LLIR([Kernel(0, "Input", (), cols, f32, "x"),
+                 Kernel(1, "Exp2", ((0, ShapeTracker.contiguous(cols)),), cols, f32),
+                 Kernel(2, "SumReduce", ((1, ShapeTracker.contiguous(cols)),), rows, f32),
+                 Kernel(3, "Output", ((2, ShapeTracker.contiguous(rows)),), rows, f32, 0)], [3])
+    (y,) = CPURuntime(llir).run({"x": np.arange(24, dtype=np.float32).reshape(4, 6) / 24})
+    stats = kernel_cache().stats
+    print(json.dumps({"compiled": stats.compiled, "loaded": stats.loaded, "y": y.tolist()}))
+""")
+
+
+def test_a_new_process_loads_kernels_from_disk(tmp_path: Path) -> None:
+    env = dict(os.environ, **{CACHE_ENV: str(tmp_path)})
+
+    def probe() -> dict:
+        done = subprocess.run([sys.executable, "-c", _CACHE_PROBE, str(ROOT)], env=env, cwd=ROOT,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    cold, warm = probe(), probe()
+    assert cold["compiled"] > 0 and cold["loaded"] == 0
+    assert warm["compiled"] == 0 and warm["loaded"] == cold["compiled"]
+    assert warm["y"] == cold["y"]
+    assert list(tmp_path.glob("lk_*.py")) and not list(tmp_path.glob("*.tmp"))
+
+
+def test_cache_directory_comes_from_the_environment(kernel_directory: Path) -> None:
+    assert kernel_cache().directory == kernel_directory
+    assert isinstance(kernel_cache(), KernelCache) and kernel_cache() is kernel_cache()

@@ -1,0 +1,120 @@
+"""Measured search: history, outcomes, determinism, interruption, budget; the best genome runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import luminal_lab as ll
+from luminal_lab.search import OUTCOMES, search
+from tests.models import LlamaBlock, llama_inputs
+
+
+@pytest.fixture(scope="module")
+def llama():
+    model = LlamaBlock(64, 4, 128, 16).eval()
+    inputs = llama_inputs(1, 16, 64)
+    comp = ll.compile(model, inputs)
+    yield model, inputs, comp
+    comp.egraph.close()
+
+
+def test_search_on_the_llama_block_keeps_the_fastest_and_records_everything(llama) -> None:
+    model, inputs, comp = llama
+    result = comp.search(generations=2, generation_size=8, seed=0, progress=False)
+    history = result.history
+    assert result.initial in history and result.initial.outcome == "ok"
+    assert result.best.seconds <= result.initial.seconds
+    assert result.best.seconds == min(c.seconds for c in history if c.outcome == "ok")
+    hashes = [c.hash for c in history]
+    assert len(set(hashes)) == len(hashes)  # no genome measured twice
+    for candidate in history:
+        assert candidate.outcome in OUTCOMES
+        if candidate.outcome == "ok":
+            assert candidate.seconds > 0 and candidate.kernel_seconds
+        else:
+            assert candidate.reason
+        if candidate.parent is not None:
+            assert candidate.parent in hashes[:candidate.index] and 1 <= len(candidate.mutations) <= 3
+    assert {c.generation for c in history} == {0, 1, 2}
+    # the best genome is what runs now, and it computes the model
+    assert comp.genome.hash == result.best.hash
+    with torch.no_grad():
+        first, second = comp.run(*inputs), comp.run(*inputs)
+        torch.testing.assert_close(first, model(*inputs), atol=1e-4, rtol=1e-4)
+    assert torch.equal(first, second)  # weights survive the first call
+    assert comp.llir().times  # profiled during the search
+    assert "profiled" in comp.llir().summary()
+
+
+def test_same_seed_same_history_under_a_fixed_cost(llama) -> None:
+    _, _, comp = llama
+
+    def kernel_count(llir) -> float:
+        return float(len(llir.kernels))
+
+    runs = [comp.search(generations=2, generation_size=6, seed=3, cost=kernel_count, progress=False)
+            for _ in range(2)]
+    keys = [[(c.hash, c.parent, c.outcome, tuple(c.mutations), c.seconds) for c in r.history] for r in runs]
+    assert keys[0] == keys[1]
+    other = comp.search(generations=2, generation_size=6, seed=4, cost=kernel_count, progress=False)
+    assert [c.hash for c in other.history] != [c.hash for c in runs[0].history]
+
+
+def _space_and_expected(llama):
+    _, _, comp = llama
+    space = comp.choice_space()
+    arrays, _ = comp._profiling_inputs(None)
+    reference = comp._reference.run(arrays, {})
+    return space, [reference[name] for name in comp.graph.outputs]
+
+
+def test_failing_candidates_are_recorded_never_fatal(llama) -> None:
+    space, expected = _space_and_expected(llama)
+    calls = {"n": 0}
+
+    def flaky(llir):
+        calls["n"] += 1
+        kind = calls["n"] % 4
+        if kind == 1:
+            return [e.copy() for e in expected], 1e-3 / calls["n"], {}
+        if kind == 2:
+            return [e + 1 for e in expected], 1e-3, {}
+        if kind == 3:
+            return [np.full_like(e, np.nan) for e in expected], 1e-3, {}
+        raise RuntimeError("kernel exploded")
+
+    result = search(space, flaky, expected, generations=1, generation_size=12, seed=0, progress=False)
+    outcomes = result.outcomes()
+    assert outcomes["ok"] and outcomes["mismatch"] and outcomes["nan"] and outcomes["error"]
+    reasons = {c.outcome: c.reason for c in result.history if c.outcome != "ok"}
+    assert "differ" in reasons["mismatch"] and "NaN" in reasons["nan"] and "kernel exploded" in reasons["error"]
+    assert all(c.seconds is None for c in result.history if c.outcome != "ok")
+
+
+def test_interrupt_returns_what_was_found_and_budget_stops_early(llama) -> None:
+    space, expected = _space_and_expected(llama)
+    calls = {"n": 0}
+
+    def interrupted_after_five(llir):
+        calls["n"] += 1
+        if calls["n"] > 5:
+            raise KeyboardInterrupt
+        return [e.copy() for e in expected], 1e-3, {}
+
+    result = search(space, interrupted_after_five, expected, generations=3, generation_size=10, seed=0,
+                    progress=False)
+    assert result.interrupted
+    assert sum(c.outcome == "ok" for c in result.history) == 5
+    assert result.best.outcome == "ok"
+
+    budgeted = search(space, lambda llir: ([e.copy() for e in expected], 1e-3, {}), expected, generations=50,
+                      generation_size=30, seed=0, budget=0.2, progress=False)
+    assert not budgeted.interrupted and len(budgeted.history) < 50 * 30
+
+
+def test_cuda_without_a_gpu_is_a_clear_error(llama) -> None:
+    _, inputs, comp = llama
+    with pytest.raises(ll.NoDeviceError, match="CUDA GPU"):
+        comp.run(*inputs, device="cuda")
