@@ -50,11 +50,11 @@ class DynamoProgram:
         self.input_names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
 
     def __call__(self, *args: Any) -> Any:
-        key = _key(args)
-        program = self.programs.get(key)
-        if program is None:
-            program = self.compile_for(args)
-        return program.run(*[a for a in args if isinstance(a, torch.Tensor)])
+        program = self.programs.get(_key(args)) or self.compile_for(args)
+        result = program.run(*[a for a in args if isinstance(a, torch.Tensor)])
+        # the genome is chosen: the idle egglog worker goes (it restarts, replaying, if the e-graph is used again)
+        program.egraph.close()
+        return result
 
     def compile_for(self, args: Sequence[Any]) -> Compiled:
         """Compile (and cache) the program for concrete ``args``; inputs keep dynamo's placeholder names."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -118,3 +120,29 @@ def test_cuda_without_a_gpu_is_a_clear_error(llama) -> None:
     _, inputs, comp = llama
     with pytest.raises(ll.NoDeviceError, match="CUDA GPU"):
         comp.run(*inputs, device="cuda")
+
+
+
+def test_torch_compile_leaves_no_idle_egglog_worker() -> None:
+    model = LlamaBlock(32, 2, 64, 8).eval()
+    (x,) = llama_inputs(1, 8, 32)
+    before = _egglog_workers()
+    compiled = torch.compile(model, backend="luminal_lab")
+    with torch.no_grad():
+        first = compiled(x)
+        torch.testing.assert_close(first, model(x), atol=1e-4, rtol=1e-4)
+        assert _egglog_workers() <= before  # the worker that built the e-graph is gone
+        assert torch.equal(compiled(x), first)
+
+
+def _egglog_workers() -> set[int]:
+    """Process ids of running egglog workers."""
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                if b"luminal_lab.egraph.worker" in cmdline.read():
+                    found.add(int(pid))
+        except OSError:
+            continue
+    return found
