@@ -1,0 +1,420 @@
+"""CUDA C code generation for LLIR kernels, and compilation to PTX (NVRTC, else nvcc).
+
+Each kernel op becomes one ``extern "C" __global__`` function of the form
+``void k_<op>(T *out, const S0 *in0, ..., const long long *dyn)``: ``dyn`` holds the values
+of the symbolic dims the kernel uses (``CudaKernel.dyn`` names them, in order). Each input
+is read through its view's index expression, guarded by the view's validity mask (padding
+reads 0). f16/bf16 compute in float and convert on store; bool computes in int. Reductions
+run one block per output element (warp shuffles, then shared memory across warps).
+
+No GPU is needed (nor used) here: the generated code is checked by compiling it to PTX
+only; nothing in this module runs a kernel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import hashlib
+import math
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from .dtypes import DType
+from .errors import LuminalError
+from .llir import BINARY_KERNELS, LLIR, REDUCE_KERNELS, UNARY_KERNELS, Kernel
+from .shape_tracker import ShapeTracker, numel
+from .symbolic import Expr, ceil_div, max_, min_, mul
+
+BLOCK = 256
+_HALF = (DType.F16, DType.BF16)
+_RESERVED = {"z", "n", "m", "o", "r", "zi", "v", "acc", "out", "dyn", "lane", "warp", "off", "nw", "idx", "partial",
+             "min", "max", "k"}
+
+
+class CudaCompileError(LuminalError):
+    """NVRTC or nvcc rejected a source; ``log`` is the compiler's log, ``source`` the program."""
+
+    def __init__(self, log: str, source: str):
+        self.log = log
+        self.source = source
+        super().__init__(f"CUDA compilation failed:\n{log}\n--- source ---\n{source}")
+
+
+@dataclass(frozen=True)
+class CudaKernel:
+    """One generated CUDA kernel and how to launch it.
+
+    ``threads`` is the element count (or, when ``per_output_block``, the number of blocks);
+    ``reads`` are the LLIR kernel ids bound to ``in0, in1, ...``; ``writes`` the id bound to ``out``.
+    """
+
+    name: str
+    source: str
+    threads: Expr
+    dyn: tuple[str, ...]
+    reads: tuple[int, ...]
+    writes: int
+    per_output_block: bool = False
+    block_threads: Expr | None = None  # fixed block size expression (reductions, scatter)
+
+    def launch(self, bindings: dict[str, int] | None = None) -> tuple[int, int]:
+        """``(grid, block)`` for these symbolic-dim bindings; grid 0 means nothing to launch."""
+        bindings = bindings or {}
+        n = int(self.threads.evaluate(bindings))
+        if self.block_threads is not None:
+            block = int(self.block_threads.evaluate(bindings))
+            return (n if self.per_output_block else 1) if n > 0 else 0, block
+        return -(-n // BLOCK), max(1, min(n, BLOCK))
+
+    def dyn_values(self, bindings: dict[str, int]) -> list[int]:
+        """The ``dyn`` array to pass for these bindings."""
+        return [int(bindings[name]) for name in self.dyn]
+
+
+# ---- dtype helpers -----------------------------------------------------------------------------
+def compute_type(dtype: DType) -> str:
+    """The C type arithmetic runs in: float for f16/bf16, int for bool, else the storage type."""
+    if dtype in _HALF:
+        return "float"
+    if dtype == DType.BOOL:
+        return "int"
+    return dtype.c_type
+
+
+def _load(dtype: DType, text: str) -> str:
+    if dtype == DType.F16:
+        return f"__half2float({text})"
+    if dtype == DType.BF16:
+        return f"__bfloat162float({text})"
+    return f"({compute_type(dtype)})({text})"
+
+
+def _store(dtype: DType, text: str) -> str:
+    if dtype == DType.F16:
+        return f"__float2half_rn((float)({text}))"
+    if dtype == DType.BF16:
+        return f"__float2bfloat16_rn((float)({text}))"
+    if dtype == DType.BOOL:
+        return f"(unsigned char)(({text}) != 0)"
+    return f"({dtype.c_type})({text})"
+
+
+def _convert(value: str, source: DType, target: DType) -> str:
+    """``value`` (in ``source``'s compute type) in ``target``'s compute type."""
+    if target == DType.BOOL:
+        return f"(int)(({value}) != 0)"
+    return f"({compute_type(target)})({value})"
+
+
+def _literal(value: Any, dtype: DType) -> str:
+    """A C literal of ``value`` in ``dtype``'s compute type."""
+    ctype = compute_type(dtype)
+    if dtype.is_float:
+        x = float(value)
+        if math.isnan(x):
+            return "__longlong_as_double(0x7ff8000000000000LL)" if ctype == "double" else "__int_as_float(0x7fc00000)"
+        if math.isinf(x):
+            if ctype == "double":
+                return f"{'-' if x < 0 else ''}__longlong_as_double(0x7ff0000000000000LL)"
+            return f"{'-' if x < 0 else ''}__int_as_float(0x7f800000)"
+        return f"({ctype})({x.hex()})"
+    if dtype == DType.BOOL:
+        return "1" if value else "0"
+    return f"({ctype})({int(value)}LL)"
+
+
+def _lowest(dtype: DType) -> str:
+    if dtype.is_float:
+        return _literal(float("-inf"), dtype)
+    return {DType.I32: "(int)(-2147483647 - 1)", DType.I64: "(-9223372036854775807LL - 1)", DType.BOOL: "0"}[dtype]
+
+
+_UNARY_FLOAT = {"Log2": "log2f({})", "Exp2": "exp2f({})", "Sin": "sinf({})", "Sqrt": "sqrtf({})",
+                "Recip": "(1.0f / ({}))", "Exp": "expf({})"}
+_UNARY_DOUBLE = {"Log2": "log2({})", "Exp2": "exp2({})", "Sin": "sin({})", "Sqrt": "sqrt({})",
+                 "Recip": "(1.0 / ({}))", "Exp": "exp({})"}
+
+
+def _unary(op: str, dtype: DType, a: str) -> str:
+    ctype = compute_type(dtype)
+    if ctype == "float":
+        return _UNARY_FLOAT[op].format(a)
+    if ctype == "double":
+        return _UNARY_DOUBLE[op].format(a)
+    return f"({ctype})" + _UNARY_DOUBLE[op].format(f"(double)({a})")  # ints: through double
+
+
+def _binary(op: str, dtype: DType, a: str, b: str) -> str:
+    ctype = compute_type(dtype)
+    if op == "Add":
+        return f"({a} + {b})"
+    if op == "Mul":
+        return f"({a} * {b})"
+    if op == "LessThan":
+        return f"(int)({a} < {b})"
+    if ctype == "float":  # Mod
+        return f"fmodf({a}, {b})"
+    if ctype == "double":
+        return f"fmod({a}, {b})"
+    return f"(({b}) == 0 ? ({ctype})0 : ({a}) % ({b}))"  # C's truncated remainder; x % 0 reads 0
+
+
+# ---- source generation --------------------------------------------------------------------------
+class _Writer:
+    """Collects the symbolic dims a kernel uses and renders its expressions as C."""
+
+    def __init__(self) -> None:
+        self.exprs: list[Expr] = []
+
+    def c(self, expr: Expr, z: str = "z") -> str:
+        self.exprs.append(expr)
+        return expr.to_c(z=z)
+
+    def read(self, dtype: DType, buffer: str, view: ShapeTracker, z: str) -> str:
+        """The value of logical element ``z`` of ``view`` over ``buffer``, in the compute type; 0 where padded."""
+        index = self.c(view.index_expr(), z)
+        valid = view.valid_expr()
+        value = _load(dtype, f"{buffer}[{index}]")
+        if valid.is_num and valid.value == 1:
+            return value
+        return f"(({self.c(valid, z)}) ? {value} : ({compute_type(dtype)})0)"
+
+    def header(self, name: str, out: DType, inputs: list[DType]) -> tuple[str, tuple[str, ...]]:
+        """Includes, signature and ``dyn`` declarations; returns (that text, the dyn names in order)."""
+        names = sorted({v for e in self.exprs for v in e.variables()})
+        params = [f"{out.c_type} *__restrict__ out"]
+        params += [f"const {d.c_type} *__restrict__ in{i}" for i, d in enumerate(inputs)]
+        params.append("const long long *__restrict__ dyn")
+        lines = ["#include <cuda_fp16.h>", "#include <cuda_bf16.h>", "",
+                 f'extern "C" __global__ void {name}({", ".join(params)}) {{']
+        lines += [f"  const long long {_c_name(v, i)} = dyn[{i}];" for i, v in enumerate(names)]
+        return "\n".join(lines), tuple(names)
+
+
+def _c_name(var: str, i: int) -> str:
+    return var if re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", var) and var not in _RESERVED \
+        and not re.fullmatch(r"in[0-9]+", var) else f"dyn_{i}"
+
+
+def _rename(body: str, names: tuple[str, ...]) -> str:
+    """Rename dims whose names are not usable C locals (rare) to ``dyn_<i>``."""
+    for i, v in enumerate(names):
+        if _c_name(v, i) != v:
+            body = re.sub(rf"(?<![A-Za-z0-9_\[]){re.escape(v)}(?![A-Za-z0-9_])", f"dyn_{i}", body)
+    return body
+
+
+def _source_dtypes(kernel: Kernel, llir: LLIR) -> list[DType]:
+    by_id = {k.id: k for k in llir.kernels}
+    return [by_id[sid].dtype for sid, _ in kernel.sources]
+
+
+def kernel_source(kernel: Kernel, llir: LLIR) -> CudaKernel:
+    """CUDA C for one LLIR kernel (any op but ``Input``; ``Output`` becomes a strided copy)."""
+    op, out = kernel.op, kernel.dtype
+    dtypes = _source_dtypes(kernel, llir)
+    views = [view for _, view in kernel.sources]
+    reads = tuple(sid for sid, _ in kernel.sources)
+    w = _Writer()
+    n_expr = numel(kernel.shape)
+    name = "k_" + re.sub(r"(?<!^)(?=[A-Z])", "_", op).lower()
+    if op in REDUCE_KERNELS:
+        return _reduce_source(kernel, name, dtypes[0], views[0], reads, w)
+    if op == "Scatter":
+        return _scatter_source(kernel, name, dtypes, views, reads, w)
+    n = w.c(n_expr)
+    if op in UNARY_KERNELS:
+        value = _unary(op, out, w.read(dtypes[0], "in0", views[0], "z"))
+    elif op in BINARY_KERNELS:
+        a, b = (w.read(d, f"in{i}", v, "z") for i, (d, v) in enumerate(zip(dtypes, views)))
+        value = _binary(op, dtypes[0], a, b)
+    elif op in ("Cast", "Output"):
+        value = _convert(w.read(dtypes[0], "in0", views[0], "z"), dtypes[0], out)
+    elif op == "Constant":
+        arg = kernel.arg
+        value = f"({compute_type(out)})({w.c(arg)})" if isinstance(arg, Expr) else _literal(arg, out)
+    elif op == "Iota":
+        value = f"(int)({w.c(kernel.arg[0])})"
+    elif op == "Gather":
+        size = w.c(views[1].n_elements)
+        position = w.read(dtypes[0], "in0", views[0], "z")
+        body = [f"  const long long m = {size};", f"  long long idx = (long long)({position});",
+                f"  {compute_type(out)} v = (idx >= 0 && idx < m) ? {w.read(dtypes[1], 'in1', views[1], 'idx')}"
+                f" : ({compute_type(out)})0;"]
+        return _elementwise(kernel, name, n, n_expr, body, "v", dtypes, reads, w)
+    else:
+        raise LuminalError(f"no CUDA code generation for kernel op {op}")
+    return _elementwise(kernel, name, n, n_expr, [], value, dtypes, reads, w)
+
+
+def _elementwise(kernel: Kernel, name: str, n: str, n_expr: Expr, body: list[str], value: str,
+                 dtypes: list[DType], reads: tuple[int, ...], w: _Writer) -> CudaKernel:
+    prefix, dyn = w.header(name, kernel.dtype, dtypes)
+    lines = [prefix, f"  const long long n = {n};",
+             "  long long z = blockIdx.x * (long long)blockDim.x + threadIdx.x;", "  if (z >= n) return;",
+             *body, f"  out[z] = {_store(kernel.dtype, value)};", "}", ""]
+    return CudaKernel(name, _rename("\n".join(lines), dyn), n_expr, dyn, reads, kernel.id)
+
+
+def _combine(op: str, dtype: DType, a: str, b: str) -> str:
+    if op == "SumReduce":
+        return f"{a} + {b}"
+    if dtype.is_float:  # NaN wins, as np.max
+        return f"(({a}) != ({a}) || ({a}) > ({b})) ? ({a}) : ({b})"
+    return f"(({a}) > ({b})) ? ({a}) : ({b})"
+
+
+def _reduce_source(kernel: Kernel, name: str, source: DType, view: ShapeTracker, reads: tuple[int, ...],
+                   w: _Writer) -> CudaKernel:
+    op, out = kernel.op, kernel.dtype
+    ctype = compute_type(out)
+    init = f"({ctype})0" if op == "SumReduce" else _lowest(out)
+    n_expr, length = numel(kernel.shape), view.dims[-1]
+    n, m = w.c(n_expr), w.c(length)
+    value = _convert(w.read(source, "in0", view, "zi"), source, out)
+    lines = [
+        f"  const long long n = {n};", f"  const long long m = {m};",
+        "  long long o = blockIdx.x;", "  if (o >= n) return;",
+        f"  {ctype} acc = {init};",
+        "  for (long long r = threadIdx.x; r < m; r += blockDim.x) {",
+        "    long long zi = o * m + r;", f"    {ctype} v = {value};",
+        f"    acc = {_combine(op, out, 'acc', 'v')};", "  }",
+        "  for (int off = 16; off > 0; off >>= 1) {",
+        f"    {ctype} other = __shfl_down_sync(0xffffffffu, acc, off);",
+        f"    acc = {_combine(op, out, 'acc', 'other')};", "  }",
+        f"  __shared__ {ctype} partial[32];",
+        "  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;",
+        "  if (lane == 0) partial[warp] = acc;", "  __syncthreads();",
+        "  if (warp == 0) {", "    int nw = (blockDim.x + 31) >> 5;",
+        f"    acc = lane < nw ? partial[lane] : {init};",
+        "    for (int off = 16; off > 0; off >>= 1) {",
+        f"      {ctype} other = __shfl_down_sync(0xffffffffu, acc, off);",
+        f"      acc = {_combine(op, out, 'acc', 'other')};", "    }",
+        f"    if (lane == 0) out[o] = {_store(out, 'acc')};", "  }", "}", ""]
+    prefix, dyn = w.header(name, out, [source])
+    # block: a multiple of 32 threads (full-warp shuffles), at most BLOCK, no more than the reduced length needs
+    block = max_(32, min_(BLOCK, mul(ceil_div(length, 32), 32)))
+    return CudaKernel(name, _rename(prefix + "\n" + "\n".join(lines), dyn), n_expr, dyn, reads, kernel.id,
+                      per_output_block=True, block_threads=block)
+
+
+def _scatter_source(kernel: Kernel, name: str, dtypes: list[DType], views: list[ShapeTracker],
+                    reads: tuple[int, ...], w: _Writer) -> CudaKernel:
+    """One block: copy ``dest`` with a block-stride loop, sync, then write ``src`` at the indexes."""
+    out = kernel.dtype
+    n_expr = numel(kernel.shape)
+    n, count = w.c(n_expr), w.c(views[1].n_elements)
+    dest = _convert(w.read(dtypes[0], "in0", views[0], "z"), dtypes[0], out)
+    index = w.read(dtypes[1], "in1", views[1], "z")
+    src = _convert(w.read(dtypes[2], "in2", views[2], "z"), dtypes[2], out)
+    lines = [f"  const long long n = {n};", f"  const long long m = {count};",
+             "  for (long long z = threadIdx.x; z < n; z += blockDim.x) {",
+             f"    out[z] = {_store(out, dest)};", "  }", "  __syncthreads();",
+             "  for (long long z = threadIdx.x; z < m; z += blockDim.x) {",
+             f"    long long idx = (long long)({index});",
+             f"    if (idx >= 0 && idx < n) out[idx] = {_store(out, src)};", "  }", "}", ""]
+    prefix, dyn = w.header(name, out, dtypes)
+    return CudaKernel(name, _rename(prefix + "\n" + "\n".join(lines), dyn), Expr.num(1), dyn, reads, kernel.id,
+                      block_threads=Expr.num(BLOCK))
+
+
+def llir_sources(llir: LLIR) -> list[CudaKernel]:
+    """A ``CudaKernel`` per kernel that does work: all but ``Input`` and contiguous-read ``Output``."""
+    kernels = []
+    for kernel in llir.kernels:
+        if kernel.op == "Input" or (kernel.op == "Output" and kernel.sources[0][1].is_contiguous):
+            continue
+        kernels.append(kernel_source(kernel, llir))
+    return kernels
+
+
+# ---- compilation ---------------------------------------------------------------------------------
+_PTX_CACHE: dict[tuple[str, str], str] = {}
+
+
+def _find_nvrtc() -> str | None:
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    for root in getattr(nvidia, "__path__", []):
+        for sub in ("cuda_nvrtc/lib", "cu13/lib", "cu12/lib"):
+            found = sorted(glob.glob(os.path.join(root, sub, "libnvrtc.so*")))
+            found = [f for f in found if "builtins" not in f and "alt" not in os.path.basename(f)]
+            if found:
+                return found[0]
+    return None
+
+
+_NVRTC: Any = None
+
+
+def _nvrtc() -> Any:
+    global _NVRTC
+    if _NVRTC is None:
+        path = _find_nvrtc()
+        _NVRTC = ctypes.CDLL(path) if path else False
+    return _NVRTC or None
+
+
+def _include_options() -> list[str]:
+    return ["--include-path=/usr/local/cuda/include"] if os.path.isdir("/usr/local/cuda/include") else []
+
+
+def _compile_nvrtc(lib: Any, source: str, arch: str) -> str:
+    prog = ctypes.c_void_p()
+    check = _checker(lib)
+    check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"kernel.cu", 0, None, None), "create")
+    try:
+        options = [f"--gpu-architecture={arch.replace('sm_', 'compute_')}", "--std=c++17", *_include_options()]
+        array = (ctypes.c_char_p * len(options))(*(o.encode() for o in options))
+        status = lib.nvrtcCompileProgram(prog, len(options), array)
+        if status != 0:
+            size = ctypes.c_size_t()
+            lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+            log = ctypes.create_string_buffer(size.value)
+            lib.nvrtcGetProgramLog(prog, log)
+            raise CudaCompileError(log.value.decode(errors="replace"), source)
+        size = ctypes.c_size_t()
+        check(lib.nvrtcGetPTXSize(prog, ctypes.byref(size)), "PTX size")
+        ptx = ctypes.create_string_buffer(size.value)
+        check(lib.nvrtcGetPTX(prog, ptx), "PTX")
+        return ptx.value.decode()
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+def _checker(lib: Any):
+    lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+
+    def check(status: int, what: str) -> None:
+        if status != 0:
+            raise LuminalError(f"NVRTC {what}: {lib.nvrtcGetErrorString(status).decode()}")
+    return check
+
+
+def _compile_nvcc(source: str, arch: str) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        cu, ptx = os.path.join(tmp, "kernel.cu"), os.path.join(tmp, "kernel.ptx")
+        with open(cu, "w") as f:
+            f.write(source)
+        done = subprocess.run(["/usr/local/cuda/bin/nvcc", "-ptx", f"-arch={arch}", cu, "-o", ptx],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise CudaCompileError(done.stderr + done.stdout, source)
+        with open(ptx) as f:
+            return f.read()
+
+
+def compile_ptx(source: str, arch: str = "sm_90") -> str:
+    """PTX for ``source`` (NVRTC from the ``nvidia-cuda-nvrtc`` wheel, else nvcc); cached by source hash."""
+    key = (hashlib.sha256(source.encode()).hexdigest(), arch)
+    if key not in _PTX_CACHE:
+        lib = _nvrtc()
+        _PTX_CACHE[key] = _compile_nvrtc(lib, source, arch) if lib is not None else _compile_nvcc(source, arch)
+    return _PTX_CACHE[key]
