@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,21 +25,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import luminal_lab as ll  # noqa: E402
+from benchmarks.common import median_ms, write_result  # noqa: E402
 from luminal_lab.genome import extract  # noqa: E402
 from tests.models import LlamaBlock, llama_inputs  # noqa: E402
 
 CONFIG = {"d_model": 256, "heads": 4, "d_ff": 688, "seq": 64}
 
 
-def median_ms(fn, repeats: int = 50, warmup: int = 5) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 def build() -> tuple[torch.nn.Module, tuple, ll.Compiled]:
@@ -119,9 +110,7 @@ def main() -> dict:
         "compile_seconds_warm_cache": round(warm, 2),
         "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report, indent=2))
+    write_result(args.out, report)
     return report
 
 

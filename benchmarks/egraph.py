@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import platform
 import statistics
@@ -30,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import luminal_lab as ll  # noqa: E402
+from benchmarks.common import write_result  # noqa: E402
 from luminal_lab.egraph import EGraph  # noqa: E402
 from tests.models import LlamaBlock, llama_inputs  # noqa: E402
 
@@ -239,9 +239,7 @@ def main() -> dict:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "egglog": metadata.version("egglog"), "torch": torch.__version__},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_result(args.out, result)
     return result
 
 

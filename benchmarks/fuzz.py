@@ -7,7 +7,6 @@ mismatches (a mismatch is a bug; its graph and genome are printed).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import write_result  # noqa: E402
 from tests.fuzz_graphs import graphs  # noqa: E402
 from tests.test_fuzz import check_genomes  # noqa: E402
 
@@ -49,9 +49,7 @@ def main() -> dict:
     run()
     result = {"benchmark": "fuzz_genomes_vs_reference", **totals, "seconds": round(time.perf_counter() - start, 1),
               "failures": failures[:10]}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_result(args.out, result)
     return result
 
 

@@ -7,10 +7,8 @@ eager (it is the ground truth, not the fast path, but notebooks should stay snap
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -22,20 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import luminal_lab as ll  # noqa: E402
+from benchmarks.common import median_ms, write_result  # noqa: E402
 from tests.models import LlamaBlock, llama_inputs  # noqa: E402
 
 TARGET_RATIO = 5.0
 
 
-def median_ms(fn, repeats: int, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 def main() -> dict:
@@ -56,13 +46,13 @@ def main() -> dict:
 
     with torch.no_grad():
         expected = model(*inputs)
-        got = comp.run(*inputs)
+        got = comp.run_reference(*inputs)
         max_error = float((got - expected).abs().max())
         # interleave the two so drifting machine load hits both alike
         eager, reference = [], []
         for _ in range(3):
             eager.append(median_ms(lambda: model(*inputs), args.repeats))
-            reference.append(median_ms(lambda: comp.run(*inputs), args.repeats))
+            reference.append(median_ms(lambda: comp.run_reference(*inputs), args.repeats))
     eager_ms, reference_ms = min(eager), min(reference)
     result = {
         "benchmark": "reference_runtime_llama_block",
@@ -79,9 +69,7 @@ def main() -> dict:
         "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                     "python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_result(args.out, result)
     return result
 
 
