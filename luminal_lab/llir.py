@@ -68,21 +68,7 @@ class LLIR(Stage):
     times: dict[int, float] = field(default_factory=dict)  # median seconds per kernel id, once profiled
 
     name = "llir"
-
-    def summary(self) -> str:
-        from .llir_view import summary
-
-        return summary(self)
-
-    def to_json(self) -> dict:
-        from .llir_view import to_json
-
-        return to_json(self)
-
-    def to_svg(self) -> str | None:
-        from .llir_view import to_svg
-
-        return to_svg(self)
+    view = "luminal_lab.llir_view"
 
     @property
     def inputs(self) -> dict[str, Kernel]:

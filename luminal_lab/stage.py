@@ -34,6 +34,7 @@ Everything in the envelope is plain JSON (strings, numbers, bools, lists, dicts)
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -45,23 +46,31 @@ SCHEMA_VERSION = 1
 class Stage:
     """A pipeline stage as a notebook object: one-line summary, SVG picture, JSON envelope.
 
-    Subclasses set ``name`` and implement ``summary``, ``to_json`` (usually through
-    ``envelope``) and ``to_svg``.
+    Subclasses set ``name`` and either implement ``summary``, ``to_json`` (usually through
+    ``envelope``) and ``to_svg``, or set ``view`` to the module that defines
+    ``summary(stage)``, ``to_json(stage)`` and ``to_svg(stage)`` (imported on first use, so
+    the drawing code costs nothing until a stage is shown).
     """
 
     name: str = "stage"
+    view: str | None = None
+
+    def _view(self):
+        if self.view is None:
+            raise NotImplementedError(f"{type(self).__name__} names no view module")
+        return importlib.import_module(self.view)
 
     def summary(self) -> str:
         """One stable line describing the stage."""
-        raise NotImplementedError
+        return self._view().summary(self)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON envelope (see the module docstring)."""
-        raise NotImplementedError
+        return self._view().to_json(self)
 
     def to_svg(self) -> str | None:
         """An SVG picture, or ``None`` when none can be drawn."""
-        return None
+        return self._view().to_svg(self) if self.view is not None else None
 
     def envelope(self, nodes: list[dict[str, Any]], edges: list[dict[str, Any]],
                  links: dict[str, dict[str, list[str]]] | None = None,

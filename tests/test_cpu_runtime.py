@@ -27,7 +27,7 @@ from luminal_lab.hlir import REDUCE_OPS, Graph, Op
 from luminal_lab.llir import LLIR, Kernel
 from luminal_lab.shape_tracker import ShapeTracker
 from tests.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
-from tests.test_ops import CASES, Case, _random
+from tests.test_ops import CASES, Case, _random, index_ops_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 # (atol, rtol) against the reference: the kernels sum in another order and carry their own exp2/log2/sin
@@ -130,15 +130,7 @@ def test_symbolic_dimension_at_two_sizes_keeps_one_plan_each() -> None:
 
 def test_embedding_gather_scatter_and_iota() -> None:
     rng = np.random.default_rng(1)
-    g = ll.Graph()
-    w, i, xx = g.tensor((10, 4), "w"), g.tensor((2, 3), "ids", ll.i64), g.tensor((3, 10), "x")
-    idx, s, b = g.tensor((2, 5), "index", ll.i64), g.tensor((2, 5), "src"), g.tensor((3, 3), "block")
-    ll.embedding(i, w).output("embedding")
-    xx.take(i, axis=1).output("take")
-    xx.gather(0, idx).output("gather")
-    xx.scatter(0, idx[:, :1], s).output("scatter")
-    xx.slice_scatter(b.T, axis=1, start=1, stop=4).output("slice_scatter")
-    xx.scatter(1, idx[:1, :2], 7.0).output("scatter_value")
+    g = index_ops_graph()
     g.arange(5, start=2, step=3).output("ints")
     (g.arange(4, dtype=ll.f32) * 0.5).output("floats")
     inputs = {"w": rng.standard_normal((10, 4), np.float32), "ids": rng.integers(0, 10, (2, 3)),

@@ -187,14 +187,9 @@ def test_matches_torch_on_non_contiguous_views(case: Case, dtype: torch.dtype) -
     _check(case, dtype, transposed=True)
 
 
-def test_embedding_take_gather_scatter() -> None:
-    generator = torch.Generator().manual_seed(0)
-    weight = torch.randn(10, 4, generator=generator)
-    ids = torch.randint(0, 10, (2, 3), generator=generator)
-    x = torch.randn(3, 10, generator=generator)
-    index = torch.randint(0, 3, (2, 5), generator=generator)
-    src = torch.randn(2, 5, generator=generator)
-    block = torch.randn(3, 3, generator=generator)
+def index_ops_graph() -> ll.Graph:
+    """Embedding, take, gather, scatter (tensor and value) and slice_scatter over inputs
+    w[10, 4], ids[2, 3] i64, x[3, 10], index[2, 5] i64, src[2, 5], block[3, 3]."""
     g = ll.Graph()
     w, i, xx = g.tensor((10, 4), "w"), g.tensor((2, 3), "ids", ll.i64), g.tensor((3, 10), "x")
     idx, s, b = g.tensor((2, 5), "index", ll.i64), g.tensor((2, 5), "src"), g.tensor((3, 3), "block")
@@ -204,6 +199,18 @@ def test_embedding_take_gather_scatter() -> None:
     xx.scatter(0, idx[:, :1], s).output("scatter")
     xx.slice_scatter(b.T, axis=1, start=1, stop=4).output("slice_scatter")
     xx.scatter(1, idx[:1, :2], 7.0).output("scatter_value")
+    return g
+
+
+def test_embedding_take_gather_scatter() -> None:
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(10, 4, generator=generator)
+    ids = torch.randint(0, 10, (2, 3), generator=generator)
+    x = torch.randn(3, 10, generator=generator)
+    index = torch.randint(0, 3, (2, 5), generator=generator)
+    src = torch.randn(2, 5, generator=generator)
+    block = torch.randn(3, 3, generator=generator)
+    g = index_ops_graph()
     out = ll.compile(g).run_reference(weight, ids, x, index, src, block)
     torch.testing.assert_close(out[0], F.embedding(ids, weight))
     torch.testing.assert_close(out[1], torch.from_numpy(np.take(x.numpy(), ids.numpy(), axis=1)))

@@ -101,6 +101,7 @@ class EGraph(Stage):
     """The e-graph of a graph's HLIR; ``comp.egraph``."""
 
     name = "egraph"
+    view = "luminal_lab.egraph.view"
 
     def __init__(self, graph: Graph, registry: OpRegistry | None = None, memory_limit: int | None = None):
         self.graph = graph
@@ -267,22 +268,7 @@ class EGraph(Stage):
         """Stop the egglog worker (a later call starts it again and replays the history)."""
         self._worker.close()
 
-    # ---- the stage object ---------------------------------------------------------------
-    def summary(self) -> str:
-        from .view import summary
-
-        return summary(self)
-
-    def to_json(self) -> dict:
-        from .view import to_json
-
-        return to_json(self)
-
-    def to_svg(self) -> str | None:
-        from .view import to_svg
-
-        return to_svg(self)
-
+    # ---- the stage object (summary, to_json, to_svg: luminal_lab.egraph.view) -----------
     def picture(self, around: str | None = None, depth: int = 2) -> Picture:
         """The IR-level picture (shows itself in a notebook); with ``around`` (an e-class id), only
         the IR e-classes within ``depth`` reads of it. See ``luminal_lab.egraph.view``."""
