@@ -42,6 +42,7 @@ bench: setup
 	$(BIN)/python benchmarks/egraph.py
 	$(BIN)/python benchmarks/compiled_runtime.py
 	$(BIN)/python benchmarks/fuzz.py
+	$(BIN)/python benchmarks/fusion.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .ruff_cache

@@ -20,21 +20,40 @@ from .genome import ChoiceSpace, Genome, extract
 from .hlir import Graph
 from .llir import LLIR
 from .reference import ReferenceRuntime
+from .regions import Regions
 from .search import SearchResult, random_inputs, search
 from .shape_tracker import format_shape
 
 if TYPE_CHECKING:
     from .cpu_runtime import CPURuntime, Profile
+    from .cuda_runtime import CUDARuntime
+    from .cuda_stage import CudaStage
 
-DEVICES = ("cpu",)
+    Runtime = CPURuntime | CUDARuntime
+
+DEVICES = ("cpu", "cuda")
 
 
 def _check_device(device: str) -> None:
-    if device == "cuda":
-        raise NoDeviceError("device='cuda' runs generated CUDA through numba.cuda, which needs a CUDA GPU; "
-                            "none is available to this process (the CPU runtime is device='cpu')")
     if device not in DEVICES:
         raise ValueError(f"device {device!r} is not available; choose one of {DEVICES}")
+    if device == "cuda":
+        from .cuda_runtime import cuda_unavailable_reason
+
+        reason = cuda_unavailable_reason()
+        if reason is not None:
+            raise NoDeviceError(f"device='cuda' runs the generated CUDA C through numba-cuda, which needs a CUDA GPU: "
+                                f"{reason} (the CPU runtime is device='cpu')")
+
+
+def _new_runtime(llir: LLIR, device: str) -> Runtime:
+    if device == "cuda":
+        from .cuda_runtime import CUDARuntime
+
+        return CUDARuntime(llir)
+    from .cpu_runtime import CPURuntime  # numba loads on first use, not at import
+
+    return CPURuntime(llir)
 
 
 @dataclass
@@ -67,10 +86,12 @@ class Compiled:
     ``run_reference`` runs the HLIR on the reference runtime through the same boundary.
     """
 
-    def __init__(self, graph: Graph, signature: Signature, module=None, example_inputs: Sequence | None = None):
+    def __init__(self, graph: Graph, signature: Signature, module=None, example_inputs: Sequence | None = None,
+                 fusion: bool = True):
         if not graph.outputs:
             raise LuminalError("the graph has no outputs: mark at least one with .output(name)")
         self.graph = graph
+        self.fusion = fusion  # whether the e-graph offers fused regions (read when the e-graph is built)
         self.signature = signature
         self._module = module
         self._example_inputs = example_inputs
@@ -78,7 +99,7 @@ class Compiled:
         self._space: ChoiceSpace | None = None
         self._genome: Genome | None = None
         self._llirs: dict[int, LLIR] = {}
-        self._runtimes: dict[int, CPURuntime] = {}
+        self._runtimes: dict[tuple[int, str], Runtime] = {}  # by (genome hash, device)
         self.last_search: SearchResult | None = None
         self._positional = signature.in_spec is None or signature.in_spec == _positional_spec(len(signature.inputs))
 
@@ -91,7 +112,7 @@ class Compiled:
         """The e-graph stage, built (and its egglog worker started) on first access."""
         from .egraph import EGraph
 
-        return EGraph(self.graph)
+        return EGraph(self.graph, fusion=self.fusion)
 
     def __repr__(self) -> str:
         return f"<ll.Compiled {self.hlir}>"
@@ -127,13 +148,24 @@ class Compiled:
             self._llirs[genome.hash] = extract(genome)
         return self._llirs[genome.hash]
 
-    def _runtime(self, genome: Genome, device: str) -> CPURuntime:
-        from .cpu_runtime import CPURuntime  # numba loads on first use, not at import
+    @property
+    def regions(self) -> Regions:
+        """The fused regions of the current genome's LLIR."""
+        return Regions.of(self.llir())
 
+    @property
+    def cuda(self) -> CudaStage:
+        """The generated CUDA C of the current genome's LLIR: per kernel source, launch config, compile status."""
+        from .cuda_stage import CudaStage
+
+        return CudaStage(self.llir())
+
+    def _runtime(self, genome: Genome, device: str) -> Runtime:
         _check_device(device)
-        if genome.hash not in self._runtimes:
-            self._runtimes[genome.hash] = CPURuntime(self.llir(genome))
-        return self._runtimes[genome.hash]
+        key = (genome.hash, device)
+        if key not in self._runtimes:
+            self._runtimes[key] = _new_runtime(self.llir(genome), device)
+        return self._runtimes[key]
 
     # ---- running ------------------------------------------------------------------------
     def run(self, *inputs, device: str = "cpu", **named_inputs):
@@ -168,22 +200,20 @@ class Compiled:
                budget: float | None = None, seed: int = 0, device: str = "cpu", inputs: Sequence | None = None,
                trials: int = 10, cost=None, progress: bool = True) -> SearchResult:
         """Measure genomes and keep the fastest: see ``luminal_lab.search``. ``budget`` is in seconds."""
-        from .cpu_runtime import CPURuntime
-
+        _check_device(device)
         space = self.choice_space()
         arrays, bindings = self._profiling_inputs(inputs)
         reference = self._reference.run(arrays, bindings)
         expected = [reference[name] for name in self.graph.outputs]
 
         def run(llir: LLIR):
-            runtime = CPURuntime(llir)
+            runtime = _new_runtime(llir, device)
             outputs = runtime.run(arrays, self.graph.weights, bindings)
             profile = runtime.profile(arrays, self.graph.weights, bindings, warmup=2, trials=trials)
-            self._runtimes[llir.genome_hash] = runtime
+            self._runtimes[(llir.genome_hash, device)] = runtime
             self._llirs[llir.genome_hash] = llir
             return outputs, profile.total, dict(profile.kernels)
 
-        _check_device(device)
         result = search(space, run, expected, generations, generation_size, mutations, keep_best, budget, seed,
                         cost, progress)
         self._genome = result.best.genome
@@ -329,14 +359,21 @@ def to_torch(array: np.ndarray):
     return torch.from_numpy(array)
 
 
-def compile(program, example_inputs: Sequence | None = None, **options) -> Compiled:
-    """Compile an ``ll.Graph``, or a ``torch.nn.Module`` / function on ``example_inputs`` (via torch.export)."""
+def compile(program, example_inputs: Sequence | None = None, *, fusion: bool = True, **options) -> Compiled:
+    """Compile an ``ll.Graph``, or a ``torch.nn.Module`` / function on ``example_inputs`` (via torch.export).
+
+    ``fusion=False`` leaves the fusion rulesets out of the e-graph's schedule (no fused regions)."""
     if isinstance(program, Graph):
         if example_inputs is not None:
             raise LuminalError("a Graph declares its own inputs; pass no example inputs")
-        return Compiled(program, Signature.of_graph(program))
-    from .frontend_torch import compile_torch
+        if options:
+            raise TypeError(f"unknown option(s) {sorted(options)} for a Graph")
+        compiled = Compiled(program, Signature.of_graph(program))
+    else:
+        from .frontend_torch import compile_torch
 
-    if example_inputs is None:
-        raise LuminalError("compiling a torch module or function needs example_inputs")
-    return compile_torch(program, example_inputs, **options)
+        if example_inputs is None:
+            raise LuminalError("compiling a torch module or function needs example_inputs")
+        compiled = compile_torch(program, example_inputs, **options)
+    compiled.fusion = fusion
+    return compiled

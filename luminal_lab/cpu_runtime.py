@@ -51,7 +51,8 @@ from numpy.lib.stride_tricks import as_strided
 from .contraction import Contraction
 from .dtypes import DType
 from .errors import DTypeBoundaryError, LuminalError, ShapeError, UnsupportedOpError
-from .llir import BINARY_KERNELS, LLIR, REDUCE_KERNELS, UNARY_KERNELS, Kernel
+from .llir import BINARY_KERNELS, IN_REGION, LLIR, REDUCE_KERNELS, UNARY_KERNELS, Kernel
+from .regions import RegionBody, find_regions
 from .shape_tracker import ShapeTracker
 from .symbolic import Expr
 
@@ -280,6 +281,55 @@ def elementwise_source(op: str, dtype: DType, target: DType, kinds: str, rank: i
         lines += _elementwise_nest(kinds, dtype, rank, parallel, lambda v: [
             f"{out} = {_store(target, _expression(op, dtype, target, v))}"])
     return _header(parallel, "contract" if op in UNARY_KERNELS else "") + "\n".join(lines) + "\n"
+
+
+_COMPUTE_CAST = {DType.F32: "np.float32({x})", DType.F16: "np.float32({x})", DType.BF16: "np.float32({x})",
+                 DType.F64: "np.float64({x})", DType.I32: "np.int32({x})", DType.I64: "np.int64({x})",
+                 DType.BOOL: "({x}) != 0"}
+
+
+def _region_statements(body: RegionBody, values: list[str], exact_sin: bool) -> tuple[list[str], list[str]]:
+    """The statements computing ``body``'s steps from its inputs' ``values`` (each step's value in the compute
+    type, as an unfused kernel would store it), and the names of the f32 Sin operands. With ``exact_sin``
+    those Sins take libm's sin beyond ``SIN_LIMIT`` instead."""
+    dtype = body.dtype
+    lines = [f"a{j} = {value}" for j, value in enumerate(values)]  # x{j} is the buffer, a{j} its element
+    sin_operands = []
+    for i, (op, names) in enumerate(body.steps):
+        operands = [f"a{name[1:]}" if name[0] == "x" else name for name in names]
+        if op == "Sin" and dtype != DType.F64:
+            (x,) = operands
+            sin_operands.append(x)
+            value = (f"m.sinf({x}) if abs({x}) < m.SIN_LIMIT else np.float32(np.sin(np.float64({x})))" if exact_sin
+                     else f"m.sinf({x})")
+        else:
+            value = _expression(op, dtype, dtype, operands)
+        lines.append(f"t{i} = {_COMPUTE_CAST[dtype].format(x=value)}")
+    return lines, sin_operands
+
+
+def region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -> str:
+    """``kernel(out, x0, ..., meta)``: a fused region as one loop nest, ``out`` = the last of ``body``'s steps
+    on each element; operands as in ``elementwise_source``. f32 Sins run ``sinf`` and, where any of their
+    arguments reached ``SIN_LIMIT``, the nest runs again (serially) with libm's sin for those."""
+    dtype, out = body.dtype, f"out[{_index(rank)}]"
+    args = ", ".join(["out"] + [f"x{j}" for j in range(len(kinds))] + ["meta"])
+    lines = [f"def kernel({args}):", *_prologue(len(kinds), rank)]
+
+    def statements(values: list[str], exact_sin: bool) -> list[str]:
+        computed, sin_operands = _region_statements(body, values, exact_sin)
+        counted = [f"big += 1 if abs({x}) >= m.SIN_LIMIT else 0" for x in sin_operands if not exact_sin]
+        return [*computed, f"{out} = {_store(dtype, body.result)}", *counted]
+
+    _, sin_operands = _region_statements(body, [], False)
+    if sin_operands:
+        lines.append("    big = 0")
+    lines += _elementwise_nest(kinds, dtype, rank, parallel, lambda v: statements(v, False))
+    if sin_operands:
+        lines.append("    if big:")
+        lines += _elementwise_nest(kinds, dtype, rank, False, lambda v: statements(v, True), depth=2)
+    unary = any(op in UNARY_KERNELS for op, _ in body.steps)
+    return _header(parallel, "contract" if unary else "") + "\n".join(lines) + "\n"
 
 
 def reduce_source(op: str, dtype: DType, kind: str, rank: int, parallel: bool) -> str:
@@ -570,6 +620,7 @@ class _Planner:
         for kernel in self.llir.kernels:
             for src, _ in kernel.sources:
                 self.consumers[src].append(kernel)
+        self.regions = {region.end: region for region in find_regions(self.llir)}
         self.buffers: dict[int, np.ndarray] = {}
         self.contractions: dict[int, tuple[Contraction, _View, _View]] = {}
         self.weight_names = set(runtime._weights)
@@ -580,8 +631,8 @@ class _Planner:
 
     def plan(self) -> Plan:
         for kernel in self.llir.kernels:
-            if kernel.op == "Mul" and self._contraction(kernel):
-                continue
+            if kernel.op in IN_REGION or (kernel.op == "Mul" and self._contraction(kernel)):
+                continue  # computed by its region's end, or by its reduction's matmul
             if kernel.op != "Output":
                 shape = tuple(self.size(d) for d in kernel.shape)
                 self.buffers[kernel.id] = np.zeros(shape, kernel.dtype.numpy)
@@ -735,6 +786,8 @@ class _Planner:
             return self._elementwise(kernel)
         if op in REDUCE_KERNELS:
             return self._reduce(kernel)
+        if op == "FusionEnd":
+            return self._region(kernel)
         if op == "Gather":
             return self._gather(kernel)
         if op == "Scatter":
@@ -764,6 +817,20 @@ class _Planner:
         meta = np.array([x for v, s in zip(views, strides[1:]) for x in (v.offset, *s)], np.int64)
         args = [_numba_view(out.reshape(dims)), *(_numba_view(v.flat) for v in views), meta]
         source = elementwise_source(kernel.op, dtype, kernel.dtype, kinds, len(dims), out.size >= PARALLEL_THRESHOLD)
+        return self._sequence(views, [self._launch(source, args)])
+
+    def _region(self, end: Kernel) -> Step:
+        """A fused region as one loop nest: its starts' views in, the end's buffer out."""
+        body = self.regions[end.id].body(self.llir)
+        out = self.buffers[end.id]
+        views = [self.view(source, tracker) for source, tracker, _ in body.inputs]
+        if out.size == 0:
+            return self._sequence(views, [])
+        dims, strides = _collapse(out.shape, [_contiguous_strides(out.shape)] + [v.strides for v in views])
+        kinds = "".join(_kind(s[-1]) for s in strides[1:])
+        meta = np.array([x for v, s in zip(views, strides[1:]) for x in (v.offset, *s)], np.int64)
+        args = [_numba_view(out.reshape(dims)), *(_numba_view(v.flat) for v in views), meta]
+        source = region_source(body, kinds, len(dims), out.size >= PARALLEL_THRESHOLD)
         return self._sequence(views, [self._launch(source, args)])
 
     def _reduce(self, kernel: Kernel) -> Step:

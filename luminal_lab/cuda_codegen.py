@@ -2,10 +2,16 @@
 
 Each kernel op becomes one ``extern "C" __global__`` function of the form
 ``void k_<op>(T *out, const S0 *in0, ..., const long long *dyn)``: ``dyn`` holds the values
-of the symbolic dims the kernel uses (``CudaKernel.dyn`` names them, in order). Each input
-is read through its view's index expression, guarded by the view's validity mask (padding
-reads 0). f16/bf16 compute in float and convert on store; bool computes in int. Reductions
-run one block per output element (warp shuffles, then shared memory across warps).
+of the symbolic dims the kernel uses (``CudaKernel.dyn`` names them, in order; a dim whose
+name is taken by a local of the kernel is called ``dyn_<name>`` in C). Each input is read
+through its view's index expression, guarded by the view's validity mask (padding reads 0).
+f16/bf16 compute in float and convert on store; bool computes in int. Reductions run one
+block per output element (warp shuffles, then shared memory across warps).
+
+A fused region (``FusionStart`` ... ``FusionEnd`` markers) becomes one elementwise kernel
+``k_region``, written from its position-named ``RegionBody``: ``in{j}`` is read through
+``x{j}``'s view into the local ``x{j}``, step ``i`` computes the local ``t{i}`` and the last
+step is stored once. Identical regions therefore give identical source.
 
 No GPU is needed (nor used) here: the generated code is checked by compiling it to PTX
 only; nothing in this module runs a kernel.
@@ -26,14 +32,16 @@ from typing import Any
 
 from .dtypes import DType
 from .errors import LuminalError
-from .llir import BINARY_KERNELS, LLIR, REDUCE_KERNELS, UNARY_KERNELS, Kernel
+from .llir import BINARY_KERNELS, IN_REGION, LLIR, REDUCE_KERNELS, UNARY_KERNELS, Kernel
+from .regions import Region, find_regions
 from .shape_tracker import ShapeTracker, numel
 from .symbolic import Expr, ceil_div, max_, min_, mul
 
 BLOCK = 256
 _HALF = (DType.F16, DType.BF16)
 _RESERVED = {"z", "n", "m", "o", "r", "zi", "v", "acc", "out", "dyn", "lane", "warp", "off", "nw", "idx", "partial",
-             "min", "max", "k"}
+             "other", "min", "max", "k"}
+_LOCAL = re.compile(r"(in|x|t)[0-9]+|dyn_.*")  # buffers, region locals, and the renamed dims' own prefix
 
 
 class CudaCompileError(LuminalError):
@@ -64,12 +72,15 @@ class CudaKernel:
 
     def launch(self, bindings: dict[str, int] | None = None) -> tuple[int, int]:
         """``(grid, block)`` for these symbolic-dim bindings; grid 0 means nothing to launch."""
-        bindings = bindings or {}
-        n = int(self.threads.evaluate(bindings))
+        grid, block = self.launch_exprs()
+        return int(grid.evaluate(bindings)), int(block.evaluate(bindings))
+
+    def launch_exprs(self) -> tuple[Expr, Expr]:
+        """``(grid, block)`` as expressions in the symbolic dims: one thread per element in blocks of ``BLOCK``,
+        or ``threads`` blocks (one per output) of ``block_threads``, or one such block (none when empty)."""
         if self.block_threads is not None:
-            block = int(self.block_threads.evaluate(bindings))
-            return (n if self.per_output_block else 1) if n > 0 else 0, block
-        return -(-n // BLOCK), max(1, min(n, BLOCK))
+            return (self.threads if self.per_output_block else min_(self.threads, 1)), self.block_threads
+        return ceil_div(self.threads, BLOCK), max_(1, min_(self.threads, BLOCK))
 
     def dyn_values(self, bindings: dict[str, int]) -> list[int]:
         """The ``dyn`` array to pass for these bindings."""
@@ -173,7 +184,8 @@ class _Writer:
 
     def c(self, expr: Expr, z: str = "z") -> str:
         self.exprs.append(expr)
-        return expr.to_c(z=z)
+        renamed = {v: Expr.var(_c_name(v)) for v in expr.variables() if _c_name(v) != v}
+        return (expr.substitute(**renamed) if renamed else expr).to_c(z=z)
 
     def read(self, dtype: DType, buffer: str, view: ShapeTracker, z: str) -> str:
         """The value of logical element ``z`` of ``view`` over ``buffer``, in the compute type; 0 where padded."""
@@ -192,21 +204,14 @@ class _Writer:
         params.append("const long long *__restrict__ dyn")
         lines = ["#include <cuda_fp16.h>", "#include <cuda_bf16.h>", "",
                  f'extern "C" __global__ void {name}({", ".join(params)}) {{']
-        lines += [f"  const long long {_c_name(v, i)} = dyn[{i}];" for i, v in enumerate(names)]
+        lines += [f"  const long long {_c_name(v)} = dyn[{i}];" for i, v in enumerate(names)]
         return "\n".join(lines), tuple(names)
 
 
-def _c_name(var: str, i: int) -> str:
-    return var if re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", var) and var not in _RESERVED \
-        and not re.fullmatch(r"in[0-9]+", var) else f"dyn_{i}"
-
-
-def _rename(body: str, names: tuple[str, ...]) -> str:
-    """Rename dims whose names are not usable C locals (rare) to ``dyn_<i>``."""
-    for i, v in enumerate(names):
-        if _c_name(v, i) != v:
-            body = re.sub(rf"(?<![A-Za-z0-9_\[]){re.escape(v)}(?![A-Za-z0-9_])", f"dyn_{i}", body)
-    return body
+def _c_name(var: str) -> str:
+    """The C name of symbolic dim ``var``: itself, or ``dyn_<var>`` where a kernel local or buffer has that name."""
+    usable = re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", var) and var not in _RESERVED and not _LOCAL.fullmatch(var)
+    return var if usable else f"dyn_{var}"
 
 
 def _source_dtypes(kernel: Kernel, llir: LLIR) -> list[DType]:
@@ -258,7 +263,7 @@ def _elementwise(kernel: Kernel, name: str, n: str, n_expr: Expr, body: list[str
     lines = [prefix, f"  const long long n = {n};",
              "  long long z = blockIdx.x * (long long)blockDim.x + threadIdx.x;", "  if (z >= n) return;",
              *body, f"  out[z] = {_store(kernel.dtype, value)};", "}", ""]
-    return CudaKernel(name, _rename("\n".join(lines), dyn), n_expr, dyn, reads, kernel.id)
+    return CudaKernel(name, "\n".join(lines), n_expr, dyn, reads, kernel.id)
 
 
 def _combine(op: str, dtype: DType, a: str, b: str) -> str:
@@ -299,7 +304,7 @@ def _reduce_source(kernel: Kernel, name: str, source: DType, view: ShapeTracker,
     prefix, dyn = w.header(name, out, [source])
     # block: a multiple of 32 threads (full-warp shuffles), at most BLOCK, no more than the reduced length needs
     block = max_(32, min_(BLOCK, mul(ceil_div(length, 32), 32)))
-    return CudaKernel(name, _rename(prefix + "\n" + "\n".join(lines), dyn), n_expr, dyn, reads, kernel.id,
+    return CudaKernel(name, prefix + "\n" + "\n".join(lines), n_expr, dyn, reads, kernel.id,
                       per_output_block=True, block_threads=block)
 
 
@@ -319,17 +324,37 @@ def _scatter_source(kernel: Kernel, name: str, dtypes: list[DType], views: list[
              f"    long long idx = (long long)({index});",
              f"    if (idx >= 0 && idx < n) out[idx] = {_store(out, src)};", "  }", "}", ""]
     prefix, dyn = w.header(name, out, dtypes)
-    return CudaKernel(name, _rename(prefix + "\n" + "\n".join(lines), dyn), Expr.num(1), dyn, reads, kernel.id,
+    return CudaKernel(name, prefix + "\n" + "\n".join(lines), Expr.num(1), dyn, reads, kernel.id,
                       block_threads=Expr.num(BLOCK))
 
 
+def region_source(region: Region, llir: LLIR) -> CudaKernel:
+    """``k_region``: a fused region as one elementwise kernel that writes its ``FusionEnd`` and reads its starts'
+    sources (``in{j}`` for ``x{j}``). Generated from the region's body alone: identical regions, identical source."""
+    body = region.body(llir)
+    dtype, w = body.dtype, _Writer()
+    n_expr = numel(body.shape)
+    n = w.c(n_expr)
+    lines = [f"  const {compute_type(d)} x{j} = {w.read(d, f'in{j}', view, 'z')};"
+             for j, (_, view, d) in enumerate(body.inputs)]
+    for i, (op, names) in enumerate(body.steps):
+        value = _unary(op, dtype, *names) if op in UNARY_KERNELS else _binary(op, dtype, *names)
+        lines.append(f"  const {compute_type(dtype)} t{i} = {_convert(value, dtype, dtype)};")
+    end = next(k for k in llir.kernels if k.id == region.end)
+    return _elementwise(end, "k_region", n, n_expr, lines, body.result, [d for _, _, d in body.inputs],
+                        tuple(sid for sid, _, _ in body.inputs), w)
+
+
 def llir_sources(llir: LLIR) -> list[CudaKernel]:
-    """A ``CudaKernel`` per kernel that does work: all but ``Input`` and contiguous-read ``Output``."""
+    """A ``CudaKernel`` per kernel that has a buffer to write, in kernel order: one per fused region (at its
+    ``FusionEnd``) and per other kernel but ``Input`` and contiguous-read ``Output``; region markers have none."""
+    regions = {region.end: region for region in find_regions(llir)}
     kernels = []
     for kernel in llir.kernels:
-        if kernel.op == "Input" or (kernel.op == "Output" and kernel.sources[0][1].is_contiguous):
+        if kernel.op in ("Input", *IN_REGION) or (kernel.op == "Output" and kernel.sources[0][1].is_contiguous):
             continue
-        kernels.append(kernel_source(kernel, llir))
+        kernels.append(region_source(regions[kernel.id], llir) if kernel.op == "FusionEnd"
+                       else kernel_source(kernel, llir))
     return kernels
 
 

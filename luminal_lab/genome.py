@@ -23,11 +23,12 @@ from functools import cached_property
 from .dtypes import DType
 from .egraph.snapshot import GENOME_SORTS, ENode, Snapshot
 from .hlir import Graph
-from .llir import LLIR, Kernel
+from .llir import FUSED_OPS, IN_REGION, LLIR, Kernel
 from .shape_tracker import ShapeTracker
 from .symbolic import Expr, add, and_, ceil_div, div, gte, lt, max_, min_, mod, mul, or_
 
 _DTYPES = {d.egglog: d for d in DType}
+_FUSION = frozenset(("FusionEnd", *IN_REGION))
 _EXPRESSIONS = {
     "MAdd": add, "MMul": mul, "MDiv": div, "MMod": mod, "MCeilDiv": ceil_div, "MMin": min_, "MMax": max_,
     "MAnd": and_, "MOr": or_, "MGte": gte, "MLt": lt, "MSub": lambda a, b: add(a, mul(-1, b)),
@@ -71,18 +72,36 @@ class ChoiceSpace:
         return Genome(self, list(picks), value)
 
     def random_genome(self, seed: int) -> Genome:
-        """A random genome that extracts: random weights, then the cheapest pick per e-class."""
+        """A random genome that extracts: random weights on the e-nodes of e-classes with a choice (the rest
+        weigh nothing, so a big alternative such as a fused region is not penalised for its size), then the
+        cheapest pick per e-class."""
         rng = random.Random(seed)
-        weights = {n.id: rng.random() + 0.01 for options in self.options for n in options}
+        weights = {n.id: rng.random() + 0.01 if len(options) > 1 else 0.0 for options in self.options for n in options}
         return self.genome(self._cheapest(weights, rng))
 
     def smallest_genome(self) -> Genome:
         """The genome of the smallest terms (every e-node weighs 1)."""
         return self.genome(self._cheapest({}, random.Random(0)))
 
-    def _cheapest(self, weights: dict[str, float], rng: random.Random) -> list[int]:
-        """Knuth's extraction over IR/IList e-classes with kernel-backed e-nodes only, so the
-        picks reachable from the root form no cycle; unreached e-classes pick at random."""
+    def fused_genome(self) -> Genome:
+        """The genome that fuses most: markers, fused ops and operand lists weigh nothing, so each e-class takes
+        the region that leaves the fewest unfused kernels."""
+        weights = {n.id: 0.0 for options in self.options for n in options
+                   if self._is_fusion(n) or n.op in ("ICons", "INil")}
+        return self.genome(self._cheapest(weights, random.Random(0)))
+
+    def unfused_genome(self) -> Genome:
+        """The smallest genome without fused regions (no ``FusionEnd`` picked)."""
+        return self.genome(self._cheapest({}, random.Random(0), skip_fusion=True))
+
+    def _is_fusion(self, node: ENode) -> bool:
+        kind = self.kernel_of(node) if node.op == "Op" else None
+        return kind is not None and kind.op in _FUSION
+
+    def _cheapest(self, weights: dict[str, float], rng: random.Random, skip_fusion: bool = False) -> list[int]:
+        """Knuth's extraction over IR/IList e-classes with kernel-backed e-nodes only (and, with
+        ``skip_fusion``, no fusion e-nodes), so the picks reachable from the root form no cycle;
+        unreached e-classes pick at random."""
         best: dict[str, tuple[float, int]] = {}
         waiting: dict[tuple[int, int], int] = {}
         users: dict[str, list[tuple[int, int]]] = {}
@@ -90,7 +109,7 @@ class ChoiceSpace:
         order = itertools.count()
         for i, options in enumerate(self.options):
             for k, node in enumerate(options):
-                if node.op == "Op" and self.kernel_of(node) is None:
+                if node.op == "Op" and (self.kernel_of(node) is None or (skip_fusion and self._is_fusion(node))):
                     continue
                 deps = {c for c in node.children if c in self.position}
                 if not deps:
@@ -117,9 +136,11 @@ class ChoiceSpace:
 
     # ---- reading e-classes outside the genome ----------------------------------------------
     def kernel_of(self, op_node: ENode) -> ENode | None:
-        """The kernel e-node (``Kernel*``) in an Op e-node's OpKind e-class, if any."""
+        """The e-node in an Op e-node's OpKind e-class that a kernel runs (``Kernel*``, a fusion
+        marker or a fused op), if any."""
         kinds = self.snapshot.classes[op_node.children[0]].nodes
-        return next((n for n in sorted(kinds, key=lambda n: n.id) if n.op.startswith("Kernel")), None)
+        return next((n for n in sorted(kinds, key=lambda n: n.id) if n.op.startswith("Kernel") or n.op in _FUSION),
+                    None)
 
     @cached_property
     def _representatives(self) -> dict[str, ENode]:
@@ -215,6 +236,16 @@ def children(parent: Genome, count: int, mutations: int, rng: random.Random, see
 
 
 # ---- extraction ------------------------------------------------------------------------------
+def _reads_allowed(reader: str, source: str) -> bool:
+    """Whether an e-node of op ``reader`` (``KernelAdd``, ``FusedSin``, ...) may read a kernel of op ``source``:
+    values inside a region are read only by fused ops and the region's end, all others only outside ones."""
+    if reader == "FusionStart":
+        return source not in IN_REGION
+    if reader in FUSED_OPS or reader == "FusionEnd":
+        return source in IN_REGION
+    return source not in IN_REGION
+
+
 def extract(genome: Genome) -> LLIR:
     """The LLIR of a genome, walking from the root through its picks; raises ``Refused``."""
     return _Extraction(genome).run()
@@ -263,6 +294,12 @@ class _Extraction:
             classes.append(node.children[0])
             cid = node.children[1]
 
+    def check_region_reads(self, reader: str, sources: list[int], cid: str) -> None:
+        for source in sources:
+            op = self.kernels[source].op
+            if not _reads_allowed(reader, op):
+                raise Refused("broken region", f"{cid}: {reader} reads a {op}")
+
     def build(self, cid: str, node: ENode) -> Kernel | None:
         space = self.space
         hlir = tuple(space.snapshot.classes[cid].hlir)
@@ -295,9 +332,18 @@ class _Extraction:
 
     def kernel(self, kernel_id: int, kind: ENode, sources: list[int | None], cid: str, hlir: tuple) -> Kernel:
         space, f = self.space, kind.children
-        op = kind.op[len("Kernel"):]
         if any(s is None for s in sources):
             raise Refused("dead end", f"{cid}: an operand is an OutputJoin")
+        self.check_region_reads(kind.op, sources, cid)
+        if kind.op in _FUSION:
+            shape = space.elist(f[0])
+            dtype = space.dtype(f[-1])
+            if kind.op == "FusionStart":
+                return Kernel(kernel_id, kind.op, ((sources[0], space.view(f[1], shape)),), shape, dtype, None, cid,
+                              hlir)
+            inside = ShapeTracker.contiguous(shape)
+            return Kernel(kernel_id, kind.op, tuple((s, inside) for s in sources), shape, dtype, None, cid, hlir)
+        op = kind.op[len("Kernel"):]
         if op in ("Log2", "Exp2", "Sin", "Sqrt", "Recip", "Exp"):
             shape = space.elist(f[0])
             return Kernel(kernel_id, op, ((sources[0], space.view(f[1], shape)),), shape, space.dtype(f[3]),

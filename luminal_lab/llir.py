@@ -8,6 +8,11 @@ topological order; each remembers its e-class and the HLIR nodes behind it.
 
 Reductions reduce the *last* axis of their source view (the e-graph keeps the reduced
 dimension apart from the kept ones, so extraction puts it last).
+
+Fused regions appear as marker kernels: ``FusionStart`` reads an outside kernel through its
+view, ``Fused<Op>`` kernels (``FusedSin``, ``FusedAdd``, ...) compute on values inside the
+region, read contiguously, and ``FusionEnd`` writes the region's one result. Only
+``FusionEnd`` has a buffer; ``luminal_lab.regions`` groups the markers into regions.
 """
 
 from __future__ import annotations
@@ -24,6 +29,10 @@ from .symbolic import Expr
 UNARY_KERNELS = ("Log2", "Exp2", "Sin", "Sqrt", "Recip", "Exp")
 BINARY_KERNELS = ("Add", "Mul", "Mod", "LessThan")
 REDUCE_KERNELS = ("SumReduce", "MaxReduce")
+FUSABLE_UNARY = UNARY_KERNELS
+FUSABLE_BINARY = ("Add", "Mul")
+FUSED_OPS = {f"Fused{op}": op for op in (*FUSABLE_UNARY, *FUSABLE_BINARY)}  # kernel op -> the op it computes
+IN_REGION = ("FusionStart", *FUSED_OPS)  # kernels that compute inside a region and have no buffer of their own
 
 
 @dataclass(frozen=True)

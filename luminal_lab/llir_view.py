@@ -5,6 +5,7 @@ Summary (``text/plain``)::
     LLIR: 13 kernels (Add 1, Constant 1, Exp 1, Input 2, ...) | inputs x[4, 8] f32, w[8, 3] f32 |
     outputs [4, 3] f32 | genome 00735eee05b9e566 | not profiled
 
+An LLIR with fused regions says how many after the kernel counts (``| 2 fused regions |``).
 It says whether the LLIR is profiled but shows no timings, so it is identical across runs.
 
 JSON (see ``luminal_lab.stage`` for the envelope). Kernel ids are ``"k{kernel.id}"``.
@@ -18,8 +19,10 @@ Stage-specific fields:
   ``view``).
 - links: ``{"egraph": {"k3": ["IR-40"]}, "hlir": {"k3": ["h3"]}}``.
 - meta: ``genome`` (hash, 16 hex digits), ``counts`` (kernels, edges, ops), ``inputs`` and
-  ``outputs`` (kernel id, shape, dtype), ``profiled``, ``total_seconds`` when profiled, and
-  ``condensed`` (picture box id -> kernel ids) when the picture is condensed.
+  ``outputs`` (kernel id, shape, dtype), ``profiled``, ``regions`` (one list of kernel ids per
+  fused region, in the order of ``luminal_lab.regions.find_regions``: its starts, fused ops and
+  end by id), ``total_seconds`` when profiled, and ``condensed`` (picture box id -> kernel ids)
+  when the picture is condensed.
 
 Only a profiled LLIR's JSON varies from run to run (``seconds`` and ``total_seconds``).
 
@@ -29,8 +32,11 @@ shape and dtype read (dashed and named when the read is a view). A scalar consta
 next to each kernel that reads it (later copies have ``k0.k6.1``-style ids, every copy has
 the kernel id as class). Once ``llir.times`` is filled, each timed kernel shows its time and
 share of the total and is shaded on a heat scale by its time (pale to red, red for the
-slowest kernel); the caption gives the total and the scale. LLIRs above ``MAX_DRAWN_KERNELS`` kernels get a
-condensed picture: one box per stretch of kernels in order, shaded by the stretch's time.
+slowest kernel); the caption gives the total and the scale. Each fused region is a cluster
+(subgraph ``cluster_r{i}``, SVG id ``r{i}``, labelled ``region r0: Add, Sin, Sqrt``) holding its
+``FusionStart``, ``Fused*`` and ``FusionEnd`` kernels; a kernel two regions share is drawn in the
+first. LLIRs above ``MAX_DRAWN_KERNELS`` kernels get a condensed picture: one box per stretch of
+kernels in order, shaded by the stretch's time (no region clusters; the caption counts them).
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ from .hlir_stage import (
     view_json,
 )
 from .llir import LLIR, REDUCE_KERNELS, Kernel
+from .regions import Region, find_regions
 from .shape_tracker import format_shape
 
 MAX_DRAWN_KERNELS = MAX_DRAWN_NODES  # above this many kernels the picture is condensed
@@ -71,6 +78,8 @@ LEGEND_STEPS = 5  # cells of the heat scale in the caption
 ORDERED_KERNELS = {op.value for op in ORDERED_OPERANDS}  # edge labels show the operand index
 BOUNDARY_KINDS = ("input", "output")
 MUTED = "#6b7280"
+REGION_ATTR = {"style": "rounded,filled", "fillcolor": "#f5f3ff", "color": "#7c3aed", "fontcolor": "#5b21b6",
+               "fontsize": "9", "margin": "8"}
 
 
 def kernel_id(kernel: Kernel | int) -> str:
@@ -108,6 +117,20 @@ def _describe(kernel: Kernel, name: str = "") -> str:
     return f"{name}{format_shape(kernel.shape)} {kernel.dtype.value}"
 
 
+def region_id(index: int) -> str:
+    """The stable id of the ``index``-th fused region: ``"r{index}"``."""
+    return f"r{index}"
+
+
+def region_kernels(region: Region) -> list[int]:
+    """All kernel ids of a region (starts, fused ops, end), by id."""
+    return sorted({*region.starts, *region.ops, region.end})
+
+
+def _count_regions(n: int) -> str:
+    return f"{n} fused region{'s' * (n != 1)}"
+
+
 def _inputs(llir: LLIR) -> list[Kernel]:
     """Input kernels in the graph's order (by HLIR id), whatever order the genome put them in."""
     return sorted((k for k in llir.kernels if k.op == "Input"), key=lambda k: (k.hlir, str(k.arg)))
@@ -119,8 +142,10 @@ def summary(llir: LLIR) -> str:
     counts = llir.op_counts()
     ops = ", ".join(f"{name} {counts[name]}" for name in sorted(counts))
     by_id = {k.id: k for k in llir.kernels}
+    regions = find_regions(llir)
     parts = [
         f"LLIR: {len(llir.kernels)} kernels" + (f" ({ops})" if ops else ""),
+        *([_count_regions(len(regions))] if regions else []),
         "inputs " + (", ".join(_describe(k, str(k.arg)) for k in _inputs(llir)) or "none"),
         "outputs " + (", ".join(_describe(by_id[o]) for o in llir.outputs) or "none"),
         f"genome {llir.genome_hash:016x}",
@@ -154,6 +179,7 @@ def to_json(llir: LLIR) -> dict[str, Any]:
         "outputs": [{"index": i, "id": kernel_id(o), "shape": [str(d) for d in by_id[o].shape],
                      "dtype": by_id[o].dtype.value} for i, o in enumerate(llir.outputs)],
         "profiled": bool(llir.times),
+        "regions": [[kernel_id(kid) for kid in region_kernels(r)] for r in find_regions(llir)],
     }
     if llir.times:
         meta["total_seconds"] = _total(llir)
@@ -177,13 +203,15 @@ def to_svg(llir: LLIR) -> str | None:
     return _render(to_dot(llir), "LLIR")
 
 
-def to_dot(llir: LLIR) -> graphviz.Digraph:
-    """The Graphviz graph behind the picture (``.source`` is the DOT text)."""
+def to_dot(llir: LLIR, regions: list[Region] | None = None) -> graphviz.Digraph:
+    """The Graphviz graph behind the picture (``.source`` is the DOT text); ``regions`` are the
+    LLIR's fused regions when already found."""
+    regions = find_regions(llir) if regions is None else regions
     dot = graphviz.Digraph("llir", graph_attr=GRAPH_ATTR, node_attr=NODE_ATTR, edge_attr=EDGE_ATTR)
     if len(llir.kernels) > MAX_DRAWN_KERNELS:
-        _condensed(dot, llir)
+        _condensed(dot, llir, len(regions))
     else:
-        _full(dot, llir)
+        _full(dot, llir, regions)
     return dot
 
 
@@ -208,10 +236,12 @@ class _Heat:
         return f"{format_seconds(seconds)} · {share:.1%}"
 
 
-def _caption(dot: graphviz.Digraph, llir: LLIR, scale: _Heat | None, note: str = "", unit: str = "kernel") -> None:
-    """The caption: genome, kernels, the note, and for a profiled LLIR the total and the heat scale
-    (of ``unit``s: kernels or boxes)."""
-    rows = [f"LLIR of genome {llir.genome_hash:016x}: {len(llir.kernels)} kernels" + (f"; {note}" if note else "")]
+def _caption(dot: graphviz.Digraph, llir: LLIR, scale: _Heat | None, regions: int, note: str = "",
+             unit: str = "kernel") -> None:
+    """The caption: genome, kernels, fused regions (when any), the note, and for a profiled LLIR the
+    total and the heat scale (of ``unit``s: kernels or boxes)."""
+    head = f"LLIR of genome {llir.genome_hash:016x}: {len(llir.kernels)} kernels"
+    rows = [head + (f", {_count_regions(regions)}" if regions else "") + (f"; {note}" if note else "")]
     legend = ""
     if scale is None:
         rows.append("not profiled")
@@ -233,17 +263,22 @@ def _caption(dot: graphviz.Digraph, llir: LLIR, scale: _Heat | None, note: str =
              labelloc="t", labeljust="l", fontsize="10")
 
 
-def _full(dot: graphviz.Digraph, llir: LLIR) -> None:
+def _full(dot: graphviz.Digraph, llir: LLIR, regions: list[Region]) -> None:
     by_id = {k.id: k for k in llir.kernels}
     scale = _Heat(llir, [llir.times[k.id] for k in llir.kernels if k.id in llir.times]) if llir.times else None
-    _caption(dot, llir, scale)
+    _caption(dot, llir, scale, len(regions))
+    clusters = [_cluster(llir, i, region) for i, region in enumerate(regions)]
+    place: dict[int, graphviz.Digraph] = {}
+    for cluster, region in zip(clusters, regions):
+        for kid in region_kernels(region):
+            place.setdefault(kid, cluster)  # a kernel two regions share goes in the first
     used = {src for k in llir.kernels for src, _ in k.sources}
     named: set[int] = set()
     edges: list[tuple[str, Kernel, int]] = []
     for k in llir.kernels:
         if k.op == "Constant" and k.id in used:
             continue  # drawn next to each kernel that reads it
-        _draw_kernel(dot, llir, k, scale)
+        _draw_kernel(place.get(k.id, dot), llir, k, scale)
         for index, (src, _) in enumerate(k.sources):
             name = kernel_id(src)
             if by_id[src].op == "Constant":
@@ -252,6 +287,8 @@ def _full(dot: graphviz.Digraph, llir: LLIR) -> None:
                 named.add(src)
                 _draw_kernel(dot, llir, by_id[src], scale, name)
             edges.append((name, k, index))
+    for cluster in clusters:
+        dot.subgraph(cluster)
     for name, k, index in edges:
         src, tracker = k.sources[index]
         source = by_id[src]
@@ -262,6 +299,16 @@ def _full(dot: graphviz.Digraph, llir: LLIR) -> None:
         else:
             attrs.update(read_edge(tracker, source.dtype, index if k.op in ORDERED_KERNELS else None))
         dot.edge(name, kernel_id(k), **attrs)
+
+
+def _cluster(llir: LLIR, index: int, region: Region) -> graphviz.Digraph:
+    """The empty cluster of a region, labelled ``region r0: Add, Sin, Sqrt``."""
+    cluster = graphviz.Digraph(f"cluster_{region_id(index)}")
+    label = f"region {region_id(index)}: {', '.join(region.op_names(llir))}"
+    tooltip = (f"{label}\\n{len(region.starts)} starts, {len(region.ops)} fused ops, "
+               f"end {kernel_id(region.end)}")
+    cluster.attr(label=graphviz.nohtml(label), id=region_id(index), tooltip=graphviz.nohtml(tooltip), **REGION_ATTR)
+    return cluster
 
 
 def _draw_kernel(dot: graphviz.Digraph, llir: LLIR, k: Kernel, scale: _Heat | None, name: str | None = None) -> None:
@@ -317,11 +364,11 @@ def _boxes(llir: LLIR) -> tuple[list[_Box], str]:
     return boxes, f"one box per {size} kernels in order"
 
 
-def _condensed(dot: graphviz.Digraph, llir: LLIR) -> None:
+def _condensed(dot: graphviz.Digraph, llir: LLIR, regions: int) -> None:
     boxes, how = _boxes(llir)
     seconds = {box.id: sum(llir.times.get(k.id, 0.0) for k in box.kernels) for box in boxes}
     scale = _Heat(llir, list(seconds.values())) if llir.times else None
-    _caption(dot, llir, scale, f"condensed (more than {MAX_DRAWN_KERNELS}); {how}; constants left out", "box")
+    _caption(dot, llir, scale, regions, f"condensed (more than {MAX_DRAWN_KERNELS}); {how}; constants left out", "box")
     where: dict[int, str] = {}
     for box in boxes:
         style = scale.style(seconds[box.id]) if scale else {}

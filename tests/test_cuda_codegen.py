@@ -1,4 +1,5 @@
-"""Generated CUDA compiles to PTX (NVRTC, else nvcc) for every kernel of op, fuzz and model LLIRs.
+"""Generated CUDA compiles to PTX (NVRTC, else nvcc) for every kernel of op, fuzz and model LLIRs,
+and for the fused regions of random genomes.
 
 No GPU here: nothing runs, the check is that NVRTC accepts each source and emits its entry.
 """
@@ -13,9 +14,19 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 import luminal_lab as ll
-from luminal_lab.cuda_codegen import CudaCompileError, CudaKernel, _nvrtc, compile_ptx, kernel_source, llir_sources
-from luminal_lab.dtypes import from_torch
-from luminal_lab.llir import LLIR
+from luminal_lab.cuda_codegen import (
+    CudaCompileError,
+    CudaKernel,
+    _nvrtc,
+    compile_ptx,
+    kernel_source,
+    llir_sources,
+    region_source,
+)
+from luminal_lab.dtypes import DType, from_torch
+from luminal_lab.genome import extract
+from luminal_lab.llir import IN_REGION, LLIR
+from luminal_lab.regions import find_regions
 from tests.fuzz_graphs import graphs
 from tests.models import MLP, LlamaBlock, llama_inputs, mlp_inputs
 from tests.test_ops import CASES
@@ -138,6 +149,121 @@ def test_broken_source_raises_with_log() -> None:
         compile_ptx(source)
     assert "undefined_name" in info.value.log
     assert info.value.source == source
+
+
+# ---- fused regions -------------------------------------------------------------------------------
+def fused_llirs(graph: ll.Graph, seeds: int = 8) -> list[LLIR]:
+    """The distinct LLIRs of random genomes 0..seeds-1 that contain fused regions."""
+    comp = ll.compile(graph)
+    try:
+        space = comp.choice_space()
+        llirs = {}
+        for seed in range(seeds):
+            genome = space.random_genome(seed)
+            llirs.setdefault(genome.hash, extract(genome))
+    finally:
+        comp.egraph.close()
+    fused = [llir for llir in llirs.values() if any(k.op == "FusionEnd" for k in llir.kernels)]
+    assert fused, "no random genome fused anything"
+    return fused
+
+
+def _check_regions(llir: LLIR) -> list[CudaKernel]:
+    """Compile every kernel of ``llir``; one ``k_region`` per ``FusionEnd``, reading its starts' sources in
+    x-order, and no kernel for a ``FusionStart`` or ``Fused*`` marker. Returns the region kernels."""
+    kernels = _check_all(llir)
+    by_id = {k.id: k for k in llir.kernels}
+    working = [k.id for k in llir.kernels if k.op not in ("Input", *IN_REGION)
+               and not (k.op == "Output" and k.sources[0][1].is_contiguous)]
+    assert [k.writes for k in kernels] == working
+    regions = {region.end: region for region in find_regions(llir)}
+    fused = [k for k in kernels if k.name == "k_region"]
+    assert sorted(k.writes for k in fused) == sorted(regions) == [k.id for k in llir.kernels if k.op == "FusionEnd"]
+    for kernel in fused:
+        assert kernel.reads == tuple(by_id[start].sources[0][0] for start in regions[kernel.writes].starts)
+        assert kernel.source.count("out[z] = ") == 1
+    return fused
+
+
+def _chain(g: ll.Graph, dtype: DType) -> None:
+    """``(a + b).sin().sqrt()`` with ``a`` read transposed and ``b`` padded."""
+    a, b = g.tensor((8, 4), "a", dtype=dtype), g.tensor((4, 6), "b", dtype=dtype)
+    (a.transpose(0, 1) + b.pad(((0, 0), (1, 1)))).sin().sqrt().output("y")
+
+
+def _silu(g: ll.Graph, dtype: DType) -> None:
+    x = g.tensor((4, 8), "x", dtype=dtype)
+    (x * (1 + (-x).exp()).reciprocal()).output("y")
+
+
+def _diamond(g: ll.Graph, dtype: DType) -> None:
+    a, b = g.tensor((4, 8), "a", dtype=dtype), g.tensor((4, 8), "b", dtype=dtype)
+    s = a + b
+    (s.sin() * s.exp()).output("y")
+
+
+def _integer(g: ll.Graph, dtype: DType) -> None:
+    a, b, c = (g.tensor((4, 8), name, dtype=dtype) for name in "abc")
+    ((a + b) * c + a).output("y")
+
+
+REGION_GRAPHS = {"chain": (_chain, {"Add", "Sin", "Sqrt"}), "silu": (_silu, {"Mul", "Add", "Recip"}),
+                 "diamond": (_diamond, {"Add", "Sin", "Mul"}), "integer": (_integer, {"Add", "Mul"})}
+FLOATS = (ll.f32, ll.f16, ll.bf16)
+REGION_PARAMS = [pytest.param(name, dtype, id=f"{name}-{dtype.value}")
+                 for name in ("chain", "silu", "diamond") for dtype in FLOATS] + \
+                [pytest.param("integer", dtype, id=f"integer-{dtype.value}") for dtype in (ll.i32, ll.i64, ll.bool)]
+
+
+@pytest.mark.parametrize(("name", "dtype"), REGION_PARAMS)
+def test_regions_compile(name: str, dtype: DType) -> None:
+    build, expected = REGION_GRAPHS[name]
+    g = ll.Graph()
+    build(g, dtype)
+    ops: set[str] = set()
+    for llir in fused_llirs(g):
+        for kernel in _check_regions(llir):
+            assert f"{dtype.c_type} *__restrict__ out" in kernel.source
+            ops.update(op for region in find_regions(llir) if region.end == kernel.writes
+                       for op in region.op_names(llir))
+    assert expected <= ops
+
+
+def test_identical_regions_give_identical_source() -> None:
+    """Regions with the same body (whatever their kernel ids or genome) share one source."""
+    g = ll.Graph()
+    a, b, c, d = (g.tensor((4, 8), name) for name in "abcd")
+    (a + b).sin().sqrt().output("y")
+    (c + d).sin().sqrt().output("z")
+    sources: dict[tuple, set[str]] = {}
+    twins = 0
+    for llir in fused_llirs(g):
+        by_end = {k.writes: k for k in _check_regions(llir)}
+        seen: dict[str, int] = {}
+        for region in find_regions(llir):
+            body = region.body(llir)
+            source = region_source(region, llir).source
+            assert source == by_end[region.end].source
+            reads = tuple((view, dtype) for _, view, dtype in body.inputs)  # the body without kernel ids
+            sources.setdefault((body.steps, reads, body.shape, body.dtype), set()).add(source)
+            twins += source in seen
+            seen[source] = region.end
+    assert twins >= 1
+    assert all(len(found) == 1 for found in sources.values())
+
+
+def test_region_dims_named_like_locals() -> None:
+    """Symbolic dims called like the kernel's locals (``x0``, ``n``) are renamed in C, not confused with them."""
+    g = ll.Graph()
+    a, b = g.tensor(("x0", "n"), "a"), g.tensor(("x0", "n"), "b")
+    (a + b).sin().sqrt().output("y")
+    for llir in fused_llirs(g, seeds=3):
+        for kernel in _check_regions(llir):
+            assert kernel.dyn == ("n", "x0")
+            assert "const long long dyn_n = dyn[0];" in kernel.source
+            assert "const long long dyn_x0 = dyn[1];" in kernel.source
+            assert kernel.launch({"n": 100, "x0": 3}) == (2, 256)
+            assert kernel.dyn_values({"n": 100, "x0": 3}) == [100, 3]
 
 
 def test_report_distinct_sources() -> None:

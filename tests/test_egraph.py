@@ -514,7 +514,8 @@ def test_bad_ruleset_name(egraphs: Make) -> None:
     egraph = egraphs(g)
     with pytest.raises(ll.EgglogError, match="not an egglog identifier"):
         egraph.add_rules(VALID_TWO_LINES, ruleset="my rules")
-    assert egraph.rulesets == ["expr", "dtype_prop", "early", "kernel_lower", "algebra", "cleanup"]
+    assert egraph.rulesets == ["expr", "dtype_prop", "early", "kernel_lower", "algebra", "fusion_pair", "fusion_grow",
+                               "fusion_merge", "cleanup"]
 
 
 # ---- 5. inspection and the program text ----------------------------------------------------------

@@ -1,9 +1,13 @@
 """The e-graph stage: the HLIR as an egglog program, stepped rule by rule under budgets.
 
 A *round* of the default schedule runs ``expr`` and then ``dtype_prop`` to saturation,
-then one pass each of ``early``, ``kernel_lower``, ``algebra``, any user rulesets, and
-``cleanup``. ``step()`` runs one round, ``run(ruleset, n)`` one ruleset n times,
-``saturate()`` rounds until nothing changes or a budget is hit. Every one of them
+then one pass each of ``early``, ``kernel_lower``, ``algebra`` and ``fusion_pair``, then
+``fusion_grow`` and ``fusion_merge`` together until neither adds anything (regions grow one
+op per iteration), then one pass of any user rulesets and of ``cleanup``. With
+``fusion=False`` the three fusion rulesets are left out of the schedule.
+
+``step()`` runs one round, ``run(ruleset, n)`` one ruleset n times, ``saturate()`` rounds
+until nothing changes or a budget is hit. Every one of them
 records a ``StepReport`` in ``history``.
 
 egglog runs in a worker process (``worker.EgglogWorker``). Budgets are checked after every
@@ -25,9 +29,10 @@ from typing import TYPE_CHECKING
 from ..errors import BudgetExceeded, EgglogError
 from ..hlir import Graph, Node
 from ..stage import Stage
+from .fusion import FUSION_RULESETS
 from .ops import RULESETS, OpRegistry, default_registry
 from .schema import emit, rules, schema
-from .snapshot import EClass, Snapshot
+from .snapshot import PROGRAM_FUNCTIONS, EClass, Snapshot
 from .worker import EgglogWorker, WorkerDied, shift_position
 from .worker import command_spans as _command_spans
 
@@ -39,6 +44,7 @@ DEFAULT_TIMEOUT = 120.0
 DEFAULT_MAX_ROUNDS = 10
 SATURATION_GUARD = 100  # iterations of a "to saturation" ruleset before it counts as runaway
 MAX_BATCH = 32  # most iterations of a ruleset that keeps the e-graph's size run in one egglog call
+RUN_TOGETHER = ("fusion_grow", "fusion_merge")  # rulesets a round runs to a joint fixpoint
 
 
 def default_memory_limit() -> int:
@@ -103,13 +109,15 @@ class EGraph(Stage):
     name = "egraph"
     view = "luminal_lab.egraph.view"
 
-    def __init__(self, graph: Graph, registry: OpRegistry | None = None, memory_limit: int | None = None):
+    def __init__(self, graph: Graph, registry: OpRegistry | None = None, memory_limit: int | None = None,
+                 fusion: bool = True):
         self.graph = graph
+        self.fusion = fusion
         self.registry = registry or default_registry()
         self._initial_program = "\n".join((schema(self.registry), rules(self.registry), emit(graph)))
         self._user_rules: list[str] = []
         self._user_rulesets: list[str] = []
-        self._functions = frozenset({"dtype"})
+        self._functions = PROGRAM_FUNCTIONS
         self.history: list[StepReport] = []
         self.status = "built"
         self._worker = EgglogWorker(memory_limit or default_memory_limit())
@@ -128,7 +136,9 @@ class EGraph(Stage):
 
     @property
     def rulesets(self) -> list[str]:
-        return [*RULESETS[:-1], *self._user_rulesets, RULESETS[-1]]
+        """The rulesets a round runs, in order (without the fusion rulesets when fusion is off)."""
+        scheduled = [r for r in RULESETS if self.fusion or r not in FUSION_RULESETS]
+        return [*scheduled[:-1], *self._user_rulesets, scheduled[-1]]
 
     def export(self, path: str | Path) -> Path:
         """Write a ``.egg`` file that egglog runs on its own to reach this e-graph's state."""
@@ -337,8 +347,8 @@ class _Budget:
             raise _Stop(BudgetExceeded(f"e-node budget: the next iteration of {ruleset} would grow "
                                        f"{self._sizes[-1]:,} e-nodes to about {int(forecast):,} > {self.max_enodes:,}"))
 
-    def saturate(self, ruleset: str) -> None:
-        """Iterations of ``ruleset`` until one changes nothing.
+    def saturate(self, ruleset: str) -> bool:
+        """Iterations of ``ruleset`` until one changes nothing; True when the first changed the e-graph.
 
         After an iteration that grew the e-graph the next runs alone (budgets are checked after
         each). While the size holds, e.g. ``dtype_prop`` walking a deep graph one node per
@@ -347,19 +357,33 @@ class _Budget:
         that do not grow (the facts over a fixed e-graph settle in fewer).
         """
         batch, grown, flat = 1, 0, 0
+        changed = False
         while self.once(ruleset, batch):
+            changed = True
             if self._sizes[-1] > self._sizes[-2]:
                 grown, batch = grown + batch, 1
             else:
                 flat, batch = flat + batch, min(2 * batch, MAX_BATCH)
             if grown >= SATURATION_GUARD or flat >= max(SATURATION_GUARD, self._sizes[-1]):
                 raise _Stop(BudgetExceeded(f"{ruleset} did not saturate in {grown + flat} iterations"))
+        return changed
 
     def round(self, rulesets: list[str]) -> None:
         self.saturate("expr")
         self.saturate("dtype_prop")
         for ruleset in rulesets[2:]:
+            if ruleset in RUN_TOGETHER:
+                if ruleset == RUN_TOGETHER[0]:
+                    self.saturate_together(RUN_TOGETHER)
+                continue
             self.once(ruleset)
+
+    def saturate_together(self, rulesets: tuple[str, ...]) -> None:
+        """Each ruleset to saturation in turn, again until a whole pass changes nothing."""
+        for _ in range(SATURATION_GUARD):
+            if not any([self.saturate(ruleset) for ruleset in rulesets]):
+                return
+        raise _Stop(BudgetExceeded(f"{' and '.join(rulesets)} did not saturate together"))
 
 
 def _diff(index: int, label: str, before: Snapshot, after: Snapshot, budget: _Budget) -> StepReport:

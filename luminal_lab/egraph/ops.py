@@ -32,7 +32,8 @@ UNARY_FIELDS = ("EList", "View", "EList")
 BINARY_FIELDS = ("EList", "View", "View", "EList")
 REDUCE_FIELDS = ("EList", "Expression", "View", "Expression", "Expression", "EList")
 
-RULESETS = ("expr", "dtype_prop", "early", "kernel_lower", "algebra", "cleanup")
+RULESETS = ("expr", "dtype_prop", "early", "kernel_lower", "algebra", "fusion_pair", "fusion_grow", "fusion_merge",
+            "cleanup")
 
 
 @dataclass(frozen=True)

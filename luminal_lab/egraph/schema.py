@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..hlir import BINARY_OPS, REDUCE_OPS, UNARY_OPS, Graph, Node, Op
 from ..shape_tracker import ShapeTracker
 from ..symbolic import Expr, render_term
+from . import fusion
 from .ops import RULESETS, OpRegistry
 
 _BINARY_EXPRESSIONS = ("MAdd", "MSub", "MMul", "MDiv", "MMod", "MCeilDiv", "MMin", "MMax", "MAnd", "MOr", "MGte",
@@ -34,7 +35,7 @@ def signatures(registry: OpRegistry) -> dict[str, list[tuple[str, tuple[str, ...
         "View": [("Strided", ("EList",)), ("Masked", ("EList", "EList"))],
         "IR": [("OutputJoin", ("IR", "IR")), ("Op", ("OpKind", "IList")), ("Input", ("i64", "String", "DType")),
                ("Output", ("IR", "i64"))],
-        "OpKind": registry.signatures(),
+        "OpKind": [*registry.signatures(), *fusion.signatures()],
         "IList": [("ICons", ("IR", "IList")), ("INil", ())],
     }
 
@@ -51,13 +52,14 @@ def schema(registry: OpRegistry) -> str:
         bodies = [f"({sort} {' '.join(_declaration(n, f) for n, f in sorts[sort])})" for sort in group]
         lines.append(f"(datatype* {' '.join(bodies)})" if len(group) > 1 else f"(datatype {bodies[0][1:]}")
     lines.append("(function dtype (IR) DType :merge new)")
+    lines.extend(fusion.FUNCTIONS)
     lines.append("; ---- rulesets ----")
     lines.extend(f"(ruleset {name})" for name in RULESETS)
     return "\n".join(lines)
 
 
 def rules(registry: OpRegistry) -> str:
-    return "\n".join(["; ---- rules ----", *(rule.text for rule in registry.rules())])
+    return "\n".join(["; ---- rules ----", *(rule.text for rule in (*registry.rules(), *fusion.fusion_rules()))])
 
 
 # ---- terms ---------------------------------------------------------------------------------------

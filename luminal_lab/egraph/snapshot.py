@@ -18,6 +18,7 @@ from functools import cached_property
 
 PRIMITIVE_SORTS = frozenset({"i64", "f64", "String", "bool", "Unit", "BigInt", "BigRat"})
 GENOME_SORTS = frozenset({"IR", "IList"})
+PROGRAM_FUNCTIONS = frozenset({"dtype", "largest-region", "region-of"})  # the generated program's functions
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class EClass:
 class Snapshot:
     """The e-graph as serialized at one moment."""
 
-    def __init__(self, serialized: str, functions: frozenset[str] = frozenset({"dtype"})):
+    def __init__(self, serialized: str, functions: frozenset[str] = PROGRAM_FUNCTIONS):
         data = json.loads(serialized)
         raw = data["nodes"]
         class_data = data.get("class_data", {})
@@ -78,6 +79,8 @@ class Snapshot:
             eclass = self.classes.setdefault(n["eclass"], EClass(n["eclass"], sort_of.get(n["eclass"], "")))
             eclass.nodes.append(node)
         for row in function_rows:  # dtype(IR) rows: the value's e-class holds the DType constructor
+            if row["op"] != "dtype":
+                continue  # the other functions' values (fusion's region bookkeeping) annotate nothing
             target = raw[row["children"][0]]["eclass"] if row["children"] else None
             value = self.classes.get(row["eclass"])
             if target in self.classes and value is not None and value.nodes:
@@ -174,7 +177,7 @@ class Snapshot:
         return eclass
 
 
-def count(serialized: str, functions: frozenset[str] = frozenset({"dtype"})) -> tuple[int, int]:
+def count(serialized: str, functions: frozenset[str] = PROGRAM_FUNCTIONS) -> tuple[int, int]:
     """(e-classes, e-nodes) of a serialized e-graph, counted as ``Snapshot`` counts them."""
     snapshot = Snapshot(serialized, functions)
     return snapshot.n_eclasses, snapshot.n_enodes

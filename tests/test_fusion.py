@@ -1,0 +1,226 @@
+"""Fusion: the marker rules, the regions a genome extracts, and fused numbers against unfused and torch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import luminal_lab as ll
+from luminal_lab.cpu_runtime import CPURuntime
+from luminal_lab.dtypes import to_torch as to_torch_dtype
+from luminal_lab.genome import Refused, extract
+from luminal_lab.llir import FUSED_OPS, IN_REGION
+from luminal_lab.regions import find_regions
+from tests.models import LlamaBlock, llama_inputs
+
+SHAPE = (8, 16)
+
+
+def graph(build, names="abc", shape=SHAPE, dtype=ll.f32):
+    """A graph of ``build(*inputs)`` over inputs named by ``names``, with output ``y``."""
+    g = ll.Graph()
+    inputs = [g.tensor(shape, name=n, dtype=dtype) for n in names]
+    build(*inputs).output("y")
+    return g
+
+
+def fused_regions(g: ll.Graph):
+    comp = ll.compile(g)
+    llir = extract(comp.choice_space().fused_genome())
+    return comp, llir, find_regions(llir)
+
+
+def fusion_enodes(comp: ll.Compiled) -> int:
+    return sum(1 for c in comp.egraph.eclasses for n in c.nodes if n.op == "FusionEnd")
+
+
+def op_names(llir, region) -> list[str]:
+    return region.op_names(llir)
+
+
+def start_sources(llir, region) -> list[str]:
+    kernels = {k.id: k for k in llir.kernels}
+    return sorted(kernels[kernels[s].sources[0][0]].label for s in region.starts)
+
+
+# ---- structure -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("chain", [("sin", "sqrt"), ("sin", "sqrt", "exp2"), ("exp2", "sin", "reciprocal", "log2")])
+def test_unary_chain_forms_one_region(chain):
+    def build(a):
+        for op in chain:
+            a = getattr(a, op)()
+        return a
+    _, llir, regions = fused_regions(graph(build, "a"))
+    assert len(regions) == 1
+    assert op_names(llir, regions[0]) == [{"reciprocal": "Recip"}.get(op, op.capitalize()) for op in chain]
+    assert start_sources(llir, regions[0]) == ["Input a"]
+
+
+def test_add_then_mul_is_one_region_with_three_starts():
+    _, llir, regions = fused_regions(graph(lambda a, b, c: (a + b) * c))
+    (region,) = regions
+    assert op_names(llir, region) == ["Add", "Mul"]
+    assert start_sources(llir, region) == ["Input a", "Input b", "Input c"]
+
+
+def test_binary_to_unary_and_unary_to_binary_fuse():
+    _, llir, regions = fused_regions(graph(lambda a, b: (a + b).sin(), "ab"))
+    assert [op_names(llir, r) for r in regions] == [["Add", "Sin"]]
+    _, llir, regions = fused_regions(graph(lambda a, b: a.sin() * b, "ab"))
+    assert [op_names(llir, r) for r in regions] == [["Sin", "Mul"]]
+    assert start_sources(llir, regions[0]) == ["Input a", "Input b"]
+
+
+def test_diamond_is_one_region_with_one_end():
+    def build(a):
+        x = a.sin()
+        return x.sqrt() + x.exp2()
+    _, llir, regions = fused_regions(graph(build, "a"))
+    (region,) = regions
+    assert sorted(op_names(llir, region)) == ["Add", "Exp2", "Sin", "Sqrt"]  # Sin once, read twice
+    assert len(region.starts) == 1
+    assert sum(1 for k in llir.kernels if k.op == "FusionEnd") == 1
+
+
+def test_identical_regions_have_identical_bodies():
+    _, llir, regions = fused_regions(graph(lambda a, b, c: ((a + b).sin() + (b + c).sin()).sum(1), "abc"))
+    bodies = {r.body(llir).steps for r in regions}
+    assert len(regions) >= 1 and len(bodies) <= len(regions)
+    _, llir2, regions2 = fused_regions(graph(lambda a, b: (a + b).sin().sqrt(), "ab"))
+    _, llir3, regions3 = fused_regions(graph(lambda c, d: (c + d).sin().sqrt(), "cd"))
+    assert regions2[0].body(llir2).steps == regions3[0].body(llir3).steps
+
+
+# ---- what does not fuse --------------------------------------------------------------------------
+def test_permuted_operand_does_not_fuse():
+    comp = ll.compile(graph(lambda a, b: a.sin().permute((1, 0)) + b, "ab", shape=(8, 8)))
+    comp.choice_space()
+    assert fusion_enodes(comp) == 0
+    control = ll.compile(graph(lambda a, b: a.sin() + b, "ab", shape=(8, 8)))
+    control.choice_space()
+    assert fusion_enodes(control) > 0
+
+
+def test_reduction_in_the_middle_does_not_fuse():
+    comp = ll.compile(graph(lambda a: a.sin().sum(1).sqrt(), "a"))
+    comp.choice_space()
+    assert fusion_enodes(comp) == 0
+
+
+def test_lone_binary_does_not_fuse():
+    comp = ll.compile(graph(lambda a, b: a + b, "ab"))
+    comp.choice_space()
+    assert fusion_enodes(comp) == 0
+
+
+def test_fusion_off_offers_no_regions():
+    comp = ll.compile(graph(lambda a, b: (a + b).sin().sqrt(), "ab"), fusion=False)
+    comp.choice_space()
+    assert fusion_enodes(comp) == 0
+    assert not any(r.startswith("fusion") for r in comp.egraph.rulesets)
+    assert len(comp.regions) == 0
+
+
+def test_cycles_from_identities_do_not_grow_regions_forever():
+    """``x * 1 = x`` and ``log2(exp2(x)) = x`` put ops into their operands' e-classes; fusion still saturates."""
+    def build(a):
+        return ((a.sin() * 1.0).exp2().log2() + 0.0).sqrt()
+    comp = ll.compile(graph(build, "a"))
+    saturation = comp.egraph.saturate()
+    assert saturation.saturated, saturation
+
+
+# ---- numbers -------------------------------------------------------------------------------------
+def silu_gated(a, b):
+    return a * ((a * -1.0).exp() + 1.0).reciprocal() * b
+
+
+CASES = {
+    "add-sin-sqrt": (lambda a, b: (a + b).sin().sqrt(), lambda a, b: (a + b).sin().sqrt(), "ab"),
+    "silu-gated": (silu_gated, lambda a, b: torch.nn.functional.silu(a) * b, "ab"),
+    "diamond": (lambda a: a.sin().sqrt() + a.sin().exp2(), lambda a: a.sin().sqrt() + torch.exp2(a.sin()), "a"),
+    "three-starts": (lambda a, b, c: (a + b) * c, lambda a, b, c: (a + b) * c, "abc"),
+    "transposed-start": (lambda a, b: (a.permute((1, 0)) + b).sin(), lambda a, b: (a.T + b).sin(), "ab"),
+}
+
+
+@pytest.mark.parametrize("dtype", [ll.f32, ll.f16, ll.bf16])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_fused_matches_unfused_and_torch(case, dtype):
+    build, reference, names = CASES[case]
+    shape = (16, 16)
+    comp = ll.compile(graph(build, names, shape=shape, dtype=dtype))
+    space = comp.choice_space()
+    fused, unfused = extract(space.fused_genome()), extract(space.unfused_genome())
+    assert find_regions(fused) and not find_regions(unfused)
+    generator = torch.Generator().manual_seed(0)
+    inputs = {n: (torch.rand(shape, generator=generator) * 2 - 1).to(to_torch_dtype(dtype)) for n in names}
+    arrays = {n: ll.compiled.to_numpy(t) for n, t in inputs.items()}
+    expected = reference(*(inputs[n].float() for n in names)).numpy()
+    tolerance = {ll.f32: 1e-5, ll.f16: 4e-3, ll.bf16: 3e-2}[dtype]
+    results = [np.asarray(CPURuntime(llir).run(arrays)[0], np.float32) for llir in (fused, unfused)]
+    for result in results:
+        np.testing.assert_allclose(result, expected, rtol=tolerance, atol=tolerance, equal_nan=True)
+
+
+def test_fused_sin_takes_libm_beyond_the_fast_range():
+    comp = ll.compile(graph(lambda a, b: (a + b).sin().sqrt(), "ab", shape=(4, 8)))
+    llir = extract(comp.choice_space().fused_genome())
+    a = np.linspace(-3e7, 3e7, 32, dtype=np.float32).reshape(4, 8)
+    b = np.ones((4, 8), np.float32)
+    (out,) = CPURuntime(llir).run({"a": a, "b": b})
+    np.testing.assert_allclose(out, np.sqrt(np.sin((a + b).astype(np.float64))).astype(np.float32), rtol=1e-5,
+                               atol=1e-6, equal_nan=True)
+
+
+def test_compiled_runs_a_fused_genome_and_shows_its_regions():
+    comp = ll.compile(graph(lambda a, b: (a + b).sin().sqrt(), "ab"))
+    comp._genome = comp.choice_space().fused_genome()
+    assert [r.op_names(comp.llir()) for r in comp.regions] == [["Add", "Sin", "Sqrt"]]
+    a, b = torch.rand(SHAPE), torch.rand(SHAPE)
+    torch.testing.assert_close(comp.run(a, b), (a + b).sin().sqrt())
+
+
+# ---- invariants over random genomes --------------------------------------------------------------
+def check_region_invariants(llir):
+    kernels = {k.id: k for k in llir.kernels}
+    readers: dict[int, list[int]] = {k.id: [] for k in llir.kernels}
+    for k in llir.kernels:
+        for source, _ in k.sources:
+            readers[source].append(k.id)
+    regions = find_regions(llir)
+    assert len(regions) == sum(1 for k in llir.kernels if k.op == "FusionEnd")
+    for region in regions:
+        members = set(region.ops) | set(region.starts)
+        # exactly one end: the one op no other op of the region reads, read by the region's FusionEnd
+        sinks = [o for o in region.ops if not any(r in members for r in readers[o])]
+        assert sinks == [kernels[region.end].sources[0][0]]
+        # values inside leave only through an end
+        for kid in members:
+            assert all(kernels[r].op in IN_REGION or kernels[r].op == "FusionEnd" for r in readers[kid])
+        # the starts are exactly the distinct outside reads
+        reads = [kernels[s].sources[0] for s in region.starts]
+        assert all(kernels[src].op not in IN_REGION for src, _ in reads)
+        assert len({(src, view) for src, view in reads}) == len(reads)
+        assert all(kernels[o].op in FUSED_OPS for o in region.ops) and len(region.ops) >= 2
+    return len(regions)
+
+
+def test_region_invariants_and_numbers_across_random_genomes():
+    model = LlamaBlock(32, 2, 64, 8).eval()
+    (x,) = llama_inputs(1, 8, 32)
+    comp = ll.compile(model, (x,))
+    space = comp.choice_space()
+    expected = model(x).detach().numpy()
+    regions, runs = 0, 0
+    for seed in range(12):
+        try:
+            llir = extract(space.random_genome(seed))
+        except Refused:
+            continue
+        regions += check_region_invariants(llir)
+        (out,) = CPURuntime(llir).run({comp.signature.inputs[0]: x.numpy()}, comp.graph.weights)
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+        runs += 1
+    assert runs >= 8 and regions >= 20
