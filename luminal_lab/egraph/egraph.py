@@ -119,6 +119,7 @@ class EGraph(Stage):
         self._user_rulesets: list[str] = []
         self._functions = PROGRAM_FUNCTIONS
         self.history: list[StepReport] = []
+        self._growth: dict[str, float] = {}  # each ruleset's growth factor in its last iteration, for the forecast
         self.status = "built"
         self._worker = EgglogWorker(memory_limit or default_memory_limit())
         try:
@@ -218,7 +219,7 @@ class EGraph(Stage):
 
     def _record(self, label: str, body, max_enodes: int, timeout: float) -> StepReport:
         before = self._snapshot
-        budget = _Budget(self._worker, max_enodes, time.monotonic() + timeout, self._functions)
+        budget = _Budget(self._worker, max_enodes, time.monotonic() + timeout, self._functions, growth=self._growth)
         start = time.monotonic()
         try:
             body(budget)
@@ -305,6 +306,7 @@ class _Budget:
     seconds: dict[str, float] = field(default_factory=dict)
     updated: bool = False
     stopped: BudgetExceeded | None = None
+    growth: dict[str, float] = field(default_factory=dict)  # by ruleset, kept across steps by the EGraph
     _sizes: list[int] = field(default_factory=list)
 
     def size(self) -> int:
@@ -333,15 +335,17 @@ class _Budget:
             self.seconds[rule] = self.seconds.get(rule, 0.0) + s
         self.updated |= output["updated"]
         self._sizes.append(self.size())
+        if self._sizes[-2]:
+            self.growth[ruleset] = self._sizes[-1] / self._sizes[-2]
         if self._sizes[-1] > self.max_enodes:
             raise _Stop(BudgetExceeded(f"e-node budget: {self._sizes[-1]:,} e-nodes > {self.max_enodes:,}"))
         return output["updated"]
 
     def _forecast(self, ruleset: str) -> None:
-        """Refuse an iteration that, growing as the last one did, would pass the e-node budget."""
-        if len(self._sizes) < 2 or self._sizes[-2] == 0:
-            return
-        growth = self._sizes[-1] / self._sizes[-2]
+        """Refuse an iteration that would pass the e-node budget, growing as much as the last iteration or as
+        this ruleset's own last iteration did (a ruleset that exploded once is not let run after a calm one)."""
+        last = self._sizes[-1] / self._sizes[-2] if len(self._sizes) >= 2 and self._sizes[-2] else 1.0
+        growth = max(last, self.growth.get(ruleset, 1.0))
         forecast = self._sizes[-1] * growth
         if growth > 1 and forecast > self.max_enodes:
             raise _Stop(BudgetExceeded(f"e-node budget: the next iteration of {ruleset} would grow "
