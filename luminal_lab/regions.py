@@ -13,11 +13,10 @@ same work have the same body (and the same generated source) whatever their kern
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 from .dtypes import DType
-from .llir import FUSED_OPS, LLIR, Kernel
+from .llir import FUSED_OPS, LLIR
 from .shape_tracker import ShapeTracker
 from .stage import Stage
 from .symbolic import Expr
@@ -99,13 +98,6 @@ class Regions(Stage):
     @classmethod
     def of(cls, llir: LLIR) -> Regions:
         return cls(llir, find_regions(llir))
-
-    def kernel(self, kid: int) -> Kernel:
-        return next(k for k in self.llir.kernels if k.id == kid)
-
-    def signatures(self) -> Counter:
-        """How many regions run each sequence of ops, e.g. ``{("Add", "Sin", "Sqrt"): 2}``."""
-        return Counter(tuple(r.op_names(self.llir)) for r in self.regions)
 
     def __len__(self) -> int:
         return len(self.regions)
