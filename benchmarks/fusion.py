@@ -3,11 +3,16 @@
 Writes benchmarks/results/fusion.json. For ``(a+b).sin().sqrt()`` and a SiLU-gated chain
 ``silu(a) * b`` on 2^22 f32 elements:
 
-- ``fused_ms``: the most-fused genome's kernels (one region), inputs already in place;
+- ``fused_ms``: the most-fused genome's kernels (one region), inputs already in place and
+  the result left in the runtime's buffer (the Output step, a copy into a fresh array the
+  caller owns, is not timed);
 - ``unfused_ms``: the smallest genome without regions, likewise;
 - ``fused_call_ms``: the fused genome through ``CPURuntime.run`` (copying inputs in and the
   output out, as a call does);
 - ``eager_ms`` and ``inductor_ms``: the same function in torch eager and ``torch.compile``.
+
+Each figure is the median over interleaved rounds (every variant timed in turn, round after
+round), so a slow spell of the machine weighs on all of them alike.
 
 Ratios are ``other / fused`` (above 1: the fused region is faster); the target is
 ``vs_inductor >= 1.0`` on the CPU. ``copy_fraction`` is the fused kernels' effective
@@ -17,7 +22,9 @@ bandwidth (bytes read and written once) over a parallel copy's (torch ``copy_`` 
 
 from __future__ import annotations
 
+import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -43,15 +50,28 @@ def silu_gated(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.silu(a) * b
 
 
-def kernels_only(runtime: CPURuntime, arrays: dict) -> float:
-    """Median ms of the plan's steps alone (inputs copied in once before)."""
+ROUNDS, REPEATS = 10, 10
+
+
+def kernels_only(runtime: CPURuntime, arrays: dict) -> Callable[[], None]:
+    """The plan's kernel steps alone (inputs copied in once now; Output steps left out)."""
     runtime.run(arrays)
-    steps = [step for _, step in runtime.plan().steps]
+    outputs = {k.id for k in runtime.llir.kernels if k.op == "Output"}
+    steps = [step for kernel_id, step in runtime.plan().steps if kernel_id not in outputs]
 
     def run_steps() -> None:
         for step in steps:
             step()
-    return median_ms(run_steps, repeats=30)
+    return run_steps
+
+
+def interleaved_ms(variants: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """Median ms of each variant over ``ROUNDS`` rounds of ``REPEATS`` calls, the variants taking turns."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(ROUNDS):
+        for name, fn in variants.items():
+            times[name].append(median_ms(fn, repeats=REPEATS, warmup=1))
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def measure(name: str, fn, inputs: tuple[torch.Tensor, ...]) -> dict:
@@ -66,14 +86,11 @@ def measure(name: str, fn, inputs: tuple[torch.Tensor, ...]) -> dict:
         torch.testing.assert_close(torch.from_numpy(runtime.run(arrays)[0]), expected, equal_nan=True)
     inductor = torch.compile(fn)
     inductor(*inputs)
-    result = {
-        "regions": [r.op_names(fused) for r in regions],
-        "fused_ms": kernels_only(fused_runtime, arrays),
-        "unfused_ms": kernels_only(unfused_runtime, arrays),
-        "fused_call_ms": median_ms(lambda: fused_runtime.run(arrays), repeats=30),
-        "eager_ms": median_ms(lambda: fn(*inputs), repeats=30),
-        "inductor_ms": median_ms(lambda: inductor(*inputs), repeats=30),
-    }
+    timed = interleaved_ms({"fused": kernels_only(fused_runtime, arrays),
+                            "unfused": kernels_only(unfused_runtime, arrays),
+                            "fused_call": lambda: fused_runtime.run(arrays),
+                            "eager": lambda: fn(*inputs), "inductor": lambda: inductor(*inputs)})
+    result = {"regions": [r.op_names(fused) for r in regions], **{f"{k}_ms": v for k, v in timed.items()}}
     for other in ("unfused", "eager", "inductor"):
         result[f"vs_{other}"] = result[f"{other}_ms"] / result["fused_ms"]
     moved = (len(inputs) + 1) * inputs[0].numel() * inputs[0].element_size()

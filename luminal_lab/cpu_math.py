@@ -5,8 +5,8 @@ widened to f32 on load and rounded (to nearest even, as numpy and ml_dtypes roun
 store. Without SVML, numba's ``np.exp2``/``np.sin``/... are scalar libm calls that stop a
 loop from vectorising, so float32 ``exp2f``, ``expf``, ``log2f`` and ``sinf`` are written
 here branch-free (range reduction plus a polynomial) to within 2 ulp: LLVM inlines and
-vectorises them. ``sinf`` reduces its argument in f64 and is exact enough only for
-``|x| < SIN_LIMIT``; the kernel recomputes larger arguments with libm. ``f32_key`` maps
+vectorises them. ``sinf`` is that accurate only for ``|x| < SIN_LIMIT``; a kernel flags larger
+arguments (a max over int32 flags, which vectorises) and recomputes them with libm. ``f32_key`` maps
 floats to integers in the same order (NaN last) so that a NaN-propagating max vectorises.
 """
 
@@ -15,11 +15,29 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import llvmlite.binding as llvm
 import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
+
+
+def _prefer_512_bit_vectors() -> None:
+    """Let LLVM use 512-bit vectors on AVX-512 CPUs, whose tuning otherwise prefers 256-bit ones.
+
+    The kernels are long float32 chains; measured on fused ``silu(a) * b`` (2^22 f32, 2 cores) the loop took
+    0.96 ms with 512-bit vectors against 1.15 ms with 256-bit ones. numba reads the features when it first
+    compiles, so this applies when luminal_lab is imported before any numba function compiles, and never
+    overrides ``NUMBA_CPU_FEATURES``.
+    """
+    features = llvm.get_host_cpu_features().flatten()
+    if numba.config.CPU_FEATURES is None and "+avx512f" in features.split(","):
+        numba.config.CPU_FEATURES = features + ",-prefer-256-bit"
+
+
+_prefer_512_bit_vectors()
+
 
 # ---- bit casts ------------------------------------------------------------------------
 
@@ -76,6 +94,18 @@ def f16_store(typingctx, x):
         return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
 
     return types.uint16(x), codegen
+
+
+@intrinsic
+def fma(typingctx, a, b, c):
+    """``a * b + c`` for float32s, rounded once (LLVM's fma: one instruction where the CPU has FMA)."""
+    if not a == b == c == types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+
+    return types.float32(a, b, c), codegen
 
 
 @numba.njit(inline="always")
@@ -193,38 +223,36 @@ def key_f32(key):
 
 
 def _pi_over_2_parts() -> tuple[float, float, float]:
-    """pi/2 as three f64 parts: the first two have 33 significant bits, so ``k * part`` is exact for |k| < 2**20."""
-    pi = Fraction("3.14159265358979323846264338327950288419716939937510582097494459")
-    rest = pi / 2
+    """pi/2 as the sum of three float32s, each the nearest float32 to what the ones before leave."""
+    rest = Fraction("3.14159265358979323846264338327950288419716939937510582097494459") / 2
     parts = []
-    for _ in range(2):
-        scale = Fraction(2) ** (33 - 1 - math.floor(math.log2(rest)))
-        part = Fraction(round(rest * scale)) / scale
-        parts.append(float(part))
-        rest -= part
-    return parts[0], parts[1], float(rest)
+    for _ in range(3):
+        parts.append(float(np.float32(float(rest))))
+        rest -= Fraction(parts[-1])
+    return parts[0], parts[1], parts[2]
 
 
-PIO2_1, PIO2_2, PIO2_3 = _pi_over_2_parts()
-TWO_OVER_PI = 2 / math.pi
-SIN_LIMIT = _F(1e6)  # |k| stays below 2**20
+PIO2_1, PIO2_2, PIO2_3 = (_F(part) for part in _pi_over_2_parts())
+TWO_OVER_PI = _F(2 / math.pi)
+SIN_LIMIT = _F(1e6)  # below it sinf is within 2 ulp (measured near every multiple of pi/2 too)
+SIN_C = tuple(_F((-1) ** k / math.factorial(2 * k + 1)) for k in range(5))  # sin r: r**1 ... r**9
+COS_C = tuple(_F((-1) ** k / math.factorial(2 * k)) for k in range(6))  # cos r: r**0 ... r**10
 
 
 @numba.njit(inline="always")
 def sinf(x):
-    """sin(x) for float32 ``|x| < SIN_LIMIT`` (reduction by pi/2 in f64, Taylor polynomials); NaN at +-inf."""
-    xd = np.float64(min(max(x, -SIN_LIMIT), SIN_LIMIT))
-    k = np.rint(xd * TWO_OVER_PI)
-    r = ((xd - k * PIO2_1) - k * PIO2_2) - k * PIO2_3
+    """sin(x) for float32 ``|x| < SIN_LIMIT``: Cody-Waite reduction by pi/2 in three fused multiply-adds, then
+    the quadrant's Taylor polynomial on |r| <= pi/4; NaN at +-inf and NaN."""
+    k = np.rint(x * TWO_OVER_PI)
+    r = fma(-k, PIO2_1, x)
+    r = fma(-k, PIO2_2, r)
+    r = fma(-k, PIO2_3, r)
     r2 = r * r
-    sin_r = r + r * r2 * (-1 / 6 + r2 * (1 / 120 + r2 * (-1 / 5040 + r2 * (1 / 362880 + r2 * (
-        -1 / 39916800 + r2 / 6227020800)))))
-    cos_r = 1.0 + r2 * (-1 / 2 + r2 * (1 / 24 + r2 * (-1 / 720 + r2 * (1 / 40320 + r2 * (
-        -1 / 3628800 + r2 / 479001600)))))
-    quadrant = np.int64(k) & 3
-    value = sin_r if quadrant & 1 == 0 else cos_r
-    value = -value if quadrant >= 2 else value
-    return _F(value) if abs(x) < np.inf else x - x
+    sin_r = r + r * r2 * (SIN_C[1] + r2 * (SIN_C[2] + r2 * (SIN_C[3] + r2 * SIN_C[4])))
+    cos_r = COS_C[0] + r2 * (COS_C[1] + r2 * (COS_C[2] + r2 * (COS_C[3] + r2 * (COS_C[4] + r2 * COS_C[5]))))
+    quadrant = np.int32(k if abs(k) < TWO_OVER_PI * SIN_LIMIT else _F(0.0)) & _I(3)  # NaN and inf convert to 0
+    value = sin_r if quadrant & _I(1) == 0 else cos_r
+    return -value if quadrant >= 2 else value
 
 
 @numba.njit(inline="always")

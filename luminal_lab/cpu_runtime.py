@@ -48,6 +48,7 @@ import numba
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import cpu_math  # before any kernel compiles: it sets numba's CPU features
 from .contraction import Contraction
 from .dtypes import DType
 from .errors import DTypeBoundaryError, LuminalError, ShapeError, UnsupportedOpError
@@ -82,8 +83,6 @@ class CacheStats:
 @functools.cache
 def _codegen_version() -> str:
     """Hash of the helpers every kernel links (so kernels cached against older helpers are not reused)."""
-    from . import cpu_math
-
     return hashlib.sha256(Path(cpu_math.__file__).read_bytes()).hexdigest()[:16]
 
 
@@ -260,6 +259,10 @@ def _index(rank: int) -> str:
     return ", ".join(f"i{d}" for d in range(rank))
 
 
+# an int32 max reduction keeps the loop vectorised (a conditional count does not)
+_SIN_FLAG = "max(big, np.int32(abs({x}) >= m.SIN_LIMIT))"
+
+
 def elementwise_source(op: str, dtype: DType, target: DType, kinds: str, rank: int, parallel: bool) -> str:
     """``kernel(out, x0, ..., meta)``: ``out = op(x0, ...)``; ``out`` has ``rank`` contiguous axes, operand ``j``
     is the flat buffer ``x{j}`` read at ``meta``'s offset and strides, its innermost stride of kind ``kinds[j]``."""
@@ -268,9 +271,9 @@ def elementwise_source(op: str, dtype: DType, target: DType, kinds: str, rank: i
     args = ", ".join(["out"] + [f"x{j}" for j in range(len(kinds))] + ["meta"])
     lines = [f"def kernel({args}):", *_prologue(len(kinds), rank)]
     if op == "Sin" and dtype != DType.F64:  # sinf's reduction is exact below SIN_LIMIT; libm takes the rest
-        lines.append("    big = 0")
+        lines.append("    big = np.int32(0)")
         lines += _elementwise_nest(kinds, dtype, rank, parallel, lambda v: [
-            f"v = {v[0]}", f"{out} = {_store(target, 'm.sinf(v)')}", "big += 1 if abs(v) >= m.SIN_LIMIT else 0"])
+            f"v = {v[0]}", f"{out} = {_store(target, 'm.sinf(v)')}", f"big = {_SIN_FLAG.format(x='v')}"])
         lines.append("    if big:")
         lines += _elementwise_nest(kinds, dtype, rank, False, lambda v: [
             f"v = {v[0]}", "if abs(v) >= m.SIN_LIMIT:",
@@ -318,12 +321,12 @@ def region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -> st
 
     def statements(values: list[str], exact_sin: bool) -> list[str]:
         computed, sin_operands = _region_statements(body, values, exact_sin)
-        counted = [f"big += 1 if abs({x}) >= m.SIN_LIMIT else 0" for x in sin_operands if not exact_sin]
+        counted = [f"big = {_SIN_FLAG.format(x=x)}" for x in sin_operands if not exact_sin]
         return [*computed, f"{out} = {_store(dtype, body.result)}", *counted]
 
     _, sin_operands = _region_statements(body, [], False)
     if sin_operands:
-        lines.append("    big = 0")
+        lines.append("    big = np.int32(0)")
     lines += _elementwise_nest(kinds, dtype, rank, parallel, lambda v: statements(v, False))
     if sin_operands:
         lines.append("    if big:")

@@ -84,10 +84,12 @@ class ChoiceSpace:
         return self.genome(self._cheapest({}, random.Random(0)))
 
     def fused_genome(self) -> Genome:
-        """The genome that fuses most: markers, fused ops and operand lists weigh nothing, so each e-class takes
-        the region that leaves the fewest unfused kernels."""
-        weights = {n.id: 0.0 for options in self.options for n in options
-                   if self._is_fusion(n) or n.op in ("ICons", "INil")}
+        """The genome that fuses most: each kernel that computes weighs one (a region's end for its region), while
+        inputs, constants, the other markers, fused ops and operand lists weigh nothing, so each e-class takes the
+        fewest kernels (one region over two that split it, whatever constants either reads)."""
+        weightless = {*IN_REGION, "KernelInput", "KernelConstant"}
+        weights = {n.id: 0.0 for options in self.options for n in options if n.op in ("ICons", "INil")
+                   or (n.op == "Op" and getattr(self.kernel_of(n), "op", "") in weightless)}
         return self.genome(self._cheapest(weights, random.Random(0)))
 
     def unfused_genome(self) -> Genome:

@@ -213,8 +213,14 @@ TRANSCENDENTALS = {
     "exp2": (lambda t: t.exp2(), np.exp2, lambda rng: rng.uniform(-155, 130, 1 << 18)),
     "log2": (lambda t: t.log2(), np.log2, lambda rng: 10.0 ** rng.uniform(-45, 38.5, 1 << 18)),
     "sin": (lambda t: t.sin(), np.sin, lambda rng: np.concatenate(
-        [rng.uniform(-10, 10, 1 << 17), rng.uniform(-1e6, 1e6, 1 << 16), rng.uniform(-1e9, 1e9, 1 << 10)])),
+        [rng.uniform(-10, 10, 1 << 17), rng.uniform(-1e6, 1e6, 1 << 16), rng.uniform(-1e9, 1e9, 1 << 10),
+         *_around(np.float32(rng.integers(-600_000, 600_000, 1 << 14) * (np.pi / 2)))])),
 }
+
+
+def _around(x: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``x`` and its float32 neighbours: where sin's argument reduction loses the most."""
+    return x, np.nextafter(x, np.float32(np.inf)), np.nextafter(x, np.float32(-np.inf))
 
 
 @pytest.mark.parametrize("name", list(TRANSCENDENTALS))

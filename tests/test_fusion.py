@@ -72,6 +72,16 @@ def test_binary_to_unary_and_unary_to_binary_fuse():
     assert start_sources(llir, regions[0]) == ["Input a", "Input b"]
 
 
+def test_silu_gate_is_one_region_whatever_constants_it_reads():
+    """silu(a) * b from torch: exp(-a) as Exp2(a * -1 * log2 e) reads more constants than a split into two
+    regions would, yet the fused genome counts kernels, not leaves, and takes one region of every op."""
+    comp = ll.compile(lambda a, b: torch.nn.functional.silu(a) * b, (torch.rand(SHAPE), torch.rand(SHAPE)))
+    llir = extract(comp.choice_space().fused_genome())
+    (region,) = find_regions(llir)
+    assert sorted(op_names(llir, region)) == ["Add", "Exp2", "Mul", "Mul", "Mul", "Mul", "Recip"]
+    assert start_sources(llir, region).count("Input a") == 1
+
+
 def test_diamond_is_one_region_with_one_end():
     def build(a):
         x = a.sin()
