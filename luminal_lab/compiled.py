@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -112,7 +113,9 @@ class Compiled:
         """The e-graph stage, built (and its egglog worker started) on first access."""
         from .egraph import EGraph
 
-        return EGraph(self.graph, fusion=self.fusion)
+        egraph = EGraph(self.graph, fusion=self.fusion)
+        egraph.compiled = self
+        return egraph
 
     def __repr__(self) -> str:
         return f"<ll.Compiled {self.hlir}>"
@@ -140,6 +143,15 @@ class Compiled:
         if self._genome is None:
             self._genome = space.smallest_genome()
         return self._genome
+
+    @genome.setter
+    def genome(self, genome: Genome) -> None:
+        """Make ``run``, ``llir()``, ``regions`` and ``cuda`` use ``genome`` (one of this e-graph's genomes)."""
+        if genome.space is not self.choice_space():
+            raise LuminalError("that genome belongs to another e-graph (or to this one before it last changed); "
+                               "take one from comp.choice_space() or comp.random_genome()")
+        extract(genome)  # a refused genome raises here, not at the next run
+        self._genome = genome
 
     def llir(self, genome: Genome | None = None) -> LLIR:
         """The LLIR stage of ``genome`` (default: the current genome); shows times once profiled."""
@@ -198,8 +210,9 @@ class Compiled:
 
     def search(self, generations: int = 5, generation_size: int = 30, mutations: int = 3, keep_best: int = 3,
                budget: float | None = None, seed: int = 0, device: str = "cpu", inputs: Sequence | None = None,
-               trials: int = 10, cost=None, progress: bool = True) -> SearchResult:
-        """Measure genomes and keep the fastest: see ``luminal_lab.search``. ``budget`` is in seconds."""
+               trials: int = 10, cost=None, progress: bool = True, on_candidate=None, stop=None) -> SearchResult:
+        """Measure genomes and keep the fastest: see ``luminal_lab.search``. ``budget`` is in seconds;
+        ``on_candidate`` sees each candidate as it is measured, and setting the ``stop`` event ends early."""
         _check_device(device)
         space = self.choice_space()
         arrays, bindings = self._profiling_inputs(inputs)
@@ -215,10 +228,30 @@ class Compiled:
             return outputs, profile.total, dict(profile.kernels)
 
         result = search(space, run, expected, generations, generation_size, mutations, keep_best, budget, seed,
-                        cost, progress)
+                        cost, progress, on_candidate, stop)
         self._genome = result.best.genome
         self.last_search = result
         return result
+
+    # ---- the notebook workbench ---------------------------------------------------------
+    def profiler(self, **settings):
+        """A widget that launches genome profiling (``search``) and shows its progress live; ``settings``
+        preset its controls (generations, generation_size, mutations, device)."""
+        from .notebook.profiler import GenomeProfiler
+
+        return GenomeProfiler(self, **settings)
+
+    def workbench(self):
+        """One view of every stage; selecting a node in one highlights its counterparts in the others."""
+        from .notebook.workbench import Workbench
+
+        return Workbench(self)
+
+    def report(self, path) -> Path:
+        """Write one self-contained HTML file with every stage (opens without a kernel or network)."""
+        from .report import write_report
+
+        return write_report(self, path)
 
     def _profiling_inputs(self, inputs: Sequence | None) -> tuple[dict[str, np.ndarray], dict[str, int]]:
         if inputs is None and self._example_inputs is not None:

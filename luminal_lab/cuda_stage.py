@@ -8,6 +8,7 @@ failure is kept and shown, never raised. ``luminal_lab.cuda_view`` draws the sta
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from .cuda_codegen import CudaCompileError, CudaKernel, compile_ptx, llir_sources
@@ -16,6 +17,13 @@ from .llir import LLIR
 from .regions import Region, find_regions
 from .stage import Stage
 from .symbolic import Expr
+
+_STORE = re.compile(r"\bout\[[^\]]+\] = ")  # a line that writes the kernel's output buffer
+
+
+def _defines(local: str) -> re.Pattern[str]:
+    """Matches the line that declares a region local (``const float t2 = ...``)."""
+    return re.compile(rf"^\s*const [\w ]+ {local} = ")
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,21 @@ class CudaStage(Stage):
         """The LLIR kernel ids ``kernel`` implements: its own, or its region's end, fused ops and starts."""
         region = self.region(kernel)
         return [kernel.writes] if region is None else sorted({region.end, *region.ops, *region.starts})
+
+    def source_lines(self, kernel: CudaKernel, llir_kernel: int) -> list[int]:
+        """The 1-based lines of ``kernel``'s source that compute LLIR kernel ``llir_kernel``: in a fused region the
+        line defining a start's ``x{j}`` or a fused op's ``t{i}``; for the kernel it writes (a region's end, or a
+        plain kernel's op) the lines that store to ``out``. Empty when ``kernel`` does not implement it."""
+        region = self.region(kernel)
+        if region is not None and llir_kernel in region.starts:
+            pattern = _defines(f"x{region.starts.index(llir_kernel)}")
+        elif region is not None and llir_kernel in region.ops:
+            pattern = _defines(f"t{region.ops.index(llir_kernel)}")
+        elif llir_kernel == kernel.writes:
+            pattern = _STORE
+        else:
+            return []
+        return [number for number, line in enumerate(kernel.source.splitlines(), 1) if pattern.search(line)]
 
     def launch(self, kernel: CudaKernel, bindings: dict[str, int] | None = None) -> tuple[Expr, Expr]:
         """``(grid, block)`` with the dims in ``bindings`` substituted: numbers once every dim is bound."""

@@ -6,11 +6,14 @@ with the reference runtime's (tolerance by dtype) and checked for NaNs before it
 counts; a failing candidate is recorded with its outcome and reason, never fatal. The
 random choices are seeded, so the same seed and the same measurements give the same
 history; pass ``cost`` (a function of the LLIR) for measurements that do not vary.
+``on_candidate`` sees each candidate as it joins the history (a live view), and setting the
+``stop`` event ends the search before its next candidate, as an interrupt does.
 """
 
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -75,6 +78,10 @@ class SearchResult:
                 f"initial {self.initial.seconds * 1e3:.3f} ms{stop}>")
 
 
+class SearchStopped(RuntimeError):
+    """A search's ``stop`` event was set before it found a viable genome."""
+
+
 Runner = Callable[[LLIR], tuple[list[np.ndarray], float, dict[int, float]]]
 
 
@@ -99,8 +106,14 @@ def compare(got: list[np.ndarray], expected: list[np.ndarray]) -> tuple[str, str
 
 def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generations: int = 5,
            generation_size: int = 30, mutations: int = 3, keep_best: int = 3, budget: float | None = None,
-           seed: int = 0, cost: Callable[[LLIR], float] | None = None, progress: bool = True) -> SearchResult:
-    """Search ``space``; ``run`` executes an LLIR and returns (outputs, seconds, per-kernel seconds)."""
+           seed: int = 0, cost: Callable[[LLIR], float] | None = None, progress: bool = True,
+           on_candidate: Callable[[Candidate], None] | None = None,
+           stop: threading.Event | None = None) -> SearchResult:
+    """Search ``space``; ``run`` executes an LLIR and returns (outputs, seconds, per-kernel seconds).
+
+    ``on_candidate`` is called with each candidate once it joins the history. ``stop`` is checked
+    before each candidate: once set, the result so far comes back ``interrupted`` (or
+    ``SearchStopped`` is raised when no viable genome was found yet)."""
     from tqdm.auto import tqdm
 
     rng = random.Random(seed)
@@ -110,6 +123,8 @@ def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generati
 
     def evaluate(genome: Genome, generation: int, parent: int | None) -> Candidate:
         """Try one genome; it joins the history once its outcome is known (not if interrupted)."""
+        if stop is not None and stop.is_set():
+            raise SearchStopped(f"search stopped after {len(history)} candidate(s)")
         candidate = Candidate(len(history), generation, genome.hash, parent, genome.mutations, "ok", genome=genome)
         try:
             llir = extract(genome)
@@ -124,6 +139,8 @@ def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generati
                 candidate.seconds = cost(llir) if cost is not None else seconds
                 candidate.kernel_seconds = per_kernel
         history.append(candidate)
+        if on_candidate is not None:
+            on_candidate(candidate)
         return candidate
 
     bar = tqdm(total=generations * generation_size, desc="search", unit="genome", disable=not progress)
@@ -155,8 +172,8 @@ def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generati
                 bar.update(1)
                 best = min(c.seconds for c in history if c.outcome == "ok")
                 bar.set_postfix(best=f"{best * 1e3:.3f} ms", refused=sum(c.outcome == "refused" for c in history))
-    except (KeyboardInterrupt, TimeoutError) as stop:
-        interrupted = isinstance(stop, KeyboardInterrupt)
+    except (KeyboardInterrupt, SearchStopped, TimeoutError) as halt:
+        interrupted = not isinstance(halt, TimeoutError)
         if initial is None:
             raise
     finally:

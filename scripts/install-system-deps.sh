@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# System packages luminal_lab needs: graphviz's `dot` for stage pictures.
+# System packages luminal_lab needs: graphviz's `dot` for stage pictures, and chromium
+# (/usr/bin/chromium) for the tests that open the HTML report in a headless browser.
 # Idempotent: installs only what is missing. Uses sudo when not root.
 set -euo pipefail
 missing=()
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

@@ -234,3 +234,18 @@ def test_region_invariants_and_numbers_across_random_genomes():
         np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
         runs += 1
     assert runs >= 8 and regions >= 20
+
+
+def test_setting_the_genome_makes_run_and_the_stages_use_it():
+    a, b = np.random.default_rng(5).uniform(-1, 1, (2, *SHAPE)).astype(np.float32)
+    comp = ll.compile(graph(lambda a, b: (a + b).sin().sqrt(), "ab"))
+    assert len(comp.regions) == 0, "before a search, the smallest genome: nothing fused"
+    comp.genome = comp.choice_space().fused_genome()
+    assert [r.op_names(comp.llir()) for r in comp.regions] == [["Add", "Sin", "Sqrt"]]
+    assert any(comp.cuda.region(k) for k in comp.cuda.kernels)
+    y = comp.run(a, b)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(y.numpy(), np.sqrt(np.sin(a + b)), rtol=1e-6, atol=1e-6)
+    other = ll.compile(graph(lambda a, b: (a + b).sin().sqrt(), "ab"))
+    with pytest.raises(ll.LuminalError, match="belongs to another e-graph"):
+        comp.genome = other.choice_space().fused_genome()

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 import pytest
 import torch
 
 import luminal_lab as ll
-from luminal_lab.search import OUTCOMES, search
+from luminal_lab.search import OUTCOMES, SearchStopped, search
 from tests.models import LlamaBlock, llama_inputs
 
 
@@ -146,3 +147,31 @@ def _egglog_workers() -> set[int]:
         except OSError:
             continue
     return found
+
+
+def test_on_candidate_sees_every_candidate_in_history_order(llama) -> None:
+    space, expected = _space_and_expected(llama)
+    seen = []
+    result = search(space, lambda llir: ([e.copy() for e in expected], 1e-3, {}), expected, generations=2,
+                    generation_size=4, seed=0, progress=False, on_candidate=seen.append)
+    assert seen == result.history and [c.index for c in seen] == list(range(len(seen)))
+    assert {c.generation for c in seen} == {0, 1, 2}  # the initial tries too
+
+
+def test_a_stop_event_ends_the_search_before_its_next_candidate(llama) -> None:
+    space, expected = _space_and_expected(llama)
+    stop = threading.Event()
+    seen = []
+
+    def stop_after_three(candidate) -> None:
+        seen.append(candidate)
+        if len(seen) == 3:
+            stop.set()
+
+    result = search(space, lambda llir: ([e.copy() for e in expected], 1e-3, {}), expected, generations=5,
+                    generation_size=10, seed=0, progress=False, on_candidate=stop_after_three, stop=stop)
+    assert result.interrupted and result.history == seen and len(seen) == 3
+    assert result.best.outcome == "ok"
+    with pytest.raises(SearchStopped, match="after 0 candidate"):  # stopped before any viable genome
+        search(space, lambda llir: ([e.copy() for e in expected], 1e-3, {}), expected, seed=0, progress=False,
+               stop=stop)

@@ -37,6 +37,9 @@ from .worker import EgglogWorker, WorkerDied, shift_position
 from .worker import command_spans as _command_spans
 
 if TYPE_CHECKING:
+    from ..genome import Genome
+    from ..notebook.inspector import EClassInspector
+    from ..notebook.stepper import RuleStepper
     from .view import Picture
 
 DEFAULT_MAX_ENODES = 1_000_000
@@ -119,6 +122,7 @@ class EGraph(Stage):
         self._user_rulesets: list[str] = []
         self._functions = PROGRAM_FUNCTIONS
         self.history: list[StepReport] = []
+        self.compiled = None  # the ll.Compiled this e-graph belongs to (set by it), for its current genome
         self._growth: dict[str, float] = {}  # each ruleset's growth factor in its last iteration, for the forecast
         self.status = "built"
         self._worker = EgglogWorker(memory_limit or default_memory_limit())
@@ -217,6 +221,16 @@ class EGraph(Stage):
         return Saturation(saturated, rounds, self._snapshot.n_enodes, self._snapshot.n_eclasses,
                           time.monotonic() - start, stopped)
 
+    def reset(self) -> None:
+        """Back to the e-graph as built, with the rules added by ``add_rules`` (in their order): the
+        history, the budgets' growth forecasts and the status are cleared."""
+        self._worker.close()
+        self._worker.log = [self._initial_program, *self._user_rules]  # the next request replays just these
+        self.history = []
+        self._growth.clear()
+        self.status = "built"
+        self._snapshot = self._take_snapshot()
+
     def _record(self, label: str, body, max_enodes: int, timeout: float) -> StepReport:
         before = self._snapshot
         budget = _Budget(self._worker, max_enodes, time.monotonic() + timeout, self._functions, growth=self._growth)
@@ -286,6 +300,21 @@ class EGraph(Stage):
         from .view import picture
 
         return picture(self, around, depth)
+
+    # ---- notebook widgets ---------------------------------------------------------------
+    def stepper(self) -> RuleStepper:
+        """A widget that steps rounds or rulesets, saturates under budgets and resets, showing each
+        step's matches, the e-graph's growth and its picture. See ``luminal_lab.notebook.stepper``."""
+        from ..notebook.stepper import RuleStepper
+
+        return RuleStepper(self)
+
+    def inspector(self, genome: Genome | None = None) -> EClassInspector:
+        """A widget to search e-classes and see one's e-nodes, neighbours, HLIR origin, best term and
+        the e-node ``genome`` (default: the compiled program's current one) picks in it."""
+        from ..notebook.inspector import EClassInspector
+
+        return EClassInspector(self, genome)
 
 
 # ---- budgets -------------------------------------------------------------------------------------

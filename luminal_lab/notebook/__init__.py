@@ -1,0 +1,1 @@
+"""The notebook workbench: widgets over the stages of a compiled program."""

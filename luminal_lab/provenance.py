@@ -1,0 +1,217 @@
+"""Provenance across the pipeline: which nodes of the other stages correspond to a node of one stage.
+
+Each stage's JSON envelope (see ``luminal_lab.stage``) has ``links``: ids of that stage mapped to
+the ids they came from in another stage (an e-class to its HLIR nodes, an LLIR kernel to its
+e-class and HLIR nodes, a region or a CUDA kernel to its LLIR kernels). ``Provenance`` reads a
+link both ways and follows links transitively: the counterparts of a node in stage ``T`` are the
+ids reached along every chain of links from the node to ``T`` that visits each stage at most once,
+e.g. CUDA kernel -> LLIR kernels -> e-classes -> HLIR nodes, or HLIR node -> e-class -> LLIR
+kernels -> region and CUDA kernel (and HLIR node -> LLIR kernels directly). An e-node of the
+e-graph stands for its e-class.
+
+The links are all there is: an e-class the fusion rules made (a ``FusionStart`` or ``Fused*``
+kernel's) holds no HLIR node, so an HLIR node that only such kernels compute has no LLIR,
+region or CUDA counterpart; a region's ``FusionEnd`` keeps the HLIR node of its result.
+
+``Provenance.lines`` names the CUDA source lines behind a selection (``CudaStage.source_lines``),
+and ``BROWSER_JS`` / ``BROWSER_CSS`` are the browser half shared by the workbench widget and the
+HTML report: find the node a click landed on, and mark the highlighted nodes and lines.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from .cuda_stage import CudaStage
+from .cuda_view import kernel_id as cuda_id
+from .llir_view import kernel_id
+from .regions import Regions
+from .stage import Stage
+
+if TYPE_CHECKING:
+    from .compiled import Compiled
+    from .genome import Genome
+
+STAGES = ("hlir", "egraph", "llir", "regions", "cuda")  # pipeline order
+TITLES = {"hlir": "HLIR", "egraph": "E-graph", "llir": "LLIR", "regions": "Regions", "cuda": "CUDA"}
+# the stages whose nodes a stage's picture draws: the LLIR picture clusters the regions, and the
+# regions picture is the LLIR picture
+DRAWN = {"llir": ("llir", "regions"), "regions": ("regions", "llir")}
+NO_PICTURE = "No picture: Graphviz's dot is not installed or could not draw this stage."
+
+
+def pipeline(comp: Compiled, genome: Genome | None = None) -> dict[str, Stage]:
+    """The stages of ``comp`` by name, in pipeline order, for ``genome`` (default: the current genome)."""
+    llir = comp.llir(genome)
+    return {"hlir": comp.hlir, "egraph": comp.egraph, "llir": llir, "regions": Regions.of(llir),
+            "cuda": CudaStage(llir)}
+
+
+class Provenance:
+    """The cross-stage map of one pipeline's ``stages`` (by name), read from their envelopes' links."""
+
+    def __init__(self, stages: Mapping[str, Stage]) -> None:
+        self.stages = dict(stages)
+        self.envelopes = {name: stage.to_json() for name, stage in self.stages.items()}
+        self._order = {name: {node["id"]: i for i, node in enumerate(envelope["nodes"])}
+                       for name, envelope in self.envelopes.items()}
+        self._eclass_of = {node["id"]: node["eclass"] for node in self.envelopes.get("egraph", {}).get("nodes", [])
+                           if node.get("kind") == "enode"}
+        # stage -> other stage -> id -> linked ids there, both directions of every link
+        links: dict[str, dict[str, dict[str, set[str]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(set)))
+        for source, envelope in self.envelopes.items():
+            for target, mapping in envelope["links"].items():
+                if target not in self.stages:
+                    continue
+                for sid, tids in mapping.items():
+                    for tid in tids:
+                        links[source][target][sid].add(tid)
+                        links[target][source][tid].add(sid)
+        self._links = links
+        cuda = self.stages.get("cuda")
+        self._cuda = cuda if isinstance(cuda, CudaStage) else None
+        self._cuda_kernels = {cuda_id(k): k for k in cuda.kernels} if self._cuda else {}
+        self._llir_numbers = {kernel_id(k): k.id for k in cuda.llir.kernels} if self._cuda else {}
+
+    @classmethod
+    def of(cls, comp: Compiled, genome: Genome | None = None) -> Provenance:
+        """The map of ``comp``'s pipeline for ``genome`` (default: the current genome)."""
+        return cls(pipeline(comp, genome))
+
+    def ids(self, stage: str) -> list[str]:
+        """The node ids of ``stage``, in its envelope's order; ``ValueError`` for an unknown stage."""
+        return list(self._nodes(stage))
+
+    def _nodes(self, stage: str) -> dict[str, int]:
+        if stage not in self._order:
+            raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(self.stages)}")
+        return self._order[stage]
+
+    def drawn(self, stage: str) -> dict[str, str]:
+        """Node id -> its stage, for every node ``stage``'s picture (or listing) draws."""
+        self._nodes(stage)  # raises for an unknown stage
+        return {node_id: name for name in DRAWN.get(stage, (stage,)) for node_id in self._order.get(name, ())}
+
+    def counterparts(self, stage: str, node_id: str) -> dict[str, list[str]]:
+        """For each other stage (pipeline order), the ids that correspond to ``node_id`` of ``stage`` (in that
+        stage's order; empty when none). ``ValueError`` names an unknown stage or id."""
+        if node_id not in self._nodes(stage):
+            raise ValueError(f"the {stage} stage has no node {node_id!r}")
+        found: dict[str, set[str]] = {name: set() for name in self.stages if name != stage}
+
+        def walk(at: str, ids: set[str], seen: frozenset[str]) -> None:
+            for target, relation in self._links[at].items():
+                if target in seen:
+                    continue
+                reached = {linked for i in ids for linked in relation.get(i, ())}
+                if reached:
+                    found[target] |= reached
+                    walk(target, reached, seen | {target})
+
+        start = self._eclass_of.get(node_id, node_id) if stage == "egraph" else node_id
+        walk(stage, {start}, frozenset({stage}))
+        return {name: self._ordered(name, ids) for name, ids in found.items()}
+
+    def lines(self, stage: str, node_id: str) -> dict[str, list[int]]:
+        """CUDA kernel id -> the 1-based source lines computing the LLIR kernels that correspond to ``node_id``
+        (for a CUDA kernel itself: every LLIR kernel it implements); kernels with no such line are left out."""
+        return self._lines(stage, node_id, self.counterparts(stage, node_id))
+
+    def highlight(self, stage: str, node_id: str) -> tuple[dict[str, list[str]], dict[str, list[int]]]:
+        """What selecting ``node_id`` of ``stage`` lights up: stage -> ids (the node itself, with its e-class for an
+        e-node, and its counterparts; stages with none left out) and ``lines``."""
+        found = self.counterparts(stage, node_id)
+        own = {node_id, self._eclass_of.get(node_id, node_id)} if stage == "egraph" else {node_id}
+        highlighted = {name: self._ordered(name, own) if name == stage else found[name] for name in self.stages
+                       if name == stage or found[name]}
+        return highlighted, self._lines(stage, node_id, found)
+
+    def _lines(self, stage: str, node_id: str, found: dict[str, list[str]]) -> dict[str, list[int]]:
+        if self._cuda is None:
+            return {}
+        kernels = [node_id] if stage == "cuda" else found.get("cuda", [])
+        number = self._llir_numbers
+        llir = {number[k] for k in [*found.get("llir", []), *([node_id] if stage == "llir" else [])] if k in number}
+        lines = {}
+        for kid in kernels:
+            numbers = sorted({n for k in llir for n in self._cuda.source_lines(self._cuda_kernels[kid], k)})
+            if numbers:
+                lines[kid] = numbers
+        return lines
+
+    def _ordered(self, stage: str, ids: set[str]) -> list[str]:
+        order = self._order[stage]
+        return sorted(ids, key=lambda i: (order.get(i, len(order)), i))
+
+
+BROWSER_CSS = """
+.ll-stage-picture svg { max-width: 100%; height: auto; }
+.ll-highlight > polygon, .ll-highlight > path, .ll-highlight > ellipse,
+.ll-highlight > g > a > polygon, .ll-highlight > g > a > path, .ll-highlight > g > a > ellipse {
+  stroke: #f59e0b; stroke-width: 4px; }
+.ll-selected > polygon, .ll-selected > path, .ll-selected > ellipse,
+.ll-selected > g > a > polygon, .ll-selected > g > a > path, .ll-selected > g > a > ellipse {
+  stroke: #dc2626; stroke-width: 4px; }
+[data-ll-node] { cursor: pointer; }
+.ll-kernel { margin: 8px 0; border-left: 3px solid #d1d5db; padding-left: 8px; }
+.ll-kernel.ll-highlight { border-left-color: #f59e0b; }
+.ll-kernel.ll-selected { border-left-color: #dc2626; }
+.ll-source { margin: 0; font: 12px/1.35 ui-monospace, monospace; }
+.ll-line { display: block; }
+.ll-line.ll-hit { background: #fde68a; }
+.ll-lineno { display: inline-block; width: 3em; color: #9ca3af; text-align: right; margin-right: 1em;
+  user-select: none; }
+.ll-summary { font-family: ui-monospace, monospace; font-size: 12px; }
+.ll-note { color: #b45309; }
+"""
+
+BROWSER_JS = """
+// Every element of a pane that draws a node: an SVG <g> whose id or class names a node of `targets`
+// (node id -> stage; a constant drawn twice has its node id as class), or a CUDA kernel's listing
+// (data-node). Returns element -> node ids.
+function llIndex(root, targets) {
+  const nodes = new Map();
+  for (const el of root.querySelectorAll("g, [data-node]")) {
+    const keys = el.dataset.node ? [el.dataset.node] : [el.id, ...el.classList];
+    const known = [...new Set(keys.filter((key) => Object.hasOwn(targets, key)))];
+    if (known.length) {
+      nodes.set(el, known);
+      el.setAttribute("data-ll-node", known[0]);
+    }
+  }
+  return nodes;
+}
+
+// The node a click landed on, {stage, id}: the nearest indexed element up from the click; or null.
+function llTarget(event, root, nodes, targets) {
+  for (let el = event.target; el && el !== root; el = el.parentElement) {
+    if (nodes.has(el)) {
+      const id = nodes.get(el)[0];
+      return { stage: targets[id], id };
+    }
+  }
+  return null;
+}
+
+// Mark the nodes in `highlighted` (stage -> ids) and the `selected` one ({stage, id} or null).
+function llPaint(nodes, targets, highlighted, selected) {
+  for (const [el, keys] of nodes) {
+    const on = keys.some((key) => (highlighted[targets[key]] || []).includes(key));
+    const chosen = Boolean(selected) && keys.some((key) => selected.stage === targets[key] && selected.id === key);
+    el.classList.toggle("ll-highlight", on);
+    el.classList.toggle("ll-selected", chosen);
+  }
+}
+
+// Mark the CUDA source lines in `lines` (CUDA kernel id -> line numbers) under `root`.
+function llPaintLines(root, lines) {
+  for (const block of root.querySelectorAll(".ll-kernel[data-node]")) {
+    const wanted = lines[block.dataset.node] || [];
+    for (const line of block.querySelectorAll(".ll-line")) {
+      line.classList.toggle("ll-hit", wanted.includes(Number(line.dataset.line)));
+    }
+  }
+}
+"""

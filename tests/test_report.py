@@ -1,0 +1,265 @@
+"""The self-contained HTML report: its sections, embedded JSON, offline-ness, and its script in Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+
+import graphviz
+import pytest
+
+import luminal_lab as ll
+from luminal_lab.provenance import NO_PICTURE, STAGES
+from luminal_lab.report import script_json, write_report
+from tests.test_provenance import LAYOUT, REGION, Fused, compile_fused
+
+CHROMIUM = "/usr/bin/chromium"
+needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                    reason=f"{CHROMIUM} is not installed (scripts/install-system-deps.sh installs it)")
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+SVG_NAMESPACES = {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+HOSTILE = "</script><script>alert(1)</script>"
+
+
+# ---- a small DOM ---------------------------------------------------------------------------------
+@dataclass(eq=False)
+class Element:
+    tag: str
+    attrs: dict[str, str]
+    parent: Element | None
+    text: str = ""
+    children: list[Element] = field(default_factory=list)
+
+    @property
+    def classes(self) -> set[str]:
+        return set(self.attrs.get("class", "").split())
+
+    def ancestor(self, tag: str) -> Element | None:
+        node = self.parent
+        while node is not None and node.tag != tag:
+            node = node.parent
+        return node
+
+    def find_all(self, tag: str | None = None, cls: str | None = None) -> list[Element]:
+        """Descendants with this tag and class, in document order."""
+        found = []
+        for child in self.children:
+            if (tag is None or child.tag == tag) and (cls is None or cls in child.classes):
+                found.append(child)
+            found.extend(child.find_all(tag, cls))
+        return found
+
+
+class DOM(HTMLParser):
+    """Parses HTML into ``Element``s (text accumulates on every open element)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Element("#document", {}, None)
+        self.open = self.root
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        element = Element(tag, {k: v or "" for k, v in attrs}, self.open)
+        self.open.children.append(element)
+        if tag not in VOID:
+            self.open = element
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.open.children.append(Element(tag, {k: v or "" for k, v in attrs}, self.open))
+
+    def handle_endtag(self, tag: str) -> None:
+        node = self.open
+        while node is not None and node.tag != tag:
+            node = node.parent
+        if node is not None and node.parent is not None:
+            self.open = node.parent
+
+    def handle_data(self, data: str) -> None:
+        node = self.open
+        while node is not None:
+            node.text += data
+            node = node.parent
+
+
+def dump_dom(url: str, tmp_path: Path) -> DOM:
+    """The DOM headless Chromium has after loading ``url`` (its scripts run, nothing fetched)."""
+    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           f"--user-data-dir={tmp_path / 'chromium-profile'}", "--dump-dom", url],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return DOM(done.stdout)
+
+
+def sections(dom: DOM) -> dict[str, Element]:
+    return {s.attrs["data-stage"]: s for s in dom.root.find_all("section", "ll-stage")}
+
+
+def node_ids(section: Element, cls: str | None = None) -> set[str]:
+    """The stage node ids marked on a section's elements (``data-ll-node``, set by the script), of class ``cls``."""
+    return {e.attrs["data-ll-node"] for e in section.find_all(cls=cls) if "data-ll-node" in e.attrs}
+
+
+def test_dom_helper_reads_text_and_classes() -> None:
+    dom = DOM('<div class="a b"><span data-ll-node="x" class="ll-highlight">t<br>u</span></div>')
+    assert node_ids(dom.root, "ll-highlight") == {"x"}
+    assert dom.root.find_all("div", "b")[0].text == "tu"
+
+
+# ---- fixtures ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fused() -> Iterator[Fused]:
+    yield from compile_fused()
+
+
+@pytest.fixture(scope="module")
+def report(fused: Fused, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_report(fused.comp, tmp_path_factory.mktemp("report") / "report.html", fused.genome)
+
+
+# ---- the file --------------------------------------------------------------------------------------
+def test_script_json_cannot_close_its_tag() -> None:
+    text = script_json({"label": HOSTILE, "x": "a & b > c"})
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == {"label": HOSTILE, "x": "a & b > c"}
+
+
+def test_sections_summaries_and_envelopes(fused: Fused, report: Path) -> None:
+    dom = DOM(report.read_text(encoding="utf-8"))
+    found = sections(dom)
+    assert list(found) == list(STAGES)
+    for name, section in found.items():
+        summary = section.find_all("p", "ll-summary")
+        assert [p.text for p in summary] == [fused.provenance.envelopes[name]["summary"]]
+        scripts = section.find_all("script", "ll-envelope")
+        assert len(scripts) == 1 and scripts[0].attrs == {"type": "application/json", "class": "ll-envelope",
+                                                          "data-stage": name}
+        assert json.loads(scripts[0].text) == fused.provenance.envelopes[name]
+    provenance = json.loads(next(s for s in dom.root.find_all("script") if s.attrs.get("id") == "ll-provenance").text)
+    assert provenance["targets"]["regions"] == {"r0": "regions", **{k: "llir" for k, _ in LAYOUT}}
+    assert provenance["selections"]["cuda"]["cu7"] == {
+        "highlighted": {"hlir": ["h4"], "egraph": fused.provenance.counterparts("cuda", "cu7")["egraph"],
+                        "llir": REGION, "regions": ["r0"], "cuda": ["cu7"]},
+        "cuda_lines": {"cu7": [8, 9, 10, 11, 12, 13]}}
+    assert set(provenance["selections"]["egraph"]) == set(fused.provenance.ids("egraph"))
+
+
+@needs_dot
+def test_pictures_are_inline_svg_and_cuda_is_a_listing(fused: Fused, report: Path) -> None:
+    found = sections(DOM(report.read_text(encoding="utf-8")))
+    for name in ("hlir", "egraph", "llir", "regions"):
+        svgs = found[name].find_all("svg")
+        assert len(svgs) == 1, name
+        assert not found[name].find_all(cls="ll-note")
+    assert not found["cuda"].find_all("svg")
+    kernels = found["cuda"].find_all("div", "ll-kernel")
+    assert [k.attrs["data-node"] for k in kernels] == ["cu7", "cu9"]
+    cuda = fused.provenance.stages["cuda"]
+    for block, kernel in zip(kernels, cuda.kernels):
+        lines = block.find_all("span", "ll-line")
+        assert [int(line.attrs["data-line"]) for line in lines] == list(range(1, len(lines) + 1))
+        assert [line.text[len(line.attrs["data-line"]):] for line in lines] == kernel.source.splitlines()
+
+
+def test_no_external_urls(report: Path) -> None:
+    text = report.read_text(encoding="utf-8")
+    assert set(re.findall(r"https?://[^\s\"'<>]+", text)) <= SVG_NAMESPACES  # namespace names, never fetched
+    assert "url(" not in text and "@import" not in text
+    dom = DOM(text)
+    every = dom.root.find_all()
+    assert not [e for e in every if e.tag in ("link", "img", "iframe", "object", "embed")]
+    assert not [e for e in every if {"src", "href", "xlink:href"} & set(e.attrs)]
+    assert [e.attrs.get("type") for e in every if e.tag == "script"] == [*["application/json"] * 6, None]
+
+
+def test_labels_cannot_break_out_of_the_json(tmp_path: Path) -> None:
+    def hostile(g: ll.Graph) -> None:
+        a = g.tensor((2, 3), name="a")
+        a.sin().output(HOSTILE)
+
+    for fused in compile_fused(hostile):
+        path = write_report(fused.comp, tmp_path / "hostile.html", fused.genome)
+        text = path.read_text(encoding="utf-8")
+        dom = DOM(text)
+        scripts = [e for e in dom.root.find_all() if e.tag == "script"]
+        assert len(scripts) == 7  # the five envelopes, the provenance map and the page script; none injected
+        hlir = json.loads(scripts[0].text)
+        assert [o["name"] for o in hlir["meta"]["outputs"]] == [HOSTILE]
+        assert HOSTILE in sections(dom)["hlir"].find_all("p", "ll-summary")[0].text
+
+
+def test_without_graphviz_each_stage_shows_its_summary_and_a_note(fused: Fused, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(*args, **kwargs):
+        raise graphviz.ExecutableNotFound(["dot"])
+
+    monkeypatch.setattr(graphviz.Digraph, "pipe", missing)
+    with pytest.warns(RuntimeWarning, match="Graphviz's `dot` is not installed"):
+        path = write_report(fused.comp, tmp_path / "no-dot.html", fused.genome)
+    found = sections(DOM(path.read_text(encoding="utf-8")))
+    assert list(found) == list(STAGES)
+    for name in ("hlir", "egraph", "llir", "regions"):
+        assert not found[name].find_all("svg")
+        assert [n.text for n in found[name].find_all("p", "ll-note")] == [NO_PICTURE]
+        assert found[name].find_all("p", "ll-summary")[0].text == fused.provenance.envelopes[name]["summary"]
+    assert [k.attrs["data-node"] for k in found["cuda"].find_all("div", "ll-kernel")] == ["cu7", "cu9"]
+
+
+def test_compiled_report_writes_the_current_genome(fused: Fused, tmp_path: Path) -> None:
+    path = fused.comp.report(tmp_path / "current.html")
+    assert path == tmp_path / "current.html"
+    found = sections(DOM(path.read_text(encoding="utf-8")))
+    assert found["llir"].find_all("p", "ll-summary")[0].text == fused.comp.llir().summary()
+
+
+# ---- in a browser ----------------------------------------------------------------------------------
+@needs_chromium
+@needs_dot
+def test_report_in_chromium_marks_the_counterparts_of_a_selection(fused: Fused, report: Path, tmp_path: Path) -> None:
+    dom = dump_dom(f"{report.as_uri()}#select=cuda:cu7", tmp_path)
+    body = dom.root.find_all("body")[0]
+    assert body.attrs.get("data-ready") == "1"  # the inline script ran to the end
+    found = sections(dom)
+    assert list(found) == list(STAGES)
+    egraph = fused.provenance.counterparts("cuda", "cu7")["egraph"]
+    # every drawn node was indexed, with the stage ids as SVG element ids
+    assert node_ids(found["hlir"]) == {f"h{i}" for i in range(8)}
+    assert set(egraph) <= node_ids(found["egraph"]) <= set(fused.provenance.ids("egraph"))
+    assert node_ids(found["llir"]) == node_ids(found["regions"]) == {k for k, _ in LAYOUT} | {"r0"}
+    assert node_ids(found["cuda"]) == {"cu7", "cu9"}
+    for name in ("hlir", "llir"):
+        svg = found[name].find_all("svg")[0]
+        drawn = {g.attrs["id"] for g in svg.find_all("g") if "id" in g.attrs}
+        assert drawn >= set(fused.provenance.ids(name))
+    # what the selection marks, in every stage
+    assert node_ids(found["hlir"], "ll-highlight") == {"h4"}
+    assert node_ids(found["egraph"], "ll-highlight") == set(egraph)
+    assert node_ids(found["llir"], "ll-highlight") == node_ids(found["regions"], "ll-highlight") == {*REGION, "r0"}
+    assert node_ids(found["cuda"], "ll-highlight") == node_ids(found["cuda"], "ll-selected") == {"cu7"}
+    assert not any(node_ids(found[name], "ll-selected") for name in ("hlir", "egraph", "llir", "regions"))
+    hits = [(line.ancestor("div").attrs["data-node"], int(line.attrs["data-line"]))
+            for line in found["cuda"].find_all("span", "ll-hit")]
+    assert hits == [("cu7", n) for n in range(8, 14)]
+    status = dom.root.find_all("div", "ll-status")[0].text
+    assert status.startswith("selected cuda cu7: hlir h4 · egraph ")
+    every = dom.root.find_all()
+    assert not [e for e in every if {"src", "href", "xlink:href"} & set(e.attrs)]
+
+
+@needs_chromium
+def test_report_in_chromium_without_a_selection(report: Path, tmp_path: Path) -> None:
+    dom = dump_dom(report.as_uri(), tmp_path)
+    assert dom.root.find_all("body")[0].attrs.get("data-ready") == "1"
+    assert not dom.root.find_all(cls="ll-highlight") and not dom.root.find_all(cls="ll-hit")
+    assert dom.root.find_all("div", "ll-status")[0].text == (
+        "Click a node in any stage to highlight its counterparts in the others.")
