@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch is pinned in constraints.txt so pip never resolves a CUDA build; /opt/wheels holds a local CPU wheel where present
 PIP_INSTALL := $(BIN)/python -m pip install -q -c constraints.txt $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
 
-.PHONY: setup system lab tour test lint bench clean
+.PHONY: setup system lab tour notebooks test lint bench clean
 
 setup: system $(VENV)/.installed
 
@@ -16,6 +16,8 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --upgrade pip
 	$(PIP_INSTALL) -e ".[dev,lab]"
+# the notebooks' "python3" kernel is this environment's interpreter (for nbclient, nbval and lab)
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3
 	touch $@
 
 ## The workbench: JupyterLab on notebooks/.
@@ -28,9 +30,14 @@ tour: setup
 	$(BIN)/jupyter nbconvert --to html --execute --output-dir build/tour notebooks/*.ipynb
 	@echo "tour written to build/tour/"
 
-## The whole test suite, then the linter.
+## Re-executes every notebook in place (outputs stored, widget state stripped); prints each one's time.
+notebooks: setup
+	$(BIN)/python scripts/execute_notebooks.py
+
+## The whole test suite, the notebooks against their stored outputs (nbval), then the linter.
 test: setup
 	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --nbval notebooks/ --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 	$(BIN)/ruff check luminal_lab tests benchmarks
 
 lint: setup

@@ -24,6 +24,14 @@ from .tensor import GraphTensor, concat, embedding, maximum, minimum, stack, whe
 
 __version__ = "0.1.0"
 
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext luminal_lab``: registers the ``%luminal`` / ``%%luminal`` magics."""
+    from .magic import LuminalMagics
+
+    ipython.register_magics(LuminalMagics)
+
+
 __all__ = [
     "BudgetExceeded", "Compiled", "DType", "DTypeBoundaryError", "DTypeError", "EgglogError", "Expr", "Graph",
     "GraphTensor", "LuminalError", "NoDeviceError", "Node", "Op", "ReferenceRuntime", "ShapeError",

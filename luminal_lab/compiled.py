@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 DEVICES = ("cpu", "cuda")
 
 
-def _check_device(device: str) -> None:
+def check_device(device: str) -> None:
     if device not in DEVICES:
         raise ValueError(f"device {device!r} is not available; choose one of {DEVICES}")
     if device == "cuda":
@@ -173,7 +173,7 @@ class Compiled:
         return CudaStage(self.llir())
 
     def _runtime(self, genome: Genome, device: str) -> Runtime:
-        _check_device(device)
+        check_device(device)
         key = (genome.hash, device)
         if key not in self._runtimes:
             self._runtimes[key] = _new_runtime(self.llir(genome), device)
@@ -182,7 +182,7 @@ class Compiled:
     # ---- running ------------------------------------------------------------------------
     def run(self, *inputs, device: str = "cpu", **named_inputs):
         """Run on torch tensors (or numpy arrays) and return torch tensors, in the program's order."""
-        _check_device(device)
+        check_device(device)
         values = self._match_inputs(inputs, named_inputs)
         arrays, bindings = check_inputs(self.graph, values)
         outputs = self._runtime(self.genome, device).run(arrays, self.graph.weights, bindings)
@@ -213,7 +213,7 @@ class Compiled:
                trials: int = 10, cost=None, progress: bool = True, on_candidate=None, stop=None) -> SearchResult:
         """Measure genomes and keep the fastest: see ``luminal_lab.search``. ``budget`` is in seconds;
         ``on_candidate`` sees each candidate as it is measured, and setting the ``stop`` event ends early."""
-        _check_device(device)
+        check_device(device)
         space = self.choice_space()
         arrays, bindings = self._profiling_inputs(inputs)
         reference = self._reference.run(arrays, bindings)

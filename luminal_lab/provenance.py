@@ -9,9 +9,12 @@ e.g. CUDA kernel -> LLIR kernels -> e-classes -> HLIR nodes, or HLIR node -> e-c
 kernels -> region and CUDA kernel (and HLIR node -> LLIR kernels directly). An e-node of the
 e-graph stands for its e-class.
 
-The links are all there is: an e-class the fusion rules made (a ``FusionStart`` or ``Fused*``
-kernel's) holds no HLIR node, so an HLIR node that only such kernels compute has no LLIR,
-region or CUDA counterpart; a region's ``FusionEnd`` keeps the HLIR node of its result.
+The links are all there is. A ``Fused*`` e-class the fusion rules made holds the HLIR nodes of the
+kernel op it mirrors (egglog's ``fused-origin``), so an HLIR node computed only inside a region
+reaches its fused LLIR kernel, the region, the region's CUDA kernel and the line defining its local;
+a region's ``FusionEnd`` keeps the HLIR node of its result, and a ``FusionStart`` (which only reads
+its input) holds none. Through an HLIR node, a node also reaches every e-class computing it,
+including the fused alternatives of regions the genome did not choose.
 
 ``Provenance.lines`` names the CUDA source lines behind a selection (``CudaStage.source_lines``),
 and ``BROWSER_JS`` / ``BROWSER_CSS`` are the browser half shared by the workbench widget and the

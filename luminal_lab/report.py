@@ -128,5 +128,6 @@ def write_report(comp: Compiled, path: str | Path, genome: Genome | None = None)
             f'{sections}<script type="application/json" id="ll-provenance">{script_json(data)}</script>'
             f"<script>{BROWSER_JS}{PAGE_JS}</script></body></html>\n")
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
     return path

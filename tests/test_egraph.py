@@ -66,7 +66,7 @@ def assert_every_op_lowered(egraph: EGraph, graph: ll.Graph) -> int:
 
     Returns how many HLIR op nodes were checked.
     """
-    of_node = {h: eclass for eclass in egraph.eclasses for h in eclass.hlir}
+    of_node = {h: egraph.eclass(cid) for h, cid in egraph.snapshot.hlir_eclass.items()}
     checked = 0
     for node in graph.live_nodes():
         eclass = of_node.get(node.id)

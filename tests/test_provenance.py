@@ -13,11 +13,17 @@ from luminal_lab.cuda_stage import CudaStage
 from luminal_lab.genome import Genome
 from luminal_lab.provenance import STAGES, Provenance, pipeline
 
-# The LLIR of the fused genome of ``sin_sqrt_sum``: one region (k1 ... k7) and a row sum (k9).
+# The LLIR of the fused genome of ``sin_sqrt_sum``: one region (k1 ... k7) and a row sum (k9). The HLIR is
+# h0 = Input a, h1 = Input b, h2 = Add, h3 = Sin, h4 = Sqrt, h5 = Output y, h6 = SumReduce, h7 = Output s; the
+# region's fused ops mirror h2 (k4 FusedAdd), h3 (k5 FusedSin) and h4 (k6 FusedSqrt, whose value k7 writes).
 LAYOUT = [("k0", "Input"), ("k1", "FusionStart"), ("k2", "Input"), ("k3", "FusionStart"), ("k4", "FusedAdd"),
           ("k5", "FusedSin"), ("k6", "FusedSqrt"), ("k7", "FusionEnd"), ("k8", "Output"), ("k9", "SumReduce"),
           ("k10", "Output")]
 REGION = ["k1", "k3", "k4", "k5", "k6", "k7"]
+COMPUTED = {"h2": ("Add", "k4"), "h3": ("Sin", "k5"), "h4": ("Sqrt", "k6")}  # HLIR op -> its fused LLIR kernel
+# The region's CUDA source (cu7): the line defining each fused kernel's local, and the store FusionEnd makes.
+LINES = {"k4": (10, "const float t0 = (float)((x0 + x1));"), "k5": (11, "const float t1 = (float)(sinf(t0));"),
+         "k6": (12, "const float t2 = (float)(sqrtf(t1));"), "k7": (13, "out[z] = (float)(t2);")}
 
 
 @dataclass
@@ -33,10 +39,24 @@ class Fused:
         by_id = {f"k{k.id}": k.eclass for k in self.provenance.stages["llir"].kernels}
         return [by_id[k] for k in kernels]
 
-    def eclass_of_hlir(self, node: str) -> str:
-        """The IR e-class holding HLIR ``node`` (from the e-graph stage's JSON)."""
+    def eclasses_of_hlir(self, node: str) -> list[str]:
+        """The IR e-classes holding HLIR ``node`` (from the e-graph stage's JSON), in its order."""
         nodes = self.provenance.envelopes["egraph"]["nodes"]
-        return next(n["id"] for n in nodes if n["kind"] == "eclass" and n["sort"] == "IR" and node in n["hlir"])
+        return [n["id"] for n in nodes if n["kind"] == "eclass" and n["sort"] == "IR" and node in n["hlir"]]
+
+    def eclasses_computing(self, op: str) -> list[str]:
+        """The IR e-classes with an e-node of ``op``, ``Kernel<op>`` or ``Fused<op>`` (the HLIR op, the kernel op
+        lowered from it, the fused ops mirroring that kernel op), in the e-graph stage's order: read from the
+        e-nodes, not from the HLIR provenance."""
+        labels = {op, f"Kernel{op}", f"Fused{op}"}
+        nodes = self.provenance.envelopes["egraph"]["nodes"]
+        ir = {n["id"] for n in nodes if n["kind"] == "eclass" and n["sort"] == "IR"}
+        found = {n["eclass"] for n in nodes if n["kind"] == "enode" and n["eclass"] in ir and n["label"] in labels}
+        return self.in_egraph_order(found)
+
+    def in_egraph_order(self, eclasses) -> list[str]:
+        order = self.provenance.ids("egraph")
+        return sorted(set(eclasses), key=order.index)
 
 
 def sin_sqrt_sum(g: ll.Graph) -> None:
@@ -76,9 +96,12 @@ def test_pipeline_uses_the_given_genome(fused: Fused) -> None:
 
 
 def test_cuda_region_kernel_maps_to_every_stage(fused: Fused) -> None:
+    computed = [e for op in ("Add", "Sin", "Sqrt") for e in fused.eclasses_computing(op)]
     assert fused.provenance.counterparts("cuda", "cu7") == {
-        "hlir": ["h4"],  # only the FusionEnd keeps an HLIR node: the fused e-classes hold none
-        "egraph": sorted(fused.eclass(*REGION), key=fused.provenance.ids("egraph").index),
+        "hlir": ["h2", "h3", "h4"],  # Add, Sin, Sqrt: the fused ops carry them; the inputs are only read
+        # the region's own e-classes, and through its HLIR nodes every e-class computing Add, Sin or Sqrt (the
+        # original ones and the fused alternatives of other regions)
+        "egraph": fused.in_egraph_order([*fused.eclass(*REGION), *computed]),
         "llir": REGION,
         "regions": ["r0"],
     }
@@ -88,7 +111,7 @@ def test_region_and_its_cuda_kernel_correspond(fused: Fused) -> None:
     from_region = fused.provenance.counterparts("regions", "r0")
     assert from_region["cuda"] == ["cu7"]
     assert from_region["llir"] == REGION
-    assert from_region["hlir"] == ["h4"]
+    assert from_region["hlir"] == ["h2", "h3", "h4"]
     assert from_region["egraph"] == fused.provenance.counterparts("cuda", "cu7")["egraph"]
 
 
@@ -97,10 +120,21 @@ def test_plain_cuda_kernel(fused: Fused) -> None:
         "hlir": ["h6"], "egraph": fused.eclass("k9"), "llir": ["k9"], "regions": []}
 
 
+def test_fused_eclasses_carry_the_hlir_node_of_the_op_they_mirror(fused: Fused) -> None:
+    for node, (op, kernel) in COMPUTED.items():
+        assert fused.eclasses_of_hlir(node) == fused.eclasses_computing(op), node
+        assert len(fused.eclasses_of_hlir(node)) > 1, node  # the original e-class and at least one fused one
+        assert fused.eclass(kernel)[0] in fused.eclasses_of_hlir(node), node
+    for start in ("k1", "k3"):  # a FusionStart only reads its input: no HLIR node
+        assert fused.provenance.counterparts("llir", start)["hlir"] == []
+
+
 def test_hlir_node_through_eclass_to_region_and_cuda(fused: Fused) -> None:
-    assert fused.eclass_of_hlir("h4") == fused.eclass("k7")[0]
+    # Sqrt (h4): its FusedSqrt (k6) and the FusionEnd (k7) in Sqrt's own e-class, which writes the region's result
+    sqrt = fused.eclasses_computing("Sqrt")
+    assert set(fused.eclass("k6", "k7")) <= set(sqrt)
     assert fused.provenance.counterparts("hlir", "h4") == {
-        "egraph": fused.eclass("k7"), "llir": ["k7"], "regions": ["r0"], "cuda": ["cu7"]}
+        "egraph": sqrt, "llir": ["k6", "k7"], "regions": ["r0"], "cuda": ["cu7"]}
     assert fused.provenance.counterparts("hlir", "h6") == {
         "egraph": fused.eclass("k9"), "llir": ["k9"], "regions": [], "cuda": ["cu9"]}
 
@@ -112,17 +146,27 @@ def test_inputs_and_outputs_have_no_cuda_kernel(fused: Fused) -> None:
         "egraph": fused.eclass("k8"), "llir": ["k8"], "regions": [], "cuda": []}
 
 
-def test_hlir_node_computed_only_inside_a_region_stops_at_its_eclass(fused: Fused) -> None:
-    # Add (h2) runs as the region's FusedAdd, whose e-class the fusion rules made without HLIR provenance
-    assert fused.provenance.counterparts("hlir", "h2") == {
-        "egraph": [fused.eclass_of_hlir("h2")], "llir": [], "regions": [], "cuda": []}
+def test_hlir_node_inside_a_region_reaches_its_fused_op_region_and_cuda_line(fused: Fused) -> None:
+    # Add (h2) and Sin (h3) run only inside the region, as its FusedAdd (k4) and FusedSin (k5)
+    hlir = {n["id"]: n["op"] for n in fused.provenance.envelopes["hlir"]["nodes"]}
+    llir = dict(LAYOUT)
+    source = _source(fused.provenance.stages["cuda"], "cu7")
+    for node, kernel in (("h2", "k4"), ("h3", "k5")):
+        op = hlir[node]
+        assert (op, llir[kernel]) == (COMPUTED[node][0], f"Fused{op}")
+        assert fused.provenance.counterparts("hlir", node) == {
+            "egraph": fused.eclasses_computing(op), "llir": [kernel], "regions": ["r0"], "cuda": ["cu7"]}
+        line, text = LINES[kernel]
+        assert fused.provenance.lines("hlir", node) == {"cu7": [line]}
+        assert source[line - 1].strip() == text
 
 
 def test_fused_kernel_maps_to_its_region_and_cuda_kernel(fused: Fused) -> None:
+    # FusedSin (k5) computes Sin (h3); through h3 it also reaches Sin's other e-classes
     assert fused.provenance.counterparts("llir", "k5") == {
-        "hlir": [], "egraph": fused.eclass("k5"), "regions": ["r0"], "cuda": ["cu7"]}
+        "hlir": ["h3"], "egraph": fused.eclasses_computing("Sin"), "regions": ["r0"], "cuda": ["cu7"]}
     assert fused.provenance.counterparts("egraph", fused.eclass("k5")[0]) == {
-        "hlir": [], "llir": ["k5"], "regions": ["r0"], "cuda": ["cu7"]}
+        "hlir": ["h3"], "llir": ["k5"], "regions": ["r0"], "cuda": ["cu7"]}
 
 
 def test_enode_stands_for_its_eclass(fused: Fused) -> None:
@@ -132,11 +176,11 @@ def test_enode_stands_for_its_eclass(fused: Fused) -> None:
     assert len(enodes) > 1
     for enode in enodes:
         assert fused.provenance.counterparts("egraph", enode) == {
-            "hlir": ["h4"], "llir": ["k7"], "regions": ["r0"], "cuda": ["cu7"]}
+            "hlir": ["h4"], "llir": ["k6", "k7"], "regions": ["r0"], "cuda": ["cu7"]}
     highlighted, lines = fused.provenance.highlight("egraph", enodes[0])
-    assert highlighted == {"hlir": ["h4"], "egraph": [eclass, enodes[0]], "llir": ["k7"], "regions": ["r0"],
+    assert highlighted == {"hlir": ["h4"], "egraph": [eclass, enodes[0]], "llir": ["k6", "k7"], "regions": ["r0"],
                            "cuda": ["cu7"]}
-    assert lines == {"cu7": [13]}
+    assert lines == {"cu7": [12, 13]}  # t2 = sqrtf(t1), and FusionEnd's store of t2
 
 
 def test_correspondence_is_symmetric(fused: Fused) -> None:
@@ -180,8 +224,7 @@ def test_region_source_lines(fused: Fused) -> None:
     region = cuda.kernels[0]
     source = region.source.splitlines()
     expected = {1: (8, "const float x0 = (float)(in0[z]);"), 3: (9, "const float x1 = (float)(in1[z]);"),
-                4: (10, "const float t0 = (float)((x0 + x1));"), 5: (11, "const float t1 = (float)(sinf(t0));"),
-                6: (12, "const float t2 = (float)(sqrtf(t1));"), 7: (13, "out[z] = (float)(t2);")}
+                **{int(k[1:]): line for k, line in LINES.items()}}
     for llir_kernel, (line, text) in expected.items():
         assert cuda.source_lines(region, llir_kernel) == [line]
         assert source[line - 1].strip() == text
@@ -195,7 +238,8 @@ def test_lines_of_a_selection(fused: Fused) -> None:
     assert provenance.lines("regions", "r0") == {"cu7": [8, 9, 10, 11, 12, 13]}
     assert provenance.lines("llir", "k5") == {"cu7": [11]}
     assert provenance.lines("llir", "k3") == {"cu7": [9]}
-    assert provenance.lines("hlir", "h4") == {"cu7": [13]}
+    assert provenance.lines("hlir", "h4") == {"cu7": [12, 13]}  # FusedSqrt's t2, and FusionEnd's store
+    assert provenance.lines("hlir", "h2") == {"cu7": [10]}  # FusedAdd's t0
     assert provenance.lines("hlir", "h0") == {}
     assert provenance.lines("cuda", "cu9") == {"cu9": [30]}
     assert _source(provenance.stages["cuda"], "cu9")[29].strip() == "if (lane == 0) out[o] = (float)(acc);"

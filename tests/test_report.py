@@ -148,7 +148,7 @@ def test_sections_summaries_and_envelopes(fused: Fused, report: Path) -> None:
     provenance = json.loads(next(s for s in dom.root.find_all("script") if s.attrs.get("id") == "ll-provenance").text)
     assert provenance["targets"]["regions"] == {"r0": "regions", **{k: "llir" for k, _ in LAYOUT}}
     assert provenance["selections"]["cuda"]["cu7"] == {
-        "highlighted": {"hlir": ["h4"], "egraph": fused.provenance.counterparts("cuda", "cu7")["egraph"],
+        "highlighted": {"hlir": ["h2", "h3", "h4"], "egraph": fused.provenance.counterparts("cuda", "cu7")["egraph"],
                         "llir": REGION, "regions": ["r0"], "cuda": ["cu7"]},
         "cuda_lines": {"cu7": [8, 9, 10, 11, 12, 13]}}
     assert set(provenance["selections"]["egraph"]) == set(fused.provenance.ids("egraph"))
@@ -242,7 +242,7 @@ def test_report_in_chromium_marks_the_counterparts_of_a_selection(fused: Fused, 
         drawn = {g.attrs["id"] for g in svg.find_all("g") if "id" in g.attrs}
         assert drawn >= set(fused.provenance.ids(name))
     # what the selection marks, in every stage
-    assert node_ids(found["hlir"], "ll-highlight") == {"h4"}
+    assert node_ids(found["hlir"], "ll-highlight") == {"h2", "h3", "h4"}  # Add, Sin, Sqrt: what the region computes
     assert node_ids(found["egraph"], "ll-highlight") == set(egraph)
     assert node_ids(found["llir"], "ll-highlight") == node_ids(found["regions"], "ll-highlight") == {*REGION, "r0"}
     assert node_ids(found["cuda"], "ll-highlight") == node_ids(found["cuda"], "ll-selected") == {"cu7"}
@@ -251,7 +251,7 @@ def test_report_in_chromium_marks_the_counterparts_of_a_selection(fused: Fused, 
             for line in found["cuda"].find_all("span", "ll-hit")]
     assert hits == [("cu7", n) for n in range(8, 14)]
     status = dom.root.find_all("div", "ll-status")[0].text
-    assert status.startswith("selected cuda cu7: hlir h4 · egraph ")
+    assert status.startswith("selected cuda cu7: hlir h2 h3 h4 · egraph ")
     every = dom.root.find_all()
     assert not [e for e in every if {"src", "href", "xlink:href"} & set(e.attrs)]
 

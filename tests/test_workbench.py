@@ -59,19 +59,21 @@ def test_pane_without_a_picture_has_a_note(fused: Fused, monkeypatch: pytest.Mon
 
 
 def test_select_highlights_counterparts_and_cuda_lines(fused: Fused, bench: Workbench) -> None:
-    eclass = fused.eclass("k7")
-    assert bench.select("hlir", "h4") == {"hlir": ["h4"], "egraph": eclass, "llir": ["k7"], "regions": ["r0"],
-                                          "cuda": ["cu7"]}
+    # Sqrt (h4): its FusedSqrt (k6, t2 on line 12) and the FusionEnd (k7, the store on line 13)
+    assert bench.select("hlir", "h4") == {"hlir": ["h4"], "egraph": fused.eclasses_computing("Sqrt"),
+                                          "llir": ["k6", "k7"], "regions": ["r0"], "cuda": ["cu7"]}
     assert bench.selected == {"stage": "hlir", "id": "h4"}
-    assert bench.cuda_lines == {"cu7": [13]}
-    assert bench.select("llir", "k5") == {"egraph": fused.eclass("k5"), "llir": ["k5"], "regions": ["r0"],
-                                          "cuda": ["cu7"]}
+    assert bench.cuda_lines == {"cu7": [12, 13]}
+    # FusedSin (k5) computes Sin (h3): t1 on line 11
+    assert bench.select("llir", "k5") == {"hlir": ["h3"], "egraph": fused.eclasses_computing("Sin"), "llir": ["k5"],
+                                          "regions": ["r0"], "cuda": ["cu7"]}
     assert bench.cuda_lines == {"cu7": [11]}
 
 
 def test_a_click_sets_selected_and_python_answers(fused: Fused, bench: Workbench) -> None:
     bench.selected = {"stage": "cuda", "id": "cu7"}  # what the view sends on a click
-    assert bench.highlighted == {"hlir": ["h4"], "egraph": fused.provenance.counterparts("cuda", "cu7")["egraph"],
+    assert bench.highlighted == {"hlir": ["h2", "h3", "h4"],
+                                 "egraph": fused.provenance.counterparts("cuda", "cu7")["egraph"],
                                  "llir": REGION, "regions": ["r0"], "cuda": ["cu7"]}
     assert bench.cuda_lines == {"cu7": [8, 9, 10, 11, 12, 13]}
     bench.selected = {}
@@ -151,14 +153,15 @@ def test_view_in_chromium_paints_python_answers_and_sends_clicks(fused: Fused, b
     assert [p.find_all("div", "ll-summary")[0].text for p in panes] == bench.summaries
     assert [("hidden" in p.attrs) for p in panes] == [False, True, True, True, True]
     tabs = [b.text for b in dom.root.find_all("button")]
-    assert tabs == ["HLIR", "E-graph (1)", "LLIR (1)", "Regions (1)", "CUDA (1)"]
+    sin = fused.eclasses_computing("Sin")  # k5's e-class and, through h3, Sin's other e-classes
+    assert tabs == ["HLIR (1)", f"E-graph ({len(sin)})", "LLIR (1)", "Regions (1)", "CUDA (1)"]
     assert [len(p.find_all("svg")) for p in panes] == [1, 1, 1, 1, 0]
     hlir, egraph, llir, regions, cuda = panes
     assert node_ids(hlir) == {f"h{i}" for i in range(8)}
     assert node_ids(cuda) == {"cu7", "cu9"}
     # the answer Python gave for k5, painted
-    assert node_ids(hlir, "ll-highlight") == set()
-    assert node_ids(egraph, "ll-highlight") == set(fused.eclass("k5"))
+    assert node_ids(hlir, "ll-highlight") == {"h3"}  # FusedSin computes Sin
+    assert node_ids(egraph, "ll-highlight") == set(sin)
     assert node_ids(llir, "ll-highlight") == node_ids(regions, "ll-highlight") == {"k5", "r0"}
     assert node_ids(llir, "ll-selected") == node_ids(regions, "ll-selected") == {"k5"}
     assert node_ids(cuda, "ll-highlight") == {"cu7"}

@@ -44,7 +44,8 @@ from .ops import Rule
 FUSION_RULESETS = ("fusion_pair", "fusion_grow", "fusion_merge")
 MAX_REGION_OPS = 24
 FUNCTIONS = ("(function largest-region (IR) i64 :merge (max old new))",
-             "(function region-of (IR i64) IR :merge old)")
+             "(function region-of (IR i64) IR :merge old)",
+             "(function fused-origin (IR) IR :merge old)")  # a fused op's e-class -> the kernel op's it mirrors
 
 
 def signatures() -> list[tuple[str, tuple[str, ...]]]:
@@ -81,10 +82,13 @@ def _end(inner: str) -> str:
 _CONTIGUOUS = "(Strided ?o)"  # a read of a producer's output in its own layout
 
 
-def _rule(ruleset: str, name: str, query: list[str], inner: str, size: str) -> Rule:
-    """``?e`` (the consumer) gets the alternative ``FusionEnd(inner)``; ``inner`` computes ``size`` ops."""
-    actions = (f"(let ?inner {inner}) (let ?size {size}) (set (region-of ?e ?size) ?inner)"
-               f" (set (largest-region ?e) ?size) (union ?e {_end('?inner')})")
+def _rule(ruleset: str, name: str, query: list[str], inner: str, size: str, producer: str = "") -> Rule:
+    """``?e`` (the consumer) gets the alternative ``FusionEnd(inner)``; ``inner`` computes ``size`` ops. Its top
+    fused op mirrors ``?e``, and ``?p`` (bound to ``producer``, where given) mirrors ``?m``: ``fused-origin``
+    records both, so the fused ops keep the HLIR provenance of the ops they replace."""
+    bind_producer = f"(let ?p {producer}) (set (fused-origin ?p) ?m) " if producer else ""
+    actions = (f"{bind_producer}(let ?inner {inner}) (set (fused-origin ?inner) ?e) (let ?size {size})"
+               f" (set (region-of ?e ?size) ?inner) (set (largest-region ?e) ?size) (union ?e {_end('?inner')})")
     return Rule(name, ruleset, f"(rule ({' '.join(query)}) ({actions}) :ruleset {ruleset} :name \"{name}\")")
 
 
@@ -127,7 +131,7 @@ def pair_rules() -> list[Rule]:
                 query, other = _consumer(consumer, side)
                 name = f"fuse-{producer}-{consumer}" + ("" if side == "x" else f"-{side}")
                 rules.append(_rule("fusion_pair", name, [query, matched, "(!= ?e ?m)"],
-                                   _combine(consumer, side, inside, other), "2"))
+                                   _combine(consumer, side, "?p", other), "2", producer=inside))
     return rules
 
 

@@ -18,7 +18,7 @@ from functools import cached_property
 
 PRIMITIVE_SORTS = frozenset({"i64", "f64", "String", "bool", "Unit", "BigInt", "BigRat"})
 GENOME_SORTS = frozenset({"IR", "IList"})
-PROGRAM_FUNCTIONS = frozenset({"dtype", "largest-region", "region-of"})  # the generated program's functions
+PROGRAM_FUNCTIONS = frozenset({"dtype", "largest-region", "region-of", "fused-origin"})  # the program's functions
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class EClass:
     sort: str
     nodes: list[ENode] = field(default_factory=list)
     parents: list[ENode] = field(default_factory=list)
-    hlir: list[int] = field(default_factory=list)
+    hlir: list[int] = field(default_factory=list)  # built from these HLIR nodes, or (fused) mirrors them
     dtype: str | None = None
     best_term: str | None = None
 
@@ -78,10 +78,13 @@ class Snapshot:
             node = ENode(nid, n["op"], children, literals, n["eclass"], bool(n.get("subsumed")))
             eclass = self.classes.setdefault(n["eclass"], EClass(n["eclass"], sort_of.get(n["eclass"], "")))
             eclass.nodes.append(node)
+        origin_of: dict[str, str] = {}  # fused-origin(IR) rows: a fused op's e-class -> the kernel op's it mirrors
         for row in function_rows:  # dtype(IR) rows: the value's e-class holds the DType constructor
-            if row["op"] != "dtype":
-                continue  # the other functions' values (fusion's region bookkeeping) annotate nothing
             target = raw[row["children"][0]]["eclass"] if row["children"] else None
+            if row["op"] == "fused-origin":
+                origin_of[target] = row["eclass"]
+            if row["op"] != "dtype":
+                continue  # fusion's region bookkeeping annotates nothing
             value = self.classes.get(row["eclass"])
             if target in self.classes and value is not None and value.nodes:
                 self.classes[target].dtype = value.nodes[0].op
@@ -91,12 +94,17 @@ class Snapshot:
                     if child in self.classes:
                         self.classes[child].parents.append(node)
         self.root: str | None = None
+        self.hlir_eclass: dict[int, str] = {}  # HLIR node id -> the e-class it was built into
         for cid, info in class_data.items():  # $tN names HLIR node N's e-class, $root the root's
             for name in (info.get("let") or "").split(", "):
                 if name == "$root":
                     self.root = cid
                 elif name.startswith("$t") and name[2:].isdigit() and cid in self.classes:
                     self.classes[cid].hlir.append(int(name[2:]))
+                    self.hlir_eclass[int(name[2:])] = cid
+        for fused, origin in origin_of.items():  # a fused op comes from the HLIR nodes of the op it mirrors
+            if fused in self.classes and origin in self.classes and not self.classes[fused].hlir:
+                self.classes[fused].hlir = list(self.classes[origin].hlir)
         for eclass in self.classes.values():
             eclass.hlir.sort()
 
@@ -117,10 +125,10 @@ class Snapshot:
         return {(n.op, n.literals, n.children): c.id for c in self.classes.values() for n in c.nodes}
 
     def eclass_of_hlir(self, node_id: int) -> str:
-        for eclass in self.classes.values():
-            if node_id in eclass.hlir:
-                return eclass.id
-        raise KeyError(f"HLIR node h{node_id} has no e-class (is it dead?)")
+        """The e-class HLIR node ``node_id`` was built into (fused e-classes that mirror it are not it)."""
+        if node_id not in self.hlir_eclass:
+            raise KeyError(f"HLIR node h{node_id} has no e-class (is it dead?)")
+        return self.hlir_eclass[node_id]
 
     # ---- best terms ---------------------------------------------------------------------
     @cached_property

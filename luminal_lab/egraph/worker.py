@@ -183,8 +183,13 @@ def _run_text(egraph, text: str) -> list[Any]:
 def serve() -> None:
     """The worker process: answer requests on stdin until told to exit or the pipe closes."""
     import resource
+    import signal
 
     from egglog import bindings
+
+    # Ctrl-C (or a notebook's "interrupt kernel", or its shutdown) reaches the whole process group: the worker
+    # exits at once, without a traceback; the parent rebuilds it by replaying the history when next needed
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
     limit = int(os.environ.get("LUMINAL_LAB_EGGLOG_MEMORY", "0"))
     if limit > 0:

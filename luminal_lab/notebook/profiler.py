@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from ..compiled import DEVICES, _check_device
+from ..compiled import DEVICES, check_device
 from ..errors import NoDeviceError
 from ..regions import Regions
 from ..search import OUTCOMES, Candidate, SearchResult
@@ -208,7 +208,7 @@ class GenomeProfiler(widgets.VBox):
     def _device_ready(self) -> bool:
         """Whether the chosen device can run; if not, the status line says why."""
         try:
-            _check_device(self.device_input.value)
+            check_device(self.device_input.value)
         except NoDeviceError as error:
             self._set_status(f"cannot use device={self.device_input.value!r}: {error}")
             return False
