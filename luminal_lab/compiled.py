@@ -36,6 +36,7 @@ DEVICES = ("cpu", "cuda")
 
 
 def check_device(device: str) -> None:
+    """Raise unless ``device`` is one of ``DEVICES`` and usable here (``NoDeviceError`` names why not)."""
     if device not in DEVICES:
         raise ValueError(f"device {device!r} is not available; choose one of {DEVICES}")
     if device == "cuda":
