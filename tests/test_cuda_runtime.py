@@ -18,7 +18,7 @@ from luminal_lab.compiled import to_numpy
 from luminal_lab.cpu_runtime import CPURuntime
 from luminal_lab.cuda_codegen import CudaKernel, llir_sources
 from luminal_lab.cuda_runtime import CUDARuntime, cuda_available, cuda_unavailable_reason, device_dtype, schedule
-from luminal_lab.genome import Refused
+from luminal_lab.genome import Refused, extract
 from luminal_lab.hlir import Graph
 from luminal_lab.llir import IN_REGION, LLIR, Kernel
 from luminal_lab.search import compare
@@ -142,14 +142,17 @@ def _random_llirs(graph: Graph, count: int, seeds: int = 20) -> list[LLIR]:
 
 
 def _fused_llir() -> LLIR:
-    """An LLIR of ``(a + b).sin().sqrt()`` with a fused region (from the first random genome that has one)."""
+    """The fused genome's LLIR of ``(a + b).sin().sqrt()``: one region."""
     g = ll.Graph()
     a, b = g.tensor((4, 8), "a"), g.tensor((4, 8), "b")
     (a + b).sin().sqrt().output("out")
-    fused = [llir for llir in _random_llirs(g, 10) if any(k.op == "FusionEnd" for k in llir.kernels)]
-    if not fused:
-        pytest.skip("no random genome fused the chain")
-    return fused[0]
+    comp = ll.compile(g)
+    try:
+        llir = extract(comp.choice_space().fused_genome())
+    finally:
+        comp.egraph.close()
+    assert sum(k.op == "FusionEnd" for k in llir.kernels) == 1
+    return llir
 
 
 def test_fused_regions_have_one_buffer_at_their_end() -> None:
