@@ -5,9 +5,13 @@ BIN := $(VENV)/bin
 # torch is pinned in constraints.txt so pip never resolves a CUDA build; /opt/wheels holds a local CPU wheel where present
 PIP_INSTALL := $(BIN)/python -m pip install -q -c constraints.txt $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
 
-.PHONY: setup system lab tour notebooks test lint bench clean
+LABEXT := luminal_lab/labextension
+# an editable install leaves out the wheel's data files, so setup links the built extension where JupyterLab looks
+LABEXT_LINK := $(VENV)/share/jupyter/labextensions/luminal-lab
 
-setup: system $(VENV)/.installed
+.PHONY: setup system extension wheel lab tour notebooks test lint bench clean
+
+setup: system $(VENV)/.installed extension
 
 system:
 	bash scripts/install-system-deps.sh
@@ -19,6 +23,21 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 # the notebooks' "python3" kernel is this environment's interpreter (for nbclient, nbval and lab)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3
 	touch $@
+
+## The JupyterLab extension, built from extension/ into luminal_lab/labextension and linked into .venv.
+extension: $(LABEXT)/package.json $(VENV)/.installed
+	mkdir -p $(dir $(LABEXT_LINK))
+	ln -sfn $(CURDIR)/$(LABEXT) $(LABEXT_LINK)
+
+extension/node_modules/.package-lock.json: extension/package.json extension/package-lock.json
+	cd extension && npm ci --no-audit --no-fund
+
+$(LABEXT)/package.json: extension/node_modules/.package-lock.json extension/tsconfig.json $(wildcard extension/src/*.ts extension/style/*.css)
+	cd extension && npm run build
+
+## A wheel in dist/ with the extension prebuilt inside: `pip install dist/luminal_lab-*.whl` is all a user does.
+wheel: setup
+	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w dist .
 
 ## The workbench: JupyterLab on notebooks/.
 lab: setup
@@ -34,9 +53,11 @@ tour: setup
 notebooks: setup
 	$(BIN)/python scripts/execute_notebooks.py
 
-## The whole test suite, the notebooks against their stored outputs (nbval), then the linter.
+## The whole test suite: the extension's unit tests, pytest (browser tests in JupyterLab included), the notebooks
+## against their stored outputs (nbval), then the linter.
 test: setup
-	$(BIN)/python -m pytest -q
+	cd extension && npm test
+	$(BIN)/python -m pytest -q -rs
 	$(BIN)/python -m pytest -q --nbval notebooks/ --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 	$(BIN)/ruff check luminal_lab tests benchmarks
 
@@ -52,4 +73,4 @@ bench: setup
 	$(BIN)/python benchmarks/fusion.py
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .ruff_cache
+	rm -rf $(VENV) build .pytest_cache .ruff_cache $(LABEXT) extension/lib extension/node_modules

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .cpu_runtime import CPURuntime, Profile
     from .cuda_runtime import CUDARuntime
     from .cuda_stage import CudaStage
+    from .provenance import Pipeline
 
     Runtime = CPURuntime | CUDARuntime
 
@@ -241,6 +242,13 @@ class Compiled:
         from .notebook.profiler import GenomeProfiler
 
         return GenomeProfiler(self, **settings)
+
+    def pipeline(self, genome: Genome | None = None) -> Pipeline:
+        """Every stage of ``genome`` (default: the current genome) as one output; the JupyterLab
+        extension draws them side by side and follows provenance between them."""
+        from .provenance import Pipeline, pipeline
+
+        return Pipeline(pipeline(self, genome))
 
     def workbench(self):
         """One view of every stage; selecting a node in one highlights its counterparts in the others."""

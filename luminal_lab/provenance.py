@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .cuda_stage import CudaStage
 from .cuda_view import kernel_id as cuda_id
 from .llir_view import kernel_id
 from .regions import Regions
-from .stage import Stage
+from .stage import SCHEMA_VERSION, Stage
 
 if TYPE_CHECKING:
     from .compiled import Compiled
@@ -50,6 +50,34 @@ def pipeline(comp: Compiled, genome: Genome | None = None) -> dict[str, Stage]:
     llir = comp.llir(genome)
     return {"hlir": comp.hlir, "egraph": comp.egraph, "llir": llir, "regions": Regions.of(llir),
             "cuda": CudaStage(llir)}
+
+
+class Pipeline(Stage):
+    """Every stage of one compilation in one notebook output, for the JupyterLab extension.
+
+    Its envelope is ``{"stage": "pipeline", "schema", "summary", "stages": [the stage envelopes in
+    pipeline order], "meta": {"cuda_lines": {CUDA kernel id: {LLIR kernel id: [1-based lines]}}}}``;
+    the extension follows the stages' links to highlight a node's counterparts in the other stages,
+    and marks ``cuda_lines`` in a CUDA kernel's source.
+    """
+
+    name = "pipeline"
+
+    def __init__(self, stages: Mapping[str, Stage]) -> None:
+        self.stages = dict(stages)
+
+    def summary(self) -> str:
+        return "\n".join(stage.summary() for stage in self.stages.values())
+
+    def to_json(self) -> dict[str, Any]:
+        cuda = self.stages.get("cuda")
+        cuda_lines = {}
+        if isinstance(cuda, CudaStage):
+            for kernel in cuda.kernels:
+                lines = {kernel_id(k): cuda.source_lines(kernel, k) for k in cuda.llir_kernels(kernel)}
+                cuda_lines[cuda_id(kernel)] = {k: numbers for k, numbers in lines.items() if numbers}
+        return {"stage": self.name, "schema": SCHEMA_VERSION, "summary": self.summary(),
+                "stages": [stage.to_json() for stage in self.stages.values()], "meta": {"cuda_lines": cuda_lines}}
 
 
 class Provenance:

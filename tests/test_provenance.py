@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -12,6 +13,7 @@ from luminal_lab.compiled import Compiled
 from luminal_lab.cuda_stage import CudaStage
 from luminal_lab.genome import Genome
 from luminal_lab.provenance import STAGES, Provenance, pipeline
+from luminal_lab.stage import SCHEMA_VERSION, STAGE_MIME
 
 # The LLIR of the fused genome of ``sin_sqrt_sum``: one region (k1 ... k7) and a row sum (k9). The HLIR is
 # h0 = Input a, h1 = Input b, h2 = Add, h3 = Sin, h4 = Sqrt, h5 = Output y, h6 = SumReduce, h7 = Output s; the
@@ -258,3 +260,19 @@ def test_plain_kernel_lines_are_every_store_to_out() -> None:
         source = kernel.source.splitlines()
         assert [source[n - 1].strip().split(" = ")[0] for n in lines] == ["out[z]", "if (idx >= 0 && idx < n) out[idx]"]
         assert fused.provenance.lines("cuda", f"cu{kernel.writes}") == {f"cu{kernel.writes}": lines}
+
+
+def test_pipeline_output_holds_every_stage_and_the_cuda_lines(fused: Fused) -> None:
+    fused.comp.genome = fused.genome
+    output = fused.comp.pipeline()
+    bundle = output._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", STAGE_MIME}
+    envelope = bundle[STAGE_MIME]
+    assert (envelope["stage"], envelope["schema"]) == ("pipeline", SCHEMA_VERSION)
+    assert [stage["stage"] for stage in envelope["stages"]] == list(STAGES)
+    assert envelope["stages"] == list(fused.provenance.envelopes.values())
+    assert bundle["text/plain"] == envelope["summary"] == "\n".join(
+        stage["summary"] for stage in envelope["stages"])
+    region_lines = {k: [line] for k, (line, _) in LINES.items()}
+    assert envelope["meta"]["cuda_lines"] == {"cu7": {"k1": [8], "k3": [9], **region_lines}, "cu9": {"k9": [30]}}
+    json.dumps(envelope)  # plain JSON throughout

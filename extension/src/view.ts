@@ -1,0 +1,988 @@
+/**
+ * The interactive graph of a stage (and the tabs of a pipeline), as plain DOM + SVG.
+ *
+ * Everything taken from the JSON reaches the DOM only as textContent, as the value of a fixed
+ * attribute name, or in dataset; never through innerHTML.
+ */
+
+import {
+  detailsOf,
+  PipelineEnvelope,
+  Provenance,
+  StageEnvelope,
+  StageGraph,
+  stageTitle,
+  visualKind
+} from './model.js';
+import { edgePath, labelText, Layout, layoutSteps, stageLayoutInput } from './layout.js';
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+/** Above this many nodes a stage is drawn a chunk per animation frame (after a sliced layout). */
+export const PROGRESSIVE_THRESHOLD = 1500;
+/** Time per animation frame spent laying out / drawing a large stage. */
+const FRAME_BUDGET_MS = 12;
+/** Below this zoom the labels are hidden (level of detail). */
+export const LABEL_MIN_SCALE = 0.4;
+const MAX_SCALE = 4;
+const MIN_SCALE = 0.02;
+/** Most links listed per stage in the details. */
+const MAX_LINKS = 60;
+
+function html<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
+  const element = document.createElement(tag);
+  if (className) {
+    element.className = className;
+  }
+  if (text !== undefined) {
+    element.textContent = text;
+  }
+  return element;
+}
+
+function svg<K extends keyof SVGElementTagNameMap>(tag: K, className?: string): SVGElementTagNameMap[K] {
+  const element = document.createElementNS(SVG_NS, tag);
+  if (className) {
+    element.setAttribute('class', className);
+  }
+  return element;
+}
+
+const now = (): number => (typeof performance !== 'undefined' ? performance.now() : Date.now());
+
+function nextFrame(callback: () => void): () => void {
+  if (typeof requestAnimationFrame === 'function') {
+    const handle = requestAnimationFrame(callback);
+    return () => cancelAnimationFrame(handle);
+  }
+  const handle = setTimeout(callback, 16);
+  return () => clearTimeout(handle);
+}
+
+/** An error box: a `div.jp-LuminalStage[data-status=error]` holding the message as text. */
+export function errorBox(message: string, stage = ''): HTMLDivElement {
+  const root = html('div', 'jp-LuminalStage lx-error-root');
+  root.dataset.stage = stage;
+  root.dataset.status = 'error';
+  root.dataset.nodeCount = '0';
+  root.dataset.drawn = '0';
+  const box = html('div', 'lx-error');
+  box.appendChild(html('strong', undefined, 'luminal_lab: cannot show this output. '));
+  box.appendChild(html('span', 'lx-error-message', message));
+  root.appendChild(box);
+  return root;
+}
+
+/** What the pipeline tells a stage view when the selection is elsewhere. */
+export interface LinkedState {
+  /** the selection: its stage and id */
+  from: { stage: string; id: string; label: string };
+  /** the ids marked in this stage */
+  ids: string[];
+  /** CUDA kernel id -> lines to mark (for a CUDA stage) */
+  lines: Record<string, number[]>;
+}
+
+export interface StageViewOptions {
+  /** called when the user selects a node (or clears the selection) in this stage */
+  onSelect?: (view: StageView, id: string | null) => void;
+  /** called when the user clicks a link to another stage's node in the details */
+  onFollow?: (stage: string, id: string) => void;
+  /** counterparts and CUDA lines of a node of this stage (in a pipeline) */
+  provenance?: Provenance;
+  /** the title in the toolbar (default: the stage's title, e.g. "E-graph") */
+  title?: string;
+}
+
+/** One stage: toolbar, summary, graph and details, under `div.jp-LuminalStage`. */
+export class StageView {
+  readonly node: HTMLDivElement;
+  readonly graph: StageGraph;
+  readonly stage: string;
+  private readonly options: StageViewOptions;
+  private readonly svgEl: SVGSVGElement;
+  private readonly viewport: SVGGElement;
+  private readonly details: HTMLDivElement;
+  private readonly searchInput: HTMLInputElement;
+  private readonly searchCount: HTMLSpanElement;
+  private readonly memberEdge: boolean[] = [];
+  private layout: Layout | null = null;
+  private nodeEls: (SVGGElement | undefined)[] = [];
+  private edgeEls: (SVGPathElement | undefined)[] = [];
+  private firstNodeEl: SVGGElement | null = null;
+  private drawn = 0;
+  private scale = 1;
+  private tx = 0;
+  private ty = 0;
+  private fitted = false;
+  private userMoved = false;
+  private selected = -1;
+  private matches: number[] = [];
+  private matchSet = new Set<number>();
+  private matchCursor = -1;
+  private linked = new Set<number>();
+  private linkedState: LinkedState | null = null;
+  private hovered = -1;
+  private hoverMarked: { nodes: number[]; edges: number[] } = { nodes: [], edges: [] };
+  private cancelFrame: (() => void) | null = null;
+  private resizeObserver: ResizeObserver | null = null;
+  private disposed = false;
+  private readyResolve: (() => void) | null = null;
+  /** resolves when every node and edge is drawn (or on dispose) */
+  readonly ready: Promise<void>;
+  /** ms from start to ready */
+  drawTime = 0;
+
+  constructor(envelope: StageEnvelope, options: StageViewOptions = {}) {
+    this.options = options;
+    this.graph = new StageGraph(envelope);
+    this.stage = envelope.stage;
+    this.ready = new Promise(resolve => (this.readyResolve = resolve));
+
+    const root = html('div', 'jp-LuminalStage');
+    this.node = root;
+    root.dataset.stage = envelope.stage;
+    root.dataset.nodeCount = String(this.graph.size);
+    root.dataset.drawn = '0';
+    root.dataset.status = 'drawing';
+
+    // toolbar
+    const toolbar = html('div', 'lx-toolbar');
+    const title = html('span', 'lx-title', options.title ?? stageTitle(envelope.stage));
+    toolbar.appendChild(title);
+    this.searchInput = html('input', 'lx-search');
+    this.searchInput.type = 'search';
+    this.searchInput.placeholder = 'Search id, label, op…';
+    this.searchInput.setAttribute('aria-label', 'Search nodes');
+    this.searchInput.spellcheck = false;
+    toolbar.appendChild(this.searchInput);
+    this.searchCount = html('span', 'lx-search-count');
+    toolbar.appendChild(this.searchCount);
+    toolbar.appendChild(html('span', 'lx-spacer'));
+    const button = (className: string, text: string, tip: string, action: () => void): void => {
+      const b = html('button', `lx-button ${className}`, text);
+      b.type = 'button';
+      b.title = tip;
+      b.setAttribute('aria-label', tip);
+      b.addEventListener('click', action);
+      toolbar.appendChild(b);
+    };
+    button('lx-zoom-out', '−', 'Zoom out', () => this.zoomBy(1 / 1.25));
+    button('lx-zoom-in', '+', 'Zoom in', () => this.zoomBy(1.25));
+    button('lx-fit', 'Fit', 'Fit the graph to the view', () => this.fit());
+    root.appendChild(toolbar);
+
+    root.appendChild(html('div', 'lx-summary', this.summaryText(envelope)));
+
+    const body = html('div', 'lx-body');
+    this.svgEl = svg('svg', 'lx-graph');
+    this.svgEl.setAttribute('role', 'img');
+    this.svgEl.setAttribute('aria-label', `${stageTitle(envelope.stage)} graph`);
+    this.viewport = svg('g', 'lx-viewport');
+    this.svgEl.appendChild(this.viewport);
+    body.appendChild(this.svgEl);
+    this.details = html('div', 'lx-details');
+    body.appendChild(this.details);
+    root.appendChild(body);
+    this.renderDetails();
+
+    this.wireSearch();
+    this.wirePointer();
+  }
+
+  private summaryText(envelope: StageEnvelope): string {
+    let text = envelope.summary;
+    const capped = envelope.meta.capped;
+    if (capped && typeof capped === 'object') {
+      const c = capped as Record<string, unknown>;
+      const parts = ['capped'];
+      if (typeof c.reason === 'string') {
+        parts.push(c.reason);
+      }
+      if (typeof c.included === 'string') {
+        parts.push(`showing ${c.included}`);
+      }
+      const left: string[] = [];
+      if (typeof c.left_out_eclasses === 'number') {
+        left.push(`${c.left_out_eclasses.toLocaleString('en-US')} e-classes`);
+      }
+      if (typeof c.left_out_enodes === 'number') {
+        left.push(`${c.left_out_enodes.toLocaleString('en-US')} e-nodes`);
+      }
+      if (left.length) {
+        parts.push(`left out ${left.join(', ')}`);
+      }
+      text += ` | ${parts.join('; ')}`;
+    } else if (capped === true) {
+      text += ' | capped: not every node is included';
+    }
+    const counts = envelope.meta.counts;
+    if (this.stage === 'egraph' && counts && typeof counts === 'object') {
+      const c = counts as Record<string, unknown>;
+      const shown = envelope.nodes.length;
+      if (typeof c.eclasses === 'number' && typeof c.enodes === 'number' && c.eclasses + c.enodes > shown && !capped) {
+        text += ` | showing ${shown} of ${c.eclasses + c.enodes} nodes`;
+      }
+    }
+    return text;
+  }
+
+  // ---- layout and drawing ----------------------------------------------------------------------
+
+  /** Lay out and draw: at once for a small stage, sliced over animation frames for a large one. */
+  start(): Promise<void> {
+    const began = now();
+    this.node.dataset.drawStart = String(Math.round(began));
+    const input = stageLayoutInput(this.graph);
+    this.memberEdge.push(...input.member);
+    this.nodeEls = new Array(this.graph.size);
+    this.edgeEls = new Array(input.sources.length);
+    const steps = layoutSteps(input);
+    const large = this.graph.size > PROGRESSIVE_THRESHOLD;
+    this.observeSize();
+    if (!large) {
+      for (;;) {
+        const step = steps.next();
+        if (step.done) {
+          this.layout = step.value;
+          break;
+        }
+      }
+      this.sizeSvg();
+      this.drawSome(Infinity);
+      this.finish(began);
+      return this.ready;
+    }
+    const work = (): void => {
+      this.cancelFrame = null;
+      if (this.disposed) {
+        return;
+      }
+      const until = now() + FRAME_BUDGET_MS;
+      while (this.layout === null && now() < until) {
+        const step = steps.next();
+        if (step.done) {
+          this.layout = step.value;
+          this.sizeSvg();
+          this.fitIfVisible();
+        }
+      }
+      if (this.layout !== null && now() < until) {
+        this.drawSome(until);
+      }
+      if (this.layout !== null && this.isComplete()) {
+        this.finish(began);
+      } else {
+        this.cancelFrame = nextFrame(work);
+      }
+    };
+    this.cancelFrame = nextFrame(work);
+    return this.ready;
+  }
+
+  private isComplete(): boolean {
+    return this.drawn >= this.graph.size && this.edgesDrawn >= this.edgeEls.length;
+  }
+
+  private edgesDrawn = 0;
+
+  /** Draw nodes, then edges, until `deadline` (ms, performance.now()). */
+  private drawSome(deadline: number): void {
+    const layout = this.layout!;
+    const n = this.graph.size;
+    let count = 0;
+    while (this.drawn < n) {
+      this.drawNode(this.drawn++);
+      if (++count % 64 === 0 && now() > deadline) {
+        break;
+      }
+    }
+    this.node.dataset.drawn = String(this.drawn);
+    if (this.drawn < n) {
+      return;
+    }
+    while (this.edgesDrawn < layout.edges.length) {
+      this.drawEdge(this.edgesDrawn++);
+      if (++count % 64 === 0 && now() > deadline) {
+        break;
+      }
+    }
+  }
+
+  private drawNode(i: number): void {
+    const layout = this.layout!;
+    const node = this.graph.nodes[i];
+    const w = layout.width[i];
+    const h = layout.height;
+    const g = svg('g', 'lx-node');
+    g.dataset.id = node.id;
+    g.dataset.kind = visualKind(this.stage, node);
+    if (node.subsumed === true) {
+      g.dataset.subsumed = 'true';
+    }
+    g.setAttribute('transform', `translate(${round(layout.x[i] - w / 2)},${round(layout.y[i] - h / 2)})`);
+    const shape = svg('rect', 'lx-shape');
+    shape.setAttribute('width', String(w));
+    shape.setAttribute('height', String(h));
+    const radius = node.kind === 'enode' ? h / 2 : node.kind === 'eclass' ? 9 : 5;
+    shape.setAttribute('rx', String(radius));
+    shape.setAttribute('ry', String(radius));
+    g.appendChild(shape);
+    const text = svg('text', 'lx-label');
+    text.setAttribute('x', String(w / 2));
+    text.setAttribute('y', String(h / 2));
+    const drawnLabel = labelText(node.label);
+    text.textContent = drawnLabel;
+    g.appendChild(text);
+    if (drawnLabel !== node.label) {
+      const tip = svg('title');
+      tip.textContent = node.label;
+      g.appendChild(tip);
+    }
+    this.applyNodeClasses(i, g);
+    this.nodeEls[i] = g;
+    this.viewport.appendChild(g);
+    if (this.firstNodeEl === null) {
+      this.firstNodeEl = g;
+    }
+  }
+
+  private drawEdge(e: number): void {
+    const route = this.layout!.edges[e];
+    const member = this.memberEdge[e];
+    const path = svg('path', member ? 'lx-member' : route.reversed ? 'lx-edge lx-back' : 'lx-edge');
+    let source: number;
+    let target: number;
+    if (member) {
+      target = this.memberTarget(e);
+      source = this.graph.eclassOf[target];
+    } else {
+      const edge = this.graph.edges[e];
+      source = this.graph.index.get(edge.source)!;
+      target = this.graph.index.get(edge.target)!;
+      path.dataset.index = String(e);
+    }
+    path.dataset.source = this.graph.nodes[source].id;
+    path.dataset.target = this.graph.nodes[target].id;
+    path.setAttribute('d', edgePath(route));
+    this.edgeEls[e] = path;
+    if (this.hoverMarked.edges.includes(e)) {
+      path.classList.add('lx-neighbour');
+    }
+    this.viewport.insertBefore(path, this.firstNodeEl);
+  }
+
+  /** The e-node of membership edge `e` (membership edges follow the stage's edges, one per e-node in order). */
+  private memberTarget(e: number): number {
+    if (!this.memberIndex) {
+      this.memberIndex = [];
+      for (let i = 0; i < this.graph.size; i++) {
+        if (this.graph.eclassOf[i] >= 0) {
+          this.memberIndex.push(i);
+        }
+      }
+    }
+    return this.memberIndex[e - this.graph.edges.length];
+  }
+
+  private memberIndex: number[] | null = null;
+
+  private finish(began: number): void {
+    this.node.dataset.drawn = String(this.drawn);
+    this.node.dataset.status = 'ready';
+    this.drawTime = now() - began;
+    this.node.dataset.drawMs = String(Math.round(this.drawTime));
+    this.fitIfVisible();
+    if (this.readyResolve) {
+      this.readyResolve();
+      this.readyResolve = null;
+    }
+  }
+
+  private applyNodeClasses(i: number, g: SVGGElement): void {
+    g.classList.toggle('lx-selected', i === this.selected);
+    g.classList.toggle('lx-match', this.matchSet.has(i));
+    g.classList.toggle('lx-linked', this.linked.has(i));
+    g.classList.toggle('lx-neighbour', this.hoverMarked.nodes.includes(i));
+  }
+
+  private sizeSvg(): void {
+    const layout = this.layout!;
+    const height = `${Math.round(Math.max(320, Math.min(600, layout.totalHeight + 16)))}px`;
+    this.svgEl.style.height = height;
+    this.details.style.height = height;
+  }
+
+  // ---- view transform --------------------------------------------------------------------------
+
+  private applyTransform(): void {
+    this.viewport.setAttribute('transform', `translate(${round(this.tx)},${round(this.ty)}) scale(${this.scale.toFixed(4)})`);
+    this.svgEl.classList.toggle('lx-lod', this.scale < LABEL_MIN_SCALE);
+    this.node.dataset.scale = this.scale.toFixed(3);
+  }
+
+  private size(): { width: number; height: number } {
+    return { width: this.svgEl.clientWidth, height: this.svgEl.clientHeight };
+  }
+
+  /** Whether the graph area is laid out on screen (not display:none). */
+  isVisible(): boolean {
+    const { width, height } = this.size();
+    return width > 0 && height > 0;
+  }
+
+  private fitIfVisible(): void {
+    if (!this.fitted && this.layout !== null && this.isVisible()) {
+      this.fit();
+    }
+  }
+
+  /** Fit the whole graph to the view (at most 1.5x); deferred until the view has a size. */
+  fit(): void {
+    if (this.layout === null) {
+      return;
+    }
+    const { width, height } = this.size();
+    if (width === 0 || height === 0) {
+      this.fitted = false;
+      return;
+    }
+    const pad = 16;
+    const gw = Math.max(1, this.layout.totalWidth);
+    const gh = Math.max(1, this.layout.totalHeight);
+    this.scale = clamp(Math.min((width - 2 * pad) / gw, (height - 2 * pad) / gh, 1.5), MIN_SCALE, MAX_SCALE);
+    this.tx = (width - gw * this.scale) / 2;
+    this.ty = Math.max(pad, (height - gh * this.scale) / 2);
+    this.fitted = true;
+    this.userMoved = false;
+    this.applyTransform();
+  }
+
+  private zoomAt(factor: number, cx: number, cy: number): void {
+    const scale = clamp(this.scale * factor, MIN_SCALE, MAX_SCALE);
+    const k = scale / this.scale;
+    this.tx = cx - (cx - this.tx) * k;
+    this.ty = cy - (cy - this.ty) * k;
+    this.scale = scale;
+    this.userMoved = true;
+    this.applyTransform();
+  }
+
+  zoomBy(factor: number): void {
+    const { width, height } = this.size();
+    this.zoomAt(factor, width / 2, height / 2);
+  }
+
+  /** Centre node `i` in the view, zooming in to a readable scale if needed. */
+  private centreOn(i: number): void {
+    if (this.layout === null) {
+      return;
+    }
+    if (!this.fitted) {
+      this.fit();
+    }
+    const { width, height } = this.size();
+    if (width === 0) {
+      return;
+    }
+    this.scale = Math.max(this.scale, 0.8);
+    this.tx = width / 2 - this.layout.x[i] * this.scale;
+    this.ty = height / 2 - this.layout.y[i] * this.scale;
+    this.userMoved = true;
+    this.applyTransform();
+  }
+
+  /** Call when the view may have become visible (e.g. its tab was shown). */
+  onShow(): void {
+    this.fitIfVisible();
+  }
+
+  private observeSize(): void {
+    if (typeof ResizeObserver === 'undefined') {
+      return;
+    }
+    let last = '';
+    this.resizeObserver = new ResizeObserver(() => {
+      const { width, height } = this.size();
+      const key = `${width}x${height}`;
+      if (key === last || width === 0 || height === 0) {
+        return;
+      }
+      last = key;
+      if (!this.fitted || !this.userMoved) {
+        this.fitted = false;
+        this.fitIfVisible();
+      }
+    });
+    this.resizeObserver.observe(this.svgEl);
+  }
+
+  // ---- interaction -----------------------------------------------------------------------------
+
+  private wireSearch(): void {
+    this.searchInput.addEventListener('input', () => this.setSearch(this.searchInput.value));
+    this.searchInput.addEventListener('keydown', event => {
+      if (event.key === 'Enter') {
+        event.preventDefault();
+        this.setSearch(this.searchInput.value);
+        if (this.matches.length) {
+          const step = event.shiftKey ? -1 : 1;
+          this.matchCursor = (this.matchCursor + step + this.matches.length) % this.matches.length;
+          if (this.matchCursor < 0) {
+            this.matchCursor = 0;
+          }
+          this.selectIndex(this.matches[this.matchCursor], true, true);
+        }
+      } else if (event.key === 'Escape') {
+        this.searchInput.value = '';
+        this.setSearch('');
+      }
+      event.stopPropagation();
+    });
+  }
+
+  /** Mark the nodes matching `query` (`.lx-match`) and show their count. */
+  setSearch(query: string): void {
+    const ids = this.graph.search(query);
+    const next = ids.map(id => this.graph.index.get(id)!);
+    const same = next.length === this.matches.length && next.every((v, i) => v === this.matches[i]);
+    if (!same) {
+      for (const i of this.matches) {
+        this.nodeEls[i]?.classList.remove('lx-match');
+      }
+      this.matches = next;
+      this.matchSet = new Set(next);
+      this.matchCursor = -1;
+      for (const i of next) {
+        this.nodeEls[i]?.classList.add('lx-match');
+      }
+    }
+    const n = next.length;
+    this.searchCount.textContent = query.trim() === '' ? '' : n === 0 ? 'no matches' : n === 1 ? '1 match' : `${n} matches`;
+    this.node.dataset.matches = String(n);
+  }
+
+  private nodeIndexOf(target: EventTarget | null): number {
+    let element = target as Element | null;
+    while (element && element !== this.svgEl) {
+      if (element instanceof SVGGElement && element.classList.contains('lx-node')) {
+        const i = this.graph.index.get(element.dataset.id ?? '');
+        return i === undefined ? -1 : i;
+      }
+      element = element.parentNode as Element | null;
+    }
+    return -1;
+  }
+
+  private wirePointer(): void {
+    let down: { x: number; y: number; tx: number; ty: number; id: number } | null = null;
+    let dragging = false;
+    let suppressClick = false;
+    this.svgEl.addEventListener('pointerdown', event => {
+      if (event.button !== 0) {
+        return;
+      }
+      down = { x: event.clientX, y: event.clientY, tx: this.tx, ty: this.ty, id: event.pointerId };
+      dragging = false;
+    });
+    this.svgEl.addEventListener('pointermove', event => {
+      if (!down || event.pointerId !== down.id) {
+        return;
+      }
+      const dx = event.clientX - down.x;
+      const dy = event.clientY - down.y;
+      if (!dragging && Math.abs(dx) + Math.abs(dy) > 4) {
+        dragging = true;
+        this.svgEl.classList.add('lx-panning');
+        try {
+          this.svgEl.setPointerCapture(event.pointerId);
+        } catch {
+          // the pointer may already be gone
+        }
+      }
+      if (dragging) {
+        this.tx = down.tx + dx;
+        this.ty = down.ty + dy;
+        this.userMoved = true;
+        this.applyTransform();
+      }
+    });
+    const end = (event: PointerEvent): void => {
+      if (!down || event.pointerId !== down.id) {
+        return;
+      }
+      if (dragging) {
+        suppressClick = true;
+        this.svgEl.classList.remove('lx-panning');
+      }
+      down = null;
+      dragging = false;
+    };
+    this.svgEl.addEventListener('pointerup', end);
+    this.svgEl.addEventListener('pointercancel', end);
+    this.svgEl.addEventListener('click', event => {
+      if (suppressClick) {
+        suppressClick = false;
+        return;
+      }
+      const i = this.nodeIndexOf(event.target);
+      this.selectIndex(i, false, true);
+    });
+    this.svgEl.addEventListener(
+      'wheel',
+      event => {
+        event.preventDefault();
+        const box = this.svgEl.getBoundingClientRect();
+        const delta = event.deltaMode === 1 ? event.deltaY * 16 : event.deltaY;
+        this.zoomAt(Math.exp(-clamp(delta, -200, 200) / 300), event.clientX - box.left, event.clientY - box.top);
+      },
+      { passive: false }
+    );
+    this.svgEl.addEventListener('pointerover', event => {
+      const i = this.nodeIndexOf(event.target);
+      if (i >= 0 && i !== this.hovered) {
+        this.setHover(i);
+      }
+    });
+    this.svgEl.addEventListener('pointerout', event => {
+      if (this.hovered < 0) {
+        return;
+      }
+      const to = this.nodeIndexOf(event.relatedTarget);
+      if (to !== this.hovered) {
+        this.setHover(to);
+      }
+    });
+  }
+
+  /** Hover node `i` (-1: none): its in/out neighbours and the edges joining them get `.lx-neighbour`. */
+  setHover(i: number): void {
+    for (const v of this.hoverMarked.nodes) {
+      this.nodeEls[v]?.classList.remove('lx-neighbour');
+    }
+    for (const e of this.hoverMarked.edges) {
+      this.edgeEls[e]?.classList.remove('lx-neighbour');
+    }
+    if (this.hovered >= 0) {
+      this.nodeEls[this.hovered]?.classList.remove('lx-hover');
+    }
+    this.hovered = i;
+    this.hoverMarked = { nodes: [], edges: [] };
+    if (i < 0) {
+      return;
+    }
+    const { nodes, edges } = this.graph.neighbours(this.graph.nodes[i].id);
+    this.hoverMarked = { nodes: nodes.map(id => this.graph.index.get(id)!).filter(v => v !== i), edges };
+    for (const v of this.hoverMarked.nodes) {
+      this.nodeEls[v]?.classList.add('lx-neighbour');
+    }
+    for (const e of edges) {
+      this.edgeEls[e]?.classList.add('lx-neighbour');
+    }
+    this.nodeEls[i]?.classList.add('lx-hover');
+  }
+
+  /** The selected node's id, or null. */
+  get selectedId(): string | null {
+    return this.selected >= 0 ? this.graph.nodes[this.selected].id : null;
+  }
+
+  /** Select node `id` (null: clear), optionally centring on it; `notify` tells the pipeline. */
+  select(id: string | null, centre = false, notify = false): boolean {
+    const i = id === null ? -1 : this.graph.index.get(id);
+    if (i === undefined) {
+      return false;
+    }
+    this.selectIndex(i, centre, notify);
+    return true;
+  }
+
+  private selectIndex(i: number, centre: boolean, notify: boolean): void {
+    if (this.selected >= 0) {
+      this.nodeEls[this.selected]?.classList.remove('lx-selected');
+    }
+    this.selected = i;
+    if (i >= 0) {
+      this.nodeEls[i]?.classList.add('lx-selected');
+      this.linkedState = null;
+      this.node.dataset.selected = this.graph.nodes[i].id;
+      if (centre) {
+        this.centreOn(i);
+      }
+    } else {
+      delete this.node.dataset.selected;
+    }
+    this.renderDetails();
+    if (notify && this.options.onSelect) {
+      this.options.onSelect(this, this.selectedId);
+    }
+  }
+
+  /** Mark `state.ids` of this stage `.lx-linked` (the selection is in another stage); null clears. */
+  setLinked(state: LinkedState | null): void {
+    for (const i of this.linked) {
+      this.nodeEls[i]?.classList.remove('lx-linked');
+    }
+    this.linked = new Set(state ? state.ids.map(id => this.graph.index.get(id)!).filter(i => i !== undefined) : []);
+    for (const i of this.linked) {
+      this.nodeEls[i]?.classList.add('lx-linked');
+    }
+    this.node.dataset.linked = String(this.linked.size);
+    this.linkedState = state;
+    if (state && this.selected >= 0) {
+      this.nodeEls[this.selected]?.classList.remove('lx-selected');
+      this.selected = -1;
+      delete this.node.dataset.selected;
+    }
+    this.renderDetails();
+  }
+
+  // ---- details ---------------------------------------------------------------------------------
+
+  private renderDetails(): void {
+    const details = this.details;
+    details.textContent = '';
+    if (this.selected < 0) {
+      if (this.linkedState) {
+        this.renderLinkedDetails(this.linkedState);
+      } else {
+        details.appendChild(html('div', 'lx-hint', 'Click a node to see its fields; drag to pan, wheel to zoom.'));
+      }
+      return;
+    }
+    const node = this.graph.nodes[this.selected];
+    const head = html('div', 'lx-details-head');
+    head.appendChild(html('span', 'lx-details-id', node.id));
+    head.appendChild(html('span', 'lx-details-label', node.label));
+    details.appendChild(head);
+
+    const provenance = this.options.provenance;
+    let lines: Record<string, number[]> = {};
+    if (provenance && provenance.has(this.stage, node.id)) {
+      const found = provenance.counterparts(this.stage, node.id);
+      lines = provenance.lines(this.stage, node.id, found);
+      const block = html('div', 'lx-links');
+      block.appendChild(html('div', 'lx-links-title', 'Counterparts in the other stages'));
+      let any = false;
+      for (const [stage, ids] of Object.entries(found)) {
+        if (!ids.length) {
+          continue;
+        }
+        any = true;
+        const row = html('div', 'lx-link-row');
+        row.dataset.stage = stage;
+        for (const id of ids.slice(0, MAX_LINKS)) {
+          const a = html('a', 'lx-link', `${stageTitle(stage)} ${id}`);
+          a.dataset.stage = stage;
+          a.dataset.id = id;
+          a.href = '#';
+          a.addEventListener('click', event => {
+            event.preventDefault();
+            if (this.options.onFollow) {
+              this.options.onFollow(stage, id);
+            }
+          });
+          row.appendChild(a);
+        }
+        if (ids.length > MAX_LINKS) {
+          row.appendChild(html('span', 'lx-more', `and ${ids.length - MAX_LINKS} more`));
+        }
+        block.appendChild(row);
+      }
+      if (!any) {
+        block.appendChild(html('div', 'lx-hint', 'none'));
+      }
+      details.appendChild(block);
+    }
+
+    if (this.stage === 'cuda' && typeof node.source === 'string') {
+      details.appendChild(sourceListing(node.id, node.source, lines[node.id] ?? []));
+    }
+    const table = html('table', 'lx-fields');
+    const body = html('tbody');
+    const isSource = (key: string): boolean => key === 'source' && typeof node.source === 'string' && this.stage === 'cuda';
+    for (const [key, text] of detailsOf(node)) {
+      const row = html('tr');
+      row.dataset.key = key;
+      row.appendChild(html('th', undefined, key));
+      const shown = isSource(key) ? `${(node.source as string).replace(/\n$/, '').split('\n').length} lines, above` : text;
+      row.appendChild(html('td', undefined, shown));
+      body.appendChild(row);
+    }
+    table.appendChild(body);
+    details.appendChild(table);
+  }
+
+  private renderLinkedDetails(state: LinkedState): void {
+    const details = this.details;
+    const head = html('div', 'lx-details-head');
+    head.appendChild(html('span', 'lx-details-id', `${stageTitle(state.from.stage)} ${state.from.id}`));
+    head.appendChild(html('span', 'lx-details-label', state.from.label));
+    details.appendChild(head);
+    const n = state.ids.length;
+    details.appendChild(
+      html('div', 'lx-hint', n === 0 ? 'Nothing here corresponds to it.' : `${n} ${n === 1 ? 'node' : 'nodes'} here correspond to it (marked).`)
+    );
+    if (this.stage === 'cuda') {
+      for (const id of state.ids) {
+        const node = this.graph.node(id);
+        if (node && typeof node.source === 'string') {
+          details.appendChild(html('div', 'lx-source-title', `${node.id} ${node.label}`));
+          details.appendChild(sourceListing(node.id, node.source, state.lines[node.id] ?? []));
+        }
+      }
+    }
+  }
+
+  dispose(): void {
+    if (this.disposed) {
+      return;
+    }
+    this.disposed = true;
+    if (this.cancelFrame) {
+      this.cancelFrame();
+      this.cancelFrame = null;
+    }
+    if (this.resizeObserver) {
+      this.resizeObserver.disconnect();
+      this.resizeObserver = null;
+    }
+    if (this.readyResolve) {
+      this.readyResolve();
+      this.readyResolve = null;
+    }
+  }
+}
+
+/** A CUDA source listing: one `span.lx-line[data-line]` per line, `.lx-hit` on `hits`. */
+function sourceListing(kernel: string, source: string, hits: number[]): HTMLPreElement {
+  const pre = html('pre', 'lx-source');
+  pre.dataset.kernel = kernel;
+  const marked = new Set(hits);
+  const lines = source.replace(/\n$/, '').split('\n');
+  lines.forEach((line, i) => {
+    const span = html('span', marked.has(i + 1) ? 'lx-line lx-hit' : 'lx-line', line);
+    span.dataset.line = String(i + 1);
+    pre.appendChild(span);
+  });
+  return pre;
+}
+
+/** A pipeline: tabs, one stage view per stage, selection and provenance shared across them. */
+export class PipelineView {
+  readonly node: HTMLDivElement;
+  readonly views: StageView[] = [];
+  readonly provenance: Provenance;
+  private readonly tabs: HTMLButtonElement[] = [];
+  private readonly counts: HTMLSpanElement[] = [];
+  private active = 0;
+
+  constructor(envelope: PipelineEnvelope) {
+    this.provenance = Provenance.of(envelope);
+    this.node = html('div', 'jp-LuminalPipeline');
+    this.node.dataset.stages = envelope.stages.map(s => s.stage).join(' ');
+    const tabs = html('div', 'lx-tabs');
+    tabs.setAttribute('role', 'tablist');
+    if (envelope.summary) {
+      tabs.title = envelope.summary;
+    }
+    this.node.appendChild(tabs);
+    const panes = html('div', 'lx-panes');
+    this.node.appendChild(panes);
+    envelope.stages.forEach((stage, i) => {
+      const tab = html('button', 'lx-tab');
+      tab.type = 'button';
+      tab.dataset.stage = stage.stage;
+      tab.setAttribute('role', 'tab');
+      tab.appendChild(html('span', 'lx-tab-title', stageTitle(stage.stage)));
+      tab.appendChild(html('span', 'lx-tab-size', String(stage.nodes.length)));
+      const count = html('span', 'lx-tab-count');
+      count.title = 'nodes linked to the selection';
+      tab.appendChild(count);
+      tab.addEventListener('click', () => this.show(i));
+      tabs.appendChild(tab);
+      this.tabs.push(tab);
+      this.counts.push(count);
+      const view = new StageView(stage, {
+        provenance: this.provenance,
+        onSelect: (from, id) => this.selected(from, id),
+        onFollow: (target, id) => this.follow(target, id)
+      });
+      this.views.push(view);
+      panes.appendChild(view.node);
+    });
+    this.show(0);
+  }
+
+  /** Lay out and draw every stage (hidden ones too); resolves when all are drawn. */
+  start(): Promise<void> {
+    return Promise.all(this.views.map(view => view.start())).then(() => undefined);
+  }
+
+  /** Show the tab of stage index `i`. */
+  show(i: number): void {
+    this.active = i;
+    this.tabs.forEach((tab, j) => {
+      tab.classList.toggle('lx-active', j === i);
+      tab.setAttribute('aria-selected', j === i ? 'true' : 'false');
+    });
+    this.views.forEach((view, j) => {
+      view.node.style.display = j === i ? '' : 'none';
+      view.node.classList.toggle('lx-hidden', j !== i);
+    });
+    this.node.dataset.active = this.views[i] ? this.views[i].stage : '';
+    this.views[i]?.onShow();
+  }
+
+  showStage(stage: string): StageView | undefined {
+    const i = this.views.findIndex(view => view.stage === stage);
+    if (i >= 0) {
+      this.show(i);
+    }
+    return this.views[i];
+  }
+
+  private follow(stage: string, id: string): void {
+    const view = this.showStage(stage);
+    if (view) {
+      view.select(id, true, true);
+    }
+  }
+
+  private selected(from: StageView, id: string | null): void {
+    if (id === null) {
+      for (const view of this.views) {
+        view.setLinked(null);
+        if (view !== from) {
+          view.select(null);
+        }
+      }
+      this.counts.forEach(count => (count.textContent = ''));
+      return;
+    }
+    const found = this.provenance.counterparts(from.stage, id);
+    const lines = this.provenance.lines(from.stage, id, found);
+    const label = from.graph.node(id)?.label ?? id;
+    this.views.forEach((view, j) => {
+      if (view === from) {
+        view.setLinked(null);
+        this.counts[j].textContent = '';
+        return;
+      }
+      const ids = found[view.stage] ?? [];
+      view.setLinked({ from: { stage: from.stage, id, label }, ids, lines });
+      this.counts[j].textContent = ids.length ? String(ids.length) : '';
+    });
+  }
+
+  dispose(): void {
+    this.views.forEach(view => view.dispose());
+  }
+}
+
+function round(v: number): string {
+  return (Math.round(v * 100) / 100).toString();
+}
+
+function clamp(v: number, lo: number, hi: number): number {
+  return Math.min(hi, Math.max(lo, v));
+}
