@@ -1,0 +1,573 @@
+// End-to-end driver for the luminal-lab JupyterLab extension: headless Chromium (playwright-core)
+// against a running JupyterLab.
+//
+//   node ui-tests/lab.mjs SCENARIO BASE_URL TOKEN [OUT_DIR]
+//
+// SCENARIO is one of: stages, malicious, large, workbench (see SCENARIOS below). The driver only
+// acts and measures; it prints one line `RESULT {json}` with what it saw (facts, timings, every
+// request that left this machine, console and page errors) and exits 0, or exits 1 with `error`
+// set when a step failed (a wait timed out, an element was missing). tests/test_lab_e2e.py runs it
+// and makes the assertions. On failure a screenshot goes to OUT_DIR/SCENARIO.png.
+
+import { chromium } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+export const CHROMIUM = process.env.LUMINAL_LAB_CHROMIUM || '/usr/bin/chromium';
+export const LAUNCH_ARGS = [
+  '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--disable-default-apps', '--disable-domain-reliability',
+  '--no-pings', '--disable-features=Translate,OptimizationHints,MediaRouter,AutofillServerCommunication',
+];
+const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
+const LOCAL_SCHEMES = new Set(['data:', 'blob:', 'about:', 'chrome:', 'chrome-extension:', 'devtools:']);
+
+/** Whether a URL stays on this machine: data:/blob: or a loopback host. */
+export function isLocal(url) {
+  let parsed;
+  try { parsed = new URL(url); } catch { return false; }
+  if (LOCAL_SCHEMES.has(parsed.protocol)) return true;
+  return LOCAL_HOSTS.has(parsed.hostname);
+}
+
+const STAGE = '.jp-LuminalStage';
+const READY = `${STAGE}[data-status="ready"]`;
+
+// ---- page helpers ----------------------------------------------------------------------------
+
+async function openNotebook(page, ctx, name) {
+  const started = Date.now();
+  await page.goto(`${ctx.base}/lab/tree/${encodeURIComponent(name)}?token=${ctx.token}&reset`);
+  await page.locator('.jp-NotebookPanel .jp-Cell').first().waitFor({ timeout: 60000 });
+  ctx.timings.notebook_open_ms = Date.now() - started;
+  return started;
+}
+
+// A notebook saved without a kernelspec makes JupyterLab ask for a kernel: answer "No Kernel".
+async function declineKernel(page, ctx, wait = 8000) {
+  const dialog = page.locator('.jp-Dialog');
+  try {
+    await dialog.waitFor({ timeout: wait });
+  } catch {
+    ctx.facts.kernel_dialog = null;
+    return;
+  }
+  ctx.facts.kernel_dialog = (await dialog.locator('.jp-Dialog-header').textContent())?.trim() ?? '';
+  await dialog.locator('.jp-Dialog-footer button', { hasText: 'No Kernel' }).click();
+  await dialog.waitFor({ state: 'detached', timeout: 10000 });
+}
+
+async function api(page, ctx, path) {
+  return page.evaluate(async ([url, token]) => {
+    const response = await fetch(url, { headers: { Authorization: `token ${token}` } });
+    return response.json();
+  }, [`${ctx.base}/api/${path}`, ctx.token]);
+}
+
+// Every stage root of the page, in document order: its attributes and what it draws.
+async function describeStages(page) {
+  return page.locator(STAGE).evaluateAll((roots) => roots.map((root) => {
+    const nodes = [...root.querySelectorAll('g.lx-node')];
+    return {
+      stage: root.dataset.stage ?? null,
+      status: root.dataset.status ?? null,
+      node_count: root.dataset.nodeCount === undefined ? null : Number(root.dataset.nodeCount),
+      drawn: root.dataset.drawn === undefined ? null : Number(root.dataset.drawn),
+      in_pipeline: Boolean(root.closest('.jp-LuminalPipeline')),
+      cell: [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell')]
+        .findIndex((cell) => cell.contains(root)),
+      svg: root.querySelectorAll('svg.lx-graph').length,
+      viewport: root.querySelectorAll('svg.lx-graph > g.lx-viewport').length,
+      nodes: nodes.length,
+      ids: nodes.map((node) => node.getAttribute('data-id')),
+      labelled: nodes.filter((node) => node.querySelector('text')).length,
+      edges: root.querySelectorAll('path.lx-edge').length,
+      edges_with_ends: root.querySelectorAll('path.lx-edge[data-source][data-target]').length,
+      toolbar: ['input.lx-search', 'span.lx-search-count', 'button.lx-fit', 'button.lx-zoom-in',
+        'button.lx-zoom-out', 'div.lx-summary'].filter((sel) => root.querySelector(sel)),
+      summary: root.querySelector('.lx-summary')?.textContent ?? null,
+      error: root.querySelector('.lx-error')?.textContent ?? null,
+    };
+  }));
+}
+
+// A locator for the node `id` in the stage root number `index` (document order).
+function nodeLocator(page, index, id) {
+  const quoted = id.replace(/["\\]/g, '\\$&').replace(/\n/g, '\\a ');
+  return page.locator(STAGE).nth(index).locator(`g.lx-node[data-id="${quoted}"]`);
+}
+
+async function classIds(page, index, cls) {
+  return page.locator(STAGE).nth(index).evaluate((root, c) => ({
+    nodes: [...root.querySelectorAll(`g.lx-node.${c}`)].map((n) => n.getAttribute('data-id')),
+    edges: [...root.querySelectorAll(`path.lx-edge.${c}`)]
+      .map((e) => [e.getAttribute('data-source'), e.getAttribute('data-target')]),
+  }), cls);
+}
+
+async function details(page, index) {
+  return page.locator(STAGE).nth(index).evaluate((root) => {
+    const box = root.querySelector('.lx-details');
+    if (!box) return null;
+    return {
+      text: box.textContent,
+      fields: [...box.querySelectorAll('table.lx-fields tr')].map((tr) => [...tr.children].map((c) => c.textContent)),
+      source_lines: box.querySelectorAll('pre.lx-source span.lx-line[data-line]').length,
+      hits: [...box.querySelectorAll('pre.lx-source span.lx-line.lx-hit')].map((l) => Number(l.dataset.line)),
+      links: [...box.querySelectorAll('a.lx-link')].map((a) => ({ stage: a.dataset.stage, id: a.dataset.id,
+        href: a.getAttribute('href'), text: a.textContent })),
+    };
+  });
+}
+
+const pause = (page) => page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+
+async function waitReady(page, index, timeout = 30000) {
+  const root = page.locator(STAGE).nth(index);
+  await root.scrollIntoViewIfNeeded({ timeout });
+  await page.waitForFunction(([sel, i]) => {
+    const el = document.querySelectorAll(sel)[i];
+    return el && (el.dataset.status === 'ready' || el.dataset.status === 'error');
+  }, [STAGE, index], { timeout, polling: 100 });
+}
+
+// Colours of stage `index`: its effective background, text, a node's shape fill and label fill.
+async function colours(page, index) {
+  return page.locator(STAGE).nth(index).evaluate((root) => {
+    const background = (el) => {
+      for (let at = el; at; at = at.parentElement) {
+        const c = getComputedStyle(at).backgroundColor;
+        if (c && c !== 'transparent' && !/rgba\(.*,\s*0\)$/.test(c)) return c;
+      }
+      return 'rgb(255, 255, 255)';
+    };
+    const node = root.querySelector('g.lx-node');
+    const shape = node?.querySelector('rect, path, ellipse, polygon, circle');
+    const text = node?.querySelector('text');
+    const edge = root.querySelector('path.lx-edge');
+    const graph = root.querySelector('svg.lx-graph');
+    return {
+      background: background(root), color: getComputedStyle(root).color,
+      graph_background: graph ? background(graph) : null,
+      node_fill: shape ? getComputedStyle(shape).fill : null, node_stroke: shape ? getComputedStyle(shape).stroke : null,
+      label_fill: text ? getComputedStyle(text).fill : null, edge_stroke: edge ? getComputedStyle(edge).stroke : null,
+    };
+  });
+}
+
+async function setTheme(page, theme) {
+  await page.evaluate((t) => window.jupyterapp.commands.execute('apputils:change-theme', { theme: t }), theme);
+  const light = theme !== 'JupyterLab Dark';
+  await page.waitForFunction((l) => document.body.dataset.jpThemeLight === String(l), light, { timeout: 20000 });
+  await page.waitForTimeout(300);
+  await pause(page);
+}
+
+// ---- scenarios -------------------------------------------------------------------------------
+
+// stages.ipynb: the saved outputs of every stage and the pipeline, rendered with no kernel.
+// ctx.expect (from argv[5] JSON) names the nodes to act on: {hlir: {click, hover, search},
+// cuda: {click}, pipeline: {click}}.
+async function stages(page, ctx) {
+  const started = await openNotebook(page, ctx, 'stages.ipynb');
+  await page.locator(READY).first().waitFor({ timeout: 60000 });
+  ctx.timings.first_ready_ms = Date.now() - started;
+  await declineKernel(page, ctx, 3000);
+  const total = await page.locator(STAGE).count();
+  for (let i = 0; i < total; i++) {
+    const inPipeline = await page.locator(STAGE).nth(i).evaluate((el) => Boolean(el.closest('.jp-LuminalPipeline')));
+    if (!inPipeline) await waitReady(page, i);
+  }
+  ctx.timings.all_ready_ms = Date.now() - started;
+  ctx.facts.roots = await describeStages(page);
+  ctx.facts.pipelines = await page.locator('.jp-LuminalPipeline').evaluateAll((els) => els.map((p) => ({
+    tabs: [...p.querySelectorAll('.lx-tabs button.lx-tab')].map((b) => ({ stage: b.dataset.stage,
+      count: b.querySelector('.lx-tab-count')?.textContent ?? null, text: b.textContent,
+      size: b.querySelector('.lx-tab-size')?.textContent ?? null })),
+    stages: p.querySelectorAll('.jp-LuminalStage').length,
+  })));
+  const roots = ctx.facts.roots;
+  const indexOf = (stage) => roots.findIndex((r) => r.stage === stage && !r.in_pipeline);
+  const plan = ctx.expect;
+
+  // click: details show the node's id and label
+  const hlir = indexOf('hlir');
+  const root = page.locator(STAGE).nth(hlir);
+  await root.locator('button.lx-fit').click();
+  await pause(page);
+  await nodeLocator(page, hlir, plan.hlir.click).click();
+  await root.locator('.lx-details').waitFor({ timeout: 5000 });
+  ctx.facts.click = { selected: (await classIds(page, hlir, 'lx-selected')).nodes, details: await details(page, hlir) };
+
+  // hover: neighbours (nodes and connecting edges)
+  await nodeLocator(page, hlir, plan.hlir.hover).hover();
+  await pause(page);
+  ctx.facts.hover = await classIds(page, hlir, 'lx-neighbour');
+  await page.mouse.move(1, 1);
+  await pause(page);
+  ctx.facts.hover_after_leave = (await classIds(page, hlir, 'lx-neighbour')).nodes.length;
+
+  // search
+  await root.locator('input.lx-search').fill(plan.hlir.search);
+  await page.waitForTimeout(400);
+  ctx.facts.search = { matches: (await classIds(page, hlir, 'lx-match')).nodes,
+    count_text: await root.locator('span.lx-search-count').textContent() };
+  await root.locator('input.lx-search').fill('');
+  await page.waitForTimeout(400);
+  ctx.facts.search_cleared = (await classIds(page, hlir, 'lx-match')).nodes.length;
+
+  // zoom buttons change the viewport's transform
+  const transform = () => root.locator('g.lx-viewport').getAttribute('transform');
+  const before = await transform();
+  await root.locator('button.lx-zoom-in').click();
+  await pause(page);
+  const zoomedIn = await transform();
+  await root.locator('button.lx-zoom-out').click();
+  await root.locator('button.lx-zoom-out').click();
+  await pause(page);
+  const zoomedOut = await transform();
+  await root.locator('button.lx-fit').click();
+  await pause(page);
+  ctx.facts.zoom = { before, zoomed_in: zoomedIn, zoomed_out: zoomedOut, fit: await transform() };
+
+  // CUDA: a kernel's details list its source with line numbers
+  const cuda = indexOf('cuda');
+  await page.locator(STAGE).nth(cuda).locator('button.lx-fit').click();
+  await nodeLocator(page, cuda, plan.cuda.click).click();
+  await page.locator(STAGE).nth(cuda).locator('.lx-details').waitFor({ timeout: 5000 });
+  ctx.facts.cuda_click = await details(page, cuda);
+
+  // pipeline: select an HLIR node; counterparts are linked in the other stages; a link navigates
+  const pipeline = page.locator('.jp-LuminalPipeline').first();
+  await pipeline.scrollIntoViewIfNeeded();
+  const pipeIndex = (stage) => roots.findIndex((r) => r.stage === stage && r.in_pipeline);
+  await pipeline.locator('button.lx-tab[data-stage="hlir"]').click();
+  const pHlir = pipeIndex('hlir');
+  await waitReady(page, pHlir);
+  await page.locator(STAGE).nth(pHlir).locator('button.lx-fit').click();
+  await nodeLocator(page, pHlir, plan.pipeline.click).click();
+  await page.locator(STAGE).nth(pHlir).locator('.lx-details').waitFor({ timeout: 5000 });
+  await pause(page);
+  const linked = {};
+  for (const [i, r] of roots.entries()) {
+    if (r.in_pipeline) linked[r.stage] = (await classIds(page, i, 'lx-linked')).nodes;
+  }
+  ctx.facts.pipeline_click = { selected: (await classIds(page, pHlir, 'lx-selected')).nodes, linked,
+    details: await details(page, pHlir), cuda_details: await details(page, pipeIndex('cuda')),
+    tabs: await pipeline.locator('button.lx-tab').evaluateAll((bs) => bs.map((b) => ({ stage: b.dataset.stage,
+      count: b.querySelector('.lx-tab-count')?.textContent ?? null }))) };
+  const links = ctx.facts.pipeline_click.details?.links ?? [];
+  const target = links.find((l) => l.stage === plan.pipeline.follow) ?? links.find((l) => l.stage !== 'hlir');
+  if (target) {
+    await page.locator(STAGE).nth(pHlir).locator('a.lx-link').filter({ hasText: target.text }).first().click();
+    const tIndex = pipeIndex(target.stage);
+    await waitReady(page, tIndex);
+    await pause(page);
+    ctx.facts.link_follow = {
+      link: target,
+      visible: await page.locator(STAGE).nth(tIndex).isVisible(),
+      hlir_visible: await page.locator(STAGE).nth(pHlir).isVisible(),
+      active_tab: await pipeline.locator('button.lx-tab').evaluateAll((bs) => bs
+        .filter((b) => b.classList.contains('lx-active') || b.getAttribute('aria-selected') === 'true')
+        .map((b) => b.dataset.stage)),
+      selected: (await classIds(page, tIndex, 'lx-selected')).nodes,
+      details: await details(page, tIndex),
+    };
+  }
+
+  // themes: the same stage in light and dark
+  ctx.facts.theme = { light: await colours(page, hlir) };
+  await setTheme(page, 'JupyterLab Dark');
+  ctx.facts.theme.dark = await colours(page, hlir);
+  await setTheme(page, 'JupyterLab Light');
+  ctx.facts.theme.light_again = await colours(page, hlir);
+
+  ctx.facts.kernels = await api(page, ctx, 'kernels');
+  ctx.facts.sessions = await api(page, ctx, 'sessions');
+}
+
+// malicious.ipynb (trusted): markup in every string of the envelopes must stay text.
+async function malicious(page, ctx) {
+  await page.addInitScript(() => {
+    // any script that runs records itself; the notebook's payloads set window.__pwned
+    window.__e2eAlerts = [];
+    for (const name of ['alert', 'confirm', 'prompt']) {
+      window[name] = (...args) => { window.__e2eAlerts.push([name, String(args[0])]); };
+    }
+  });
+  page.on('dialog', (d) => { ctx.facts.dialogs = (ctx.facts.dialogs ?? 0) + 1; d.dismiss().catch(() => {}); });
+  const started = await openNotebook(page, ctx, 'malicious.ipynb');
+  await page.locator(STAGE).first().waitFor({ timeout: 60000 });
+  await declineKernel(page, ctx, 3000);
+  const total = await page.locator(STAGE).count();
+  for (let i = 0; i < total; i++) {
+    const el = page.locator(STAGE).nth(i);
+    if (await el.isVisible()) await waitReady(page, i, 20000).catch(() => {});
+  }
+  ctx.timings.all_ready_ms = Date.now() - started;
+  // click and hover every drawn node of every shown stage (each pipeline tab in turn), search
+  // for a payload, and follow a provenance link
+  let clicks = 0;
+  const exercise = async (root) => {
+    const fit = root.locator('button.lx-fit');
+    if (await fit.count()) await fit.click({ timeout: 2000 });
+    const nodes = root.locator('g.lx-node');
+    const n = await nodes.count();
+    for (let k = 0; k < n; k++) {
+      await nodes.nth(k).hover({ timeout: 1000 }).catch(() => {});
+      await nodes.nth(k).click({ timeout: 1000 }).then(() => { clicks++; }).catch(() => {});
+    }
+    const search = root.locator('input.lx-search');
+    if (await search.count()) await search.fill(ctx.expect.search ?? '<script>', { timeout: 2000 });
+  };
+  for (const root of await page.locator(`${STAGE}:not(.jp-LuminalPipeline ${STAGE})`).all()) {
+    await root.scrollIntoViewIfNeeded();
+    await exercise(root);
+  }
+  for (const pipeline of await page.locator('.jp-LuminalPipeline').all()) {
+    await pipeline.scrollIntoViewIfNeeded();
+    const tabs = await pipeline.locator('button.lx-tab').all();
+    for (const tab of tabs) {
+      await tab.click({ timeout: 2000 });
+      const shown = pipeline.locator(`${STAGE}:visible`).first();
+      await exercise(shown);
+    }
+    await tabs[0]?.click({ timeout: 2000 });
+    const shown = pipeline.locator(`${STAGE}:visible`).first();
+    await shown.locator('g.lx-node').first().click({ timeout: 2000 }).catch(() => {});
+    const link = pipeline.locator('.lx-details a.lx-link:visible').first();
+    ctx.facts.followed = await link.count();
+    if (ctx.facts.followed) await link.click({ timeout: 2000 });
+  }
+  ctx.facts.clicks = clicks;
+  await page.waitForTimeout(500);
+  ctx.facts.roots = await describeStages(page);
+  ctx.facts.pwned = await page.evaluate(() => (window.__pwned === undefined ? null : String(window.__pwned)));
+  ctx.facts.alerts = await page.evaluate(() => window.__e2eAlerts);
+  ctx.facts.inside = await page.locator(STAGE).evaluateAll((roots) => {
+    const bad = [];
+    const tags = 'script, img, iframe, object, embed, style, link, meta, foreignObject, b, form, input:not(.lx-search), video, audio, image, use';
+    for (const root of roots) {
+      for (const el of root.querySelectorAll(tags)) bad.push(`<${el.tagName.toLowerCase()} class="${el.getAttribute('class') ?? ''}">`);
+      for (const el of root.querySelectorAll('*')) {
+        for (const attr of el.attributes) {
+          const value = attr.value.trim().toLowerCase();
+          if (attr.name.startsWith('on')) bad.push(`${el.tagName.toLowerCase()}[${attr.name}]`);
+          if (/href|src|action/.test(attr.name) && /^\s*(javascript|data|vbscript):/.test(value)) {
+            bad.push(`${el.tagName.toLowerCase()}[${attr.name}=${attr.value}]`);
+          }
+        }
+      }
+    }
+    return bad;
+  });
+  ctx.facts.foreign_b = await page.locator('b.ll-pwn').count();
+  ctx.facts.text = await page.locator(STAGE).evaluateAll((roots) => roots.map((r) => r.textContent));
+  ctx.facts.labels = await page.locator(`${STAGE} g.lx-node text`).evaluateAll((ts) => ts.map((t) => t.textContent));
+  // the details of the node labelled with the first payload show the label as text
+  const first = ctx.facts.roots.findIndex((r) => r.stage === 'hlir' && !r.in_pipeline);
+  if (first >= 0) {
+    const target = page.locator(STAGE).nth(first).locator('g.lx-node').first();
+    await target.click();
+    ctx.facts.first_details = await details(page, first);
+  }
+}
+
+// large.ipynb: the time from the stage appearing to data-status="ready", and the longest task.
+async function large(page, ctx) {
+  await page.addInitScript((sel) => {
+    window.__e2e = { tasks: [], appeared: null, ready: null, statuses: [] };
+    try {
+      new PerformanceObserver((list) => {
+        for (const e of list.getEntries()) window.__e2e.tasks.push([e.startTime, e.duration]);
+      }).observe({ entryTypes: ['longtask'] });
+    } catch (error) { window.__e2e.observer_error = String(error); }
+    const poll = setInterval(() => {
+      const el = document.querySelector(sel);
+      if (!el) return;
+      const now = performance.now();
+      if (window.__e2e.appeared === null) window.__e2e.appeared = now;
+      const status = el.dataset.status ?? null;
+      const last = window.__e2e.statuses.at(-1);
+      if (!last || last[0] !== status) window.__e2e.statuses.push([status, now, Number(el.dataset.drawn ?? -1)]);
+      if (status === 'ready' || status === 'error') { window.__e2e.ready = now; clearInterval(poll); }
+    }, 20);
+  }, STAGE);
+  const started = await openNotebook(page, ctx, 'large.ipynb');
+  await page.locator(STAGE).first().waitFor({ timeout: 60000 });
+  ctx.timings.appeared_ms = Date.now() - started;
+  await page.waitForFunction(() => window.__e2e.ready !== null, null, { timeout: ctx.expect.limit_ms + 30000, polling: 250 });
+  ctx.timings.ready_ms = Date.now() - started;
+  const e2e = await page.evaluate(() => window.__e2e);
+  ctx.timings.draw_ms = e2e.ready - e2e.appeared;
+  ctx.timings.renderer_draw_ms = Number(await page.locator(STAGE).first().getAttribute('data-draw-ms'));
+  const during = e2e.tasks.filter(([start, duration]) => start + duration >= e2e.appeared && start <= e2e.ready);
+  ctx.timings.longest_task_ms = during.reduce((m, [, d]) => Math.max(m, d), 0);
+  ctx.timings.longest_task_any_ms = e2e.tasks.reduce((m, [, d]) => Math.max(m, d), 0);
+  ctx.facts.long_tasks = during.map(([s, d]) => [Math.round(s - e2e.appeared), Math.round(d)]);
+  ctx.facts.statuses = e2e.statuses.map(([s, t, d]) => [s, Math.round(t - e2e.appeared), d]);
+  ctx.facts.observer_error = e2e.observer_error ?? null;
+  await declineKernel(page, ctx, 1000);
+  ctx.facts.roots = (await describeStages(page)).map(({ ids, ...rest }) => ({ ...rest, ids: ids.length }));
+  // the drawn graph still answers a click and a search
+  const root = page.locator(STAGE).first();
+  const clickStart = Date.now();
+  await root.locator('button.lx-fit').click();
+  await root.locator('input.lx-search').fill(ctx.expect.search);
+  await page.waitForTimeout(500);
+  ctx.facts.search = { matches: (await classIds(page, 0, 'lx-match')).nodes.length,
+    count_text: await root.locator('span.lx-search-count').textContent() };
+  // Enter in the search selects the match and centres on it; then a real click on it
+  await root.locator('input.lx-search').fill(ctx.expect.find);
+  await root.locator('input.lx-search').press('Enter');
+  await root.locator('.lx-details .lx-details-id').waitFor({ timeout: 5000 });
+  ctx.facts.found = { selected: (await classIds(page, 0, 'lx-selected')).nodes, details: (await details(page, 0))?.text ?? null };
+  ctx.timings.find_ms = Date.now() - clickStart;
+  // a real click on another node now on screen (inside the graph's box, not under the details)
+  const onScreen = () => root.evaluate((el, skip) => {
+    const box = el.querySelector('svg.lx-graph').getBoundingClientRect();
+    const inside = (r) => r.width > 2 && r.height > 2 && r.left >= box.left && r.right <= box.right
+      && r.top >= box.top && r.bottom <= box.bottom;
+    const hit = [...el.querySelectorAll('g.lx-node')].find((g) => g.dataset.id !== skip && inside(g.getBoundingClientRect()));
+    return hit ? hit.dataset.id : null;
+  }, ctx.facts.found.selected[0] ?? '');
+  let other = await onScreen();
+  for (let zoom = 0; other === null && zoom < 8; zoom++) {  // zoom out until a neighbour is in view
+    await root.locator('button.lx-zoom-out').click();
+    other = await onScreen();
+  }
+  ctx.facts.click_target = other;
+  ctx.facts.scale_at_click = await root.getAttribute('data-scale');
+  if (other !== null) {
+    await root.locator(`g.lx-node[data-id="${other}"]`).click({ timeout: 10000 });
+    await root.locator('.lx-details .lx-details-id').filter({ hasText: other }).waitFor({ timeout: 5000 });
+  }
+  ctx.facts.clicked = (await classIds(page, 0, 'lx-selected')).nodes;
+  ctx.facts.details = (await details(page, 0))?.text ?? null;
+  ctx.timings.interaction_ms = Date.now() - clickStart;
+  ctx.facts.kernels = await api(page, ctx, 'kernels');
+}
+
+// workbench.ipynb, run in a live kernel: the anywidget workbench and the ipywidgets render,
+// and a click in the HLIR picture comes back from Python as highlights in the other stages.
+async function workbench(page, ctx) {
+  const started = await openNotebook(page, ctx, 'workbench.ipynb');
+  ctx.facts.step = 'wait for the kernel';
+  // the notebook's kernelspec (python3) starts a kernel; wait until it is connected and idle
+  await page.waitForFunction(() => {
+    const kernel = window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel;
+    return kernel && kernel.connectionStatus === 'connected' && kernel.status === 'idle';
+  }, null, { timeout: 60000, polling: 200 });
+  ctx.facts.kernel_dialog = await page.locator('.jp-Dialog').count();
+  ctx.timings.kernel_idle_ms = Date.now() - started;
+  ctx.facts.step = 'run all';
+  await page.evaluate(() => window.jupyterapp.commands.execute('notebook:run-all-cells'));
+  const bench = page.locator('.ll-workbench');
+  await bench.waitFor({ timeout: 90000 });
+  ctx.timings.workbench_ms = Date.now() - started;
+  ctx.facts.step = 'wait for every cell';
+  // every cell ran: the kernel is idle again and the last cell has an execution count
+  await page.waitForFunction(() => {
+    const prompts = [...document.querySelectorAll('.jp-Cell .jp-InputArea-prompt')].map((p) => p.textContent);
+    return prompts.length && prompts.every((p) => /\[\d+\]/.test(p));
+  }, null, { timeout: 90000, polling: 250 });
+  await page.waitForTimeout(1000);
+  ctx.timings.all_cells_ms = Date.now() - started;
+  ctx.facts.cells = await page.locator('.jp-NotebookPanel .jp-Cell.jp-CodeCell').evaluateAll((cells) => cells.map((c) => ({
+    source: c.querySelector('.cm-content')?.textContent ?? '',
+    widgets: c.querySelectorAll('.jp-OutputArea-output .jupyter-widgets, .jp-OutputArea-output .ll-workbench').length,
+    errors: [...c.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"], .jp-RenderedText[data-mime-type="application/vnd.jupyter.error"]')]
+      .map((e) => e.textContent.slice(0, 2000)),
+    text: c.querySelector('.jp-OutputArea')?.textContent.slice(0, 300) ?? '',
+    buttons: [...c.querySelectorAll('.jp-OutputArea button')].map((b) => b.textContent.trim()).filter(Boolean).slice(0, 20),
+  })));
+  ctx.facts.panes = await bench.evaluate((root) => ({
+    tabs: [...root.querySelectorAll('.ll-tabs button')].map((b) => b.textContent),
+    panes: [...root.querySelectorAll('.ll-pane')].map((p) => ({ hidden: p.hidden, svg: p.querySelectorAll('svg').length,
+      nodes: p.querySelectorAll('[data-ll-node]').length, kernels: p.querySelectorAll('.ll-kernel').length })),
+  }));
+  const wanted = bench.locator(`.ll-pane:not([hidden]) [data-ll-node="${ctx.expect.click ?? ''}"]`);
+  const target = (await wanted.count()) ? wanted.first() : bench.locator('.ll-pane:not([hidden]) [data-ll-node]').first();
+  const clicked = await target.getAttribute('data-ll-node');
+  await target.click();
+  await bench.locator('.ll-pane[hidden] .ll-highlight').first().waitFor({ state: 'attached', timeout: 20000 });
+  ctx.timings.round_trip_ms = Date.now() - started - ctx.timings.all_cells_ms;
+  ctx.facts.round_trip = await bench.evaluate((root, id) => ({
+    clicked: id,
+    status: root.querySelector('.ll-status')?.textContent ?? null,
+    selected: [...root.querySelectorAll('.ll-selected')].map((e) => e.getAttribute('data-ll-node')),
+    highlighted: [...root.querySelectorAll('.ll-pane')].map((p) => [...p.querySelectorAll('.ll-highlight')]
+      .map((e) => e.getAttribute('data-ll-node'))),
+    tabs: [...root.querySelectorAll('.ll-tabs button')].map((b) => b.textContent),
+    hits: root.querySelectorAll('.ll-line.ll-hit').length,
+  }), clicked);
+  // the stepper's "step round" answers from Python too
+  const step = page.locator('.jp-OutputArea button', { hasText: 'step round' }).first();
+  if (await step.count()) {
+    const cell = page.locator('.jp-Cell').filter({ has: step });
+    const before = await cell.locator('.jp-OutputArea').textContent();
+    await step.click();
+    await page.waitForFunction(([b]) => {
+      const btn = [...document.querySelectorAll('.jp-OutputArea button')].find((x) => x.textContent.includes('step round'));
+      const area = btn?.closest('.jp-OutputArea');
+      return area && area.textContent !== b;
+    }, [before], { timeout: 20000, polling: 200 }).then(() => { ctx.facts.stepper_answered = true; })
+      .catch(() => { ctx.facts.stepper_answered = false; });
+  }
+}
+
+const SCENARIOS = { stages, malicious, large, workbench };
+
+// ---- main ------------------------------------------------------------------------------------
+
+async function main() {
+  const [scenario, base, token, outDir = '.', expectJson = '{}'] = process.argv.slice(2);
+  if (!SCENARIOS[scenario] || !base || !token) {
+    console.error(`usage: node lab.mjs {${Object.keys(SCENARIOS).join('|')}} BASE_URL TOKEN [OUT_DIR] [EXPECT_JSON]`);
+    process.exit(2);
+  }
+  const ctx = { scenario, base, token, expect: JSON.parse(expectJson), facts: {}, timings: {},
+    requests: 0, off_machine: [], console_errors: [], page_errors: [], error: null };
+  const t0 = Date.now();
+  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: LAUNCH_ARGS });
+  ctx.timings.launch_ms = Date.now() - t0;
+  const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  const note = (url) => { ctx.requests++; if (!isLocal(url)) ctx.off_machine.push(url); };
+  context.on('request', (request) => note(request.url()));
+  const page = await context.newPage();
+  page.on('websocket', (ws) => note(ws.url()));
+  page.on('console', (m) => { if (m.type() === 'error') ctx.console_errors.push(m.text().slice(0, 500)); });
+  page.on('pageerror', (e) => ctx.page_errors.push(String(e).slice(0, 500)));
+  page.setDefaultTimeout(30000);
+  const deadline = Number(process.env.LUMINAL_LAB_E2E_DEADLINE_S || 150) * 1000;
+  let timer;
+  try {
+    await Promise.race([
+      SCENARIOS[scenario](page, ctx),
+      new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`the scenario ran past ${deadline / 1000} s`)), deadline); }),
+    ]);
+  } catch (error) {
+    ctx.error = String(error?.stack ?? error).slice(0, 3000);
+    try {
+      mkdirSync(outDir, { recursive: true });
+      await page.screenshot({ path: join(outDir, `${scenario}.png`), fullPage: false });
+      ctx.screenshot = join(outDir, `${scenario}.png`);
+    } catch { /* no screenshot */ }
+    try {
+      ctx.facts.cells_at_error = await page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell').evaluateAll((cells) => cells
+        .map((c) => `${c.querySelector('.jp-InputArea-prompt')?.textContent ?? ''} ${(c.querySelector('.jp-OutputArea')?.textContent ?? '').slice(0, 300)}`));
+      ctx.facts.kernel_status = await page.locator('.jp-Notebook-ExecutionIndicator').first().getAttribute('data-status');
+    } catch { /* page gone */ }
+    try { ctx.facts.roots_at_error = (await describeStages(page)).map(({ ids, ...r }) => ({ ...r, ids: ids.length })); } catch { /* page gone */ }
+  } finally {
+    clearTimeout(timer);
+    ctx.timings.total_ms = Date.now() - t0;
+    await browser.close();
+  }
+  const { expect, token: _token, ...result } = ctx;
+  process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
+  process.exit(ctx.error ? 1 : 0);
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await main();

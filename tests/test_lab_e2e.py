@@ -1,0 +1,463 @@
+"""End to end: the JupyterLab extension in headless Chromium, against a real JupyterLab.
+
+A module fixture writes the notebooks (``tests/lab_e2e_notebooks.py``: outputs made by executing
+them with nbclient, then saved), starts an isolated JupyterLab on 127.0.0.1 with a random token
+(``tests/lab_e2e_server.py``) and stops it (its whole process group) afterwards. Each scenario runs
+once in ``extension/ui-tests/lab.mjs`` (playwright-core driving /usr/bin/chromium), which reports
+what the page showed; the tests below assert on that report:
+
+* ``stages``: the saved outputs of every stage and of ``comp.pipeline()`` render with no kernel
+  (node counts, clicks, hover, search, zoom, CUDA source, provenance links, light and dark themes);
+* ``malicious``: a trusted notebook whose envelopes are full of markup executes nothing;
+* ``large``: a real 5,000-node HLIR is ready within ``LARGE_READY_LIMIT_S`` with no main-thread task
+  over ``LONG_TASK_LIMIT_MS``;
+* ``workbench``: run in a live kernel, ``comp.workbench()`` and the ipywidgets render, and a click
+  in the HLIR picture comes back from Python as highlights in the other stages;
+
+and across all of them the page requested nothing off this machine.
+
+Needs the built extension (``luminal_lab/labextension``, ``make setup``), node with playwright-core
+(``extension/node_modules``) and Chromium at ``/usr/bin/chromium`` (or ``$LUMINAL_LAB_CHROMIUM``);
+the test fails, never skips, when one is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from luminal_lab.provenance import Provenance
+
+from .lab_e2e_notebooks import LARGE_NODES, PAYLOADS, STAGES, write_notebooks
+from .lab_e2e_server import ROOT, Lab, labextension
+
+pytestmark = pytest.mark.browser
+
+EXTENSION = ROOT / "extension"
+DRIVER = EXTENSION / "ui-tests" / "lab.mjs"
+CHROMIUM = os.environ.get("LUMINAL_LAB_CHROMIUM", "/usr/bin/chromium")
+LARGE_READY_LIMIT_S = 10.0  # the 5,000-node stage: from its output appearing to data-status="ready"
+LONG_TASK_LIMIT_MS = 1000.0  # the longest main-thread task while it draws
+SCENARIO_DEADLINE_S = 150  # the driver gives up on a scenario after this (and reports what it saw)
+SCENARIO_TIMEOUT_S = SCENARIO_DEADLINE_S + 60
+
+
+def _require_tools() -> str:
+    node = shutil.which("node")
+    missing = []
+    if node is None:
+        missing.append("node (Node.js 18 or later)")
+    if not (EXTENSION / "node_modules" / "playwright-core").is_dir():
+        missing.append("extension/node_modules/playwright-core (cd extension && npm ci)")
+    if not Path(CHROMIUM).exists():
+        missing.append(f"Chromium at {CHROMIUM} (set LUMINAL_LAB_CHROMIUM)")
+    if missing:
+        pytest.fail("the browser test needs " + "; ".join(missing) + "; run `make setup`", pytrace=False)
+    return node
+
+
+class Session:
+    """The running server, the notebooks' expected contents, and each scenario's report (run once)."""
+
+    def __init__(self, lab: Lab, expected: dict[str, Any], out: Path, node: str) -> None:
+        self.lab = lab
+        self.expected = expected
+        self.out = out
+        self.node = node
+        self.reports: dict[str, dict[str, Any]] = {}
+        self.timings: dict[str, Any] = {}
+
+    def plan(self, scenario: str) -> dict[str, Any]:
+        if scenario == "stages":
+            return {"hlir": {"click": "h5", "hover": "h6", "search": "sin"}, "cuda": {"click": self.fused_kernel()},
+                    "pipeline": {"click": "h5", "follow": "cuda"}}
+        if scenario == "large":
+            nodes = self.expected["large"][0]["nodes"]
+            return {"limit_ms": LARGE_READY_LIMIT_S * 1000, "search": "Sin", "find": nodes[0]["label"]}
+        if scenario == "malicious":
+            return {"search": PAYLOADS[0]}
+        if scenario == "workbench":
+            return {"click": "h5"}
+        return {}
+
+    def fused_kernel(self) -> str:
+        cuda = self.stage("cuda")
+        return next(n["id"] for n in cuda["nodes"] if "region" in n["label"])
+
+    def stage(self, name: str) -> dict[str, Any]:
+        return next(e for e in self.expected["stages"] if e["stage"] == name)
+
+    def pipeline(self) -> dict[str, Any]:
+        return self.stage("pipeline")
+
+    def run(self, scenario: str) -> dict[str, Any]:
+        """Run ``scenario`` in the browser (once per module); its report, or a failure with the details."""
+        if scenario not in self.reports:
+            command = [self.node, str(DRIVER), scenario, self.lab.base_url, self.lab.token, str(self.out),
+                       json.dumps(self.plan(scenario))]
+            start = time.perf_counter()
+            try:
+                done = subprocess.run(command, cwd=EXTENSION, capture_output=True, text=True,
+                                      timeout=SCENARIO_TIMEOUT_S,
+                                      env={**os.environ, "LUMINAL_LAB_E2E_DEADLINE_S": str(SCENARIO_DEADLINE_S)})
+            except subprocess.TimeoutExpired as error:
+                self.reports[scenario] = {"error": f"the driver ran past {SCENARIO_TIMEOUT_S} s: {error.stdout}"}
+            else:
+                lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+                if lines:
+                    self.reports[scenario] = json.loads(lines[-1][len("RESULT "):])
+                else:
+                    self.reports[scenario] = {"error": f"the driver exited with {done.returncode} and no result:\n"
+                                                       f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"}
+            self.reports[scenario]["wall_s"] = round(time.perf_counter() - start, 2)
+            print(f"\n[{scenario}] timings {json.dumps(self.reports[scenario].get('timings', {}))} "
+                  f"wall {self.reports[scenario]['wall_s']} s")
+        report = self.reports[scenario]
+        if report.get("error"):
+            facts = report.get("facts", {})
+            pytest.fail(f"the {scenario} scenario failed in the browser:\n{report['error']}\n"
+                        f"screenshot: {report.get('screenshot')}\nstages then: {facts.get('roots_at_error')}\n"
+                        f"step: {facts.get('step')}; kernel {facts.get('kernel_status')}; "
+                        f"cells then: {facts.get('cells_at_error')}\n"
+                        f"console errors: {report.get('console_errors')}\npage errors: {report.get('page_errors')}\n"
+                        f"server log:\n{self.lab.log_tail()}", pytrace=False)
+        return report
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory):
+    labextension()  # fails with "run `make setup`" when the extension is not built
+    node = _require_tools()
+    home = tmp_path_factory.mktemp("lab_e2e")
+    notebooks = home / "notebooks"
+    notebooks.mkdir()
+    server = Lab(home / "jupyter", notebooks)
+    server.start()
+    try:
+        start = time.perf_counter()
+        expected = write_notebooks(notebooks)  # while the server starts
+        written = time.perf_counter() - start
+        server.trust(notebooks / "malicious.ipynb")
+        server.wait()
+        session = Session(server, expected, home / "screenshots", node)
+        session.timings.update(server_start_s=round(server.started_in, 2), notebooks_s=round(written, 2))
+        print(f"\n[lab] server answered after {server.started_in:.2f} s; notebooks written in {written:.2f} s")
+        yield session
+    finally:
+        server.stop()
+
+
+def _roots(report: dict[str, Any], in_pipeline: bool) -> list[dict[str, Any]]:
+    return [root for root in report["facts"]["roots"] if root["in_pipeline"] == in_pipeline]
+
+
+def _check_drawn(root: dict[str, Any], envelope: dict[str, Any], where: str) -> None:
+    ids = [node["id"] for node in envelope["nodes"]]
+    assert root["status"] == "ready", f"{where}: data-status is {root['status']!r}, error {root['error']!r}"
+    assert root["node_count"] == len(ids), f"{where}: data-node-count {root['node_count']}, envelope has {len(ids)}"
+    assert root["nodes"] == len(ids), f"{where}: {root['nodes']} g.lx-node drawn, envelope has {len(ids)} nodes"
+    assert sorted(root["ids"]) == sorted(ids), f"{where}: drawn ids differ from the envelope's: {root['ids']} vs {ids}"
+    assert root["labelled"] == len(ids), f"{where}: {len(ids) - root['labelled']} nodes have no <text> label"
+    assert root["edges"] == len(envelope["edges"]), f"{where}: {root['edges']} path.lx-edge, envelope has " \
+                                                    f"{len(envelope['edges'])} edges"
+    assert root["edges_with_ends"] == root["edges"], f"{where}: edges without data-source/data-target"
+    assert root["svg"] == 1 and root["viewport"] == 1, f"{where}: expected one svg.lx-graph > g.lx-viewport"
+
+
+def _scale(transform: str | None) -> float | None:
+    if not transform:
+        return None
+    match = re.search(r"scale\(\s*([-\d.e+]+)", transform) or re.search(r"matrix\(\s*([-\d.e+]+)", transform)
+    return float(match.group(1)) if match else None
+
+
+def _rgb(colour: str | None) -> tuple[float, float, float] | None:
+    """(r, g, b) in 0..255 of a computed CSS colour: rgb()/rgba() or color(srgb r g b) (from color-mix)."""
+    match = re.match(r"rgba?\(\s*([\d.]+)[,\s]+([\d.]+)[,\s]+([\d.]+)", colour or "")
+    if match:
+        return tuple(float(v) for v in match.groups())
+    match = re.match(r"color\(srgb\s+([\d.e-]+)\s+([\d.e-]+)\s+([\d.e-]+)", colour or "")
+    return tuple(255 * float(v) for v in match.groups()) if match else None
+
+
+def _contrast(a: str | None, b: str | None) -> float | None:
+    """WCAG contrast ratio of two CSS colours, or None when either is not an rgb() colour."""
+    ca, cb = _rgb(a), _rgb(b)
+    if ca is None or cb is None:
+        return None
+
+    def luminance(c):
+        lin = [v / 255 / 12.92 if v / 255 <= 0.03928 else ((v / 255 + 0.055) / 1.055) ** 2.4 for v in c]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    la, lb = sorted((luminance(ca), luminance(cb)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+# ---- stages.ipynb: saved outputs, no kernel ------------------------------------------------------
+
+def test_saved_stages_render_with_no_kernel(lab: Session) -> None:
+    report = lab.run("stages")
+    roots = _roots(report, in_pipeline=False)
+    assert [root["stage"] for root in roots] == list(STAGES), f"stage outputs in order: {roots}"
+    for root in roots:
+        _check_drawn(root, lab.stage(root["stage"]), f"{root['stage']} output")
+        assert root["summary"] == lab.stage(root["stage"])["summary"], f"{root['stage']}: div.lx-summary"
+        assert len(root["toolbar"]) == 6, f"{root['stage']}: toolbar has only {root['toolbar']}"
+    assert report["facts"]["kernels"] == [], f"a kernel is running: {report['facts']['kernels']}"
+    assert report["facts"]["sessions"] == [], f"a session was started: {report['facts']['sessions']}"
+    print(f"[stages] first output ready after {report['timings']['first_ready_ms']} ms, all after "
+          f"{report['timings']['all_ready_ms']} ms; kernel dialog: {report['facts'].get('kernel_dialog')!r}")
+
+
+def test_pipeline_renders_every_stage(lab: Session) -> None:
+    report = lab.run("stages")
+    pipeline = lab.pipeline()
+    roots = _roots(report, in_pipeline=True)
+    assert [root["stage"] for root in roots] == [e["stage"] for e in pipeline["stages"]], \
+        f"pipeline stages: {[root['stage'] for root in roots]}"
+    (info,) = report["facts"]["pipelines"]
+    assert [tab["stage"] for tab in info["tabs"]] == list(STAGES), f"button.lx-tab[data-stage]: {info['tabs']}"
+    for tab, envelope in zip(info["tabs"], pipeline["stages"]):
+        assert str(len(envelope["nodes"])) in tab["text"], \
+            f"tab {tab['stage']} does not show its {len(envelope['nodes'])} nodes: {tab['text']!r}"
+        assert tab["count"] == "", f"tab {tab['stage']}: span.lx-tab-count {tab['count']!r} before any selection"
+    for root, envelope in zip(roots, pipeline["stages"]):
+        assert root["node_count"] == len(envelope["nodes"]), \
+            f"pipeline {root['stage']}: data-node-count {root['node_count']} != {len(envelope['nodes'])}"
+        if root["status"] == "ready":  # tabs not yet shown may draw lazily; every one is drawn by the click test
+            _check_drawn(root, envelope, f"pipeline {root['stage']}")
+
+
+def test_click_shows_details(lab: Session) -> None:
+    facts = lab.run("stages")["facts"]["click"]
+    node = next(n for n in lab.stage("hlir")["nodes"] if n["id"] == "h5")
+    assert facts["selected"] == ["h5"], f".lx-selected after clicking h5: {facts['selected']}"
+    details = facts["details"]
+    assert details is not None, "no div.lx-details after a click"
+    assert "h5" in details["text"] and node["label"] in details["text"], f"div.lx-details: {details['text']!r}"
+    fields = {row[0].strip(): row[-1] for row in details["fields"] if row}
+    assert "op" in fields and "Sin" in fields["op"], f"table.lx-fields lacks the op: {details['fields']}"
+
+
+def test_hover_marks_neighbours(lab: Session) -> None:
+    facts = lab.run("stages")["facts"]
+    edges = lab.stage("hlir")["edges"]
+    near = {e["source"] for e in edges if e["target"] == "h6"} | {e["target"] for e in edges if e["source"] == "h6"}
+    incident = sorted([e["source"], e["target"]] for e in edges if "h6" in (e["source"], e["target"]))
+    assert set(facts["hover"]["nodes"]) - {"h6"} == near, f".lx-neighbour nodes on hovering h6: {facts['hover']}"
+    assert sorted(facts["hover"]["edges"]) == incident, f".lx-neighbour edges on hovering h6: {facts['hover']}"
+    assert facts["hover_after_leave"] == 0, "neighbours stay marked after the pointer leaves"
+
+
+def test_search_counts_matches(lab: Session) -> None:
+    facts = lab.run("stages")["facts"]
+    labelled = {n["id"] for n in lab.stage("hlir")["nodes"] if "sin" in n["label"].lower()}
+    matches = set(facts["search"]["matches"])
+    assert labelled <= matches, f"search 'sin': .lx-match {sorted(matches)} misses {sorted(labelled - matches)}"
+    assert str(len(matches)) in facts["search"]["count_text"], \
+        f"span.lx-search-count {facts['search']['count_text']!r} for {len(matches)} matches"
+    assert facts["search_cleared"] == 0, "matches stay marked after the search is cleared"
+
+
+def test_zoom_buttons_change_the_view(lab: Session) -> None:
+    zoom = lab.run("stages")["facts"]["zoom"]
+    before, zoomed_in, zoomed_out = _scale(zoom["before"]), _scale(zoom["zoomed_in"]), _scale(zoom["zoomed_out"])
+    assert None not in (before, zoomed_in, zoomed_out), f"g.lx-viewport transform has no scale: {zoom}"
+    assert zoomed_in > before > zoomed_out, f"zoom in/out do not scale the viewport: {zoom}"
+    assert _scale(zoom["fit"]) == pytest.approx(before, rel=0.01), f"fit does not restore the fitted view: {zoom}"
+
+
+def test_cuda_details_show_source(lab: Session) -> None:
+    details = lab.run("stages")["facts"]["cuda_click"]
+    kernel = next(n for n in lab.stage("cuda")["nodes"] if n["id"] == lab.fused_kernel())
+    lines = kernel["source"].splitlines()
+    assert details is not None and details["source_lines"] == len(lines), \
+        f"pre.lx-source of {kernel['id']}: {details and details['source_lines']} span.lx-line, source has {len(lines)}"
+
+
+def test_pipeline_links_counterparts(lab: Session) -> None:
+    facts = lab.run("stages")["facts"]["pipeline_click"]
+    stages = {e["stage"]: e for e in lab.pipeline()["stages"]}
+    expected = Provenance({name: _Saved(env) for name, env in stages.items()}).counterparts("hlir", "h5")
+    assert facts["selected"] == ["h5"], f"pipeline hlir .lx-selected: {facts['selected']}"
+    for stage, ids in expected.items():
+        assert sorted(facts["linked"].get(stage, [])) == sorted(ids), \
+            f"pipeline {stage}: .lx-linked {facts['linked'].get(stage)} for HLIR h5, provenance says {ids}"
+    listed = {(link["stage"], link["id"]) for link in facts["details"]["links"]}
+    wanted = {(stage, i) for stage, ids in expected.items() for i in ids}
+    assert wanted <= listed, f"a.lx-link in the details miss {sorted(wanted - listed)}"
+    counts = {tab["stage"]: tab["count"] for tab in facts["tabs"]}
+    for stage, ids in expected.items():
+        if ids:
+            assert str(len(ids)) in (counts.get(stage) or ""), \
+                f"tab {stage}: span.lx-tab-count {counts.get(stage)!r}, {len(ids)} nodes linked"
+    # the CUDA stage lists the linked kernel's source with the lines computing h5 marked .lx-hit
+    cuda_lines = lab.pipeline()["meta"]["cuda_lines"]
+    hits = sorted({n for kernel in expected["cuda"] for k in expected["llir"] for n in cuda_lines[kernel].get(k, [])})
+    cuda = facts["cuda_details"]
+    assert cuda is not None and cuda["source_lines"] > 0, f"the linked CUDA kernel's source is not listed: {cuda}"
+    assert cuda["hits"] == hits, f"CUDA .lx-hit lines {cuda['hits']} for HLIR h5, meta.cuda_lines says {hits}"
+
+
+def test_pipeline_link_navigates(lab: Session) -> None:
+    facts = lab.run("stages")["facts"]
+    follow = facts.get("link_follow")
+    assert follow is not None, f"no a.lx-link to follow: {facts['pipeline_click']['details']['links']}"
+    link = follow["link"]
+    assert follow["visible"] and not follow["hlir_visible"], f"the {link['stage']} tab is not the one shown: {follow}"
+    assert follow["active_tab"] == [link["stage"]], f"active tab after following {link}: {follow['active_tab']}"
+    assert follow["selected"] == [link["id"]], \
+        f"{link['stage']} .lx-selected {follow['selected']}, the link goes to {link['id']}"
+    assert link["href"] in (None, "", "#") or not link["href"].lower().startswith("javascript"), link
+    if link["stage"] == "cuda":  # a kernel selected in the pipeline marks every line it computes
+        lines = lab.pipeline()["meta"]["cuda_lines"][link["id"]]
+        hits = sorted({n for numbers in lines.values() for n in numbers})
+        assert follow["details"]["hits"] == hits, f"{link['id']}: .lx-hit {follow['details']['hits']}, expected {hits}"
+
+
+def test_dark_theme_changes_colours(lab: Session) -> None:
+    theme = lab.run("stages")["facts"]["theme"]
+    light, dark = theme["light"], theme["dark"]
+    assert light["graph_background"] != dark["graph_background"] or light["background"] != dark["background"], \
+        f"the background is the same in both themes: {theme}"
+    assert (light["node_fill"], light["label_fill"]) != (dark["node_fill"], dark["label_fill"]), \
+        f"node colours do not follow the theme: {theme}"
+    assert theme["light_again"] == light, f"back to light, colours differ: {theme}"
+    for name, colours in (("light", light), ("dark", dark)):
+        fill = colours["node_fill"] if _rgb(colours["node_fill"]) else colours["graph_background"]
+        ratio = _contrast(colours["label_fill"], fill)
+        assert ratio is not None and ratio >= 3, f"{name}: label {colours['label_fill']} on {fill}: contrast {ratio}"
+    print(f"[theme] light {light}\n[theme] dark {dark}")
+
+
+class _Saved:
+    """A stage read back from its saved envelope (what ``Provenance`` needs: ``to_json``)."""
+
+    def __init__(self, envelope: dict[str, Any]) -> None:
+        self.envelope = envelope
+
+    def to_json(self) -> dict[str, Any]:
+        return self.envelope
+
+
+# ---- malicious.ipynb -------------------------------------------------------------------------
+
+def test_malicious_labels_execute_nothing(lab: Session) -> None:
+    report = lab.run("malicious")
+    facts = report["facts"]
+    assert facts["pwned"] is None, f"a payload ran: window.__pwned = {facts['pwned']}"
+    assert not facts["alerts"] and not facts.get("dialogs"), f"a payload ran: {facts['alerts']}"
+    assert facts["inside"] == [], f"markup from the envelopes became elements or handlers: {facts['inside'][:20]}"
+    assert facts["foreign_b"] == 0, "the '\"><b>' payload became a <b> element"
+    assert facts["clicks"] > 0, "no node of the malicious stages could be clicked"
+    text = "\n".join(facts["text"])
+    for payload in PAYLOADS:
+        assert payload in text, f"the payload {payload!r} is not shown as text"
+    shown = facts["first_details"]["text"] if facts.get("first_details") else ""
+    assert PAYLOADS[0] in shown, f"the details of the node labelled {PAYLOADS[0]!r} show {shown!r}"
+    labels = facts["labels"]
+    for payload in PAYLOADS:
+        assert any(payload.startswith(label.rstrip("…").rstrip(".")) and label for label in labels), \
+            f"no node label reads {payload!r} (labels: {labels[:12]})"
+    ready = [root for root in facts["roots"] if root["stage"] in STAGES and not root["in_pipeline"]]
+    assert ready and all(root["status"] == "ready" and root["node_count"] == len(PAYLOADS) for root in ready), \
+        f"the malicious hlir/cuda stages: {[(r['stage'], r['status'], r['node_count']) for r in ready]}"
+    assert not report["page_errors"], f"page errors: {report['page_errors']}"
+    assert "malicious.ipynb is not trusted" not in lab.lab.log_path.read_text(errors="replace"), \
+        "the server did not treat malicious.ipynb as trusted, so this is not the worst case"
+
+
+# ---- large.ipynb -----------------------------------------------------------------------------
+
+def test_large_stage_is_ready_in_time(lab: Session) -> None:
+    report = lab.run("large")
+    envelope = lab.expected["large"][0]
+    count = len(envelope["nodes"])
+    assert count >= LARGE_NODES, f"the large HLIR has only {count} nodes"
+    (root,) = report["facts"]["roots"]
+    timings = report["timings"]
+    print(f"[large] {count} nodes, {len(envelope['edges'])} edges: ready {timings['draw_ms']:.0f} ms after the "
+          f"output appeared (renderer's data-draw-ms {timings['renderer_draw_ms']}; {timings['ready_ms']} ms after "
+          f"opening the notebook), longest task while drawing "
+          f"{timings['longest_task_ms']:.0f} ms; statuses {report['facts']['statuses'][:6]}")
+    assert root["status"] == "ready", f"data-status {root['status']!r}: {root['error']}"
+    assert root["node_count"] == count and root["nodes"] == count, \
+        f"data-node-count {root['node_count']}, {root['nodes']} g.lx-node drawn, {count} in the envelope"
+    assert root["drawn"] == count, f"data-drawn {root['drawn']} != {count}"
+    took = max(timings["draw_ms"], timings["renderer_draw_ms"])  # ours, and the renderer's own data-draw-ms
+    assert took <= LARGE_READY_LIMIT_S * 1000, \
+        f"the {count}-node stage took {took / 1000:.1f} s to be ready (limit {LARGE_READY_LIMIT_S} s)"
+    assert report["facts"]["observer_error"] is None, report["facts"]["observer_error"]
+    assert timings["longest_task_ms"] < LONG_TASK_LIMIT_MS, \
+        f"a {timings['longest_task_ms']:.0f} ms main-thread task while drawing (limit {LONG_TASK_LIMIT_MS} ms): " \
+        f"{report['facts']['long_tasks']}"
+    sins = sum(1 for n in envelope["nodes"] if "sin" in n["label"].lower())
+    assert report["facts"]["search"]["matches"] >= sins, f"search 'Sin': {report['facts']['search']}, {sins} labelled"
+    first = envelope["nodes"][0]
+    found = report["facts"]["found"]
+    assert found["selected"] == [first["id"]] and first["label"] in (found["details"] or ""), \
+        f"Enter in a search for {first['label']!r} selected {found['selected']}, details {found['details']!r}"
+    target = report["facts"]["click_target"]
+    assert target is not None, "after centring on the first node no other node is on screen to click"
+    assert report["facts"]["clicked"] == [target], f"clicking {target}: .lx-selected {report['facts']['clicked']}"
+    assert report["facts"]["kernels"] == [], "a kernel started for the large notebook"
+
+
+# ---- workbench.ipynb: live kernel ------------------------------------------------------------
+
+def test_workbench_widgets_render_and_round_trip(lab: Session) -> None:
+    report = lab.run("workbench")
+    facts = report["facts"]
+    cells = facts["cells"]
+    for cell in cells:
+        assert not cell["errors"], f"cell {cell['source'][:60]!r} failed: {cell['errors']}"
+    bench = next((c for c in cells if "workbench" in c["source"]), None)
+    assert bench and bench["widgets"] >= 1, f"comp.workbench() rendered nothing: {bench}"
+    for marker, button in (("stepper()", "step round"), ("inspector()", "refresh"), ("profiler()", "Launch")):
+        cell = next((c for c in cells if marker in c["source"]), None)
+        assert cell is not None, f"no cell showing {marker}"
+        assert cell["widgets"] >= 1 and button in cell["buttons"], \
+            f"{marker} did not render its widget (buttons {cell['buttons']}, text {cell['text']!r})"
+    panes = facts["panes"]
+    assert len(panes["panes"]) == len(STAGES), f"workbench panes: {panes}"
+    assert all(p["svg"] or p["kernels"] for p in panes["panes"]), f"a pane has no picture or listing: {panes}"
+    trip = facts["round_trip"]
+    assert trip["clicked"] in trip["selected"], f"clicked {trip['clicked']}, .ll-selected {trip['selected']}"
+    assert sum(1 for ids in trip["highlighted"][1:] if ids) >= 2, \
+        f"Python's answer marked .ll-highlight in too few other panes: {trip['highlighted']}"
+    assert trip["status"] == f"selected hlir {trip['clicked']}", f"status line {trip['status']!r}"
+    assert trip["clicked"] == "h5", f"the HLIR Sin node h5 is not drawn in the workbench; clicked {trip['clicked']}"
+    assert all(trip["highlighted"]), f"selecting the Sin node should mark every stage: {trip['highlighted']}"
+    assert trip["hits"] > 0, "no CUDA source line marked .ll-hit for the Sin node"
+    assert facts.get("stepper_answered"), "the stepper's 'step round' got no answer from the kernel"
+    print(f"[workbench] kernel idle {report['timings']['kernel_idle_ms']} ms, workbench shown "
+          f"{report['timings']['workbench_ms']} ms, round trip {report['timings']['round_trip_ms']} ms")
+
+
+# ---- every scenario --------------------------------------------------------------------------
+
+SCENARIOS = ("stages", "malicious", "large", "workbench")
+
+
+def test_no_request_leaves_the_machine(lab: Session) -> None:
+    for scenario in SCENARIOS:
+        report = lab.run(scenario)
+        assert report["requests"] > 0, f"{scenario}: no request was seen (is the listener working?)"
+        assert report["off_machine"] == [], f"{scenario}: requests off this machine: {report['off_machine']}"
+
+
+def test_no_page_errors(lab: Session) -> None:
+    for scenario in SCENARIOS:
+        report = lab.run(scenario)
+        assert report["page_errors"] == [], f"{scenario}: uncaught errors in the page: {report['page_errors']}"
+        ours = [e for e in report["console_errors"] if re.search(r"luminal|lx-|stage", e, re.IGNORECASE)]
+        assert ours == [], f"{scenario}: console errors from the extension: {ours}"
