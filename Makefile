@@ -29,8 +29,10 @@ extension: $(LABEXT)/package.json $(VENV)/.installed
 	mkdir -p $(dir $(LABEXT_LINK))
 	ln -sfn $(CURDIR)/$(LABEXT) $(LABEXT_LINK)
 
+# `npm install` follows the lock file; `npm ci` refuses it (npm leaves other platforms' optional rspack
+# bindings out of the lock and then reports them missing)
 extension/node_modules/.package-lock.json: extension/package.json extension/package-lock.json
-	cd extension && npm ci --no-audit --no-fund
+	cd extension && npm install --no-audit --no-fund
 
 $(LABEXT)/package.json: extension/node_modules/.package-lock.json extension/tsconfig.json $(wildcard extension/src/*.ts extension/style/*.css)
 	cd extension && npm run build
