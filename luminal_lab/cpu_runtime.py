@@ -477,6 +477,16 @@ def _kind(stride: int) -> str:
     return "c" if stride == 1 else "b" if stride == 0 else "s"
 
 
+def _loop_operands(out: np.ndarray, views: Sequence[_View]) -> tuple[int, str, list]:
+    """What an elementwise loop nest over ``out`` reading ``views`` is generated for and called with: its rank
+    after collapsing axes, each view's innermost-stride kind, and the arguments (out, the views' flat buffers,
+    then every view's offset and strides)."""
+    dims, strides = _collapse(out.shape, [_contiguous_strides(out.shape)] + [v.strides for v in views])
+    kinds = "".join(_kind(s[-1]) for s in strides[1:])
+    meta = np.array([x for v, s in zip(views, strides[1:]) for x in (v.offset, *s)], np.int64)
+    return len(dims), kinds, [_numba_view(out.reshape(dims)), *(_numba_view(v.flat) for v in views), meta]
+
+
 def _nest(positions: np.ndarray) -> list[tuple[int, int]] | None:
     """``(size, step)`` of the strided axes, outermost first, whose nest visits ``positions`` (from 0), or None.
 
@@ -815,11 +825,8 @@ class _Planner:
             return self._sequence(views, [lambda: np.copyto(out, array, casting="unsafe")])
         if out.size == 0:
             return self._sequence(views, [])
-        dims, strides = _collapse(out.shape, [_contiguous_strides(out.shape)] + [v.strides for v in views])
-        kinds = "".join(_kind(s[-1]) for s in strides[1:])
-        meta = np.array([x for v, s in zip(views, strides[1:]) for x in (v.offset, *s)], np.int64)
-        args = [_numba_view(out.reshape(dims)), *(_numba_view(v.flat) for v in views), meta]
-        source = elementwise_source(kernel.op, dtype, kernel.dtype, kinds, len(dims), out.size >= PARALLEL_THRESHOLD)
+        rank, kinds, args = _loop_operands(out, views)
+        source = elementwise_source(kernel.op, dtype, kernel.dtype, kinds, rank, out.size >= PARALLEL_THRESHOLD)
         return self._sequence(views, [self._launch(source, args)])
 
     def _region(self, end: Kernel) -> Step:
@@ -829,11 +836,8 @@ class _Planner:
         views = [self.view(source, tracker) for source, tracker, _ in body.inputs]
         if out.size == 0:
             return self._sequence(views, [])
-        dims, strides = _collapse(out.shape, [_contiguous_strides(out.shape)] + [v.strides for v in views])
-        kinds = "".join(_kind(s[-1]) for s in strides[1:])
-        meta = np.array([x for v, s in zip(views, strides[1:]) for x in (v.offset, *s)], np.int64)
-        args = [_numba_view(out.reshape(dims)), *(_numba_view(v.flat) for v in views), meta]
-        source = region_source(body, kinds, len(dims), out.size >= PARALLEL_THRESHOLD)
+        rank, kinds, args = _loop_operands(out, views)
+        source = region_source(body, kinds, rank, out.size >= PARALLEL_THRESHOLD)
         return self._sequence(views, [self._launch(source, args)])
 
     def _reduce(self, kernel: Kernel) -> Step:

@@ -874,7 +874,6 @@ export class PipelineView {
   readonly provenance: Provenance;
   private readonly tabs: HTMLButtonElement[] = [];
   private readonly counts: HTMLSpanElement[] = [];
-  private active = 0;
 
   constructor(envelope: PipelineEnvelope) {
     this.provenance = Provenance.of(envelope);
@@ -920,7 +919,6 @@ export class PipelineView {
 
   /** Show the tab of stage index `i`. */
   show(i: number): void {
-    this.active = i;
     this.tabs.forEach((tab, j) => {
       tab.classList.toggle('lx-active', j === i);
       tab.setAttribute('aria-selected', j === i ? 'true' : 'false');
