@@ -34,10 +34,10 @@ sys.path.insert(0, str(ROOT))
 
 import luminal_lab as ll  # noqa: E402
 from benchmarks.common import RESULTS, median_ms, write_result  # noqa: E402
-from luminal_lab.compiled import to_numpy  # noqa: E402
-from luminal_lab.cpu_runtime import CPURuntime  # noqa: E402
-from luminal_lab.genome import extract  # noqa: E402
-from luminal_lab.regions import find_regions  # noqa: E402
+from luminal_lab.core.arrays import to_numpy  # noqa: E402
+from luminal_lab.llir.genome import extract  # noqa: E402
+from luminal_lab.llir.regions import find_regions  # noqa: E402
+from luminal_lab.runtime.cpu import CPURuntime  # noqa: E402
 
 SHAPE = (2048, 2048)  # 2^22 elements
 

@@ -4,30 +4,32 @@
 models) with ``ll.compile``, and look at every stage of the pipeline.
 """
 
-from .compiled import Compiled, Signature, compile
-from .dtypes import DType, bf16, f16, f32, f64, i32, i64
-from .dtypes import bool_ as bool
-from .errors import (
+from .compiler.compiled import Compiled, compile
+from .core.dtypes import DType, bf16, f16, f32, f64, i32, i64
+from .core.dtypes import bool_ as bool
+from .core.errors import (
     BudgetExceeded,
     DTypeBoundaryError,
+    DTypeError,
     EgglogError,
     LuminalError,
     NoDeviceError,
     ShapeError,
     UnsupportedOpError,
 )
-from .hlir import DTypeError, Graph, Node, Op
-from .reference import ReferenceRuntime
-from .shape_tracker import ShapeTracker
-from .symbolic import Expr
-from .tensor import GraphTensor, concat, embedding, maximum, minimum, stack, where
+from .core.ops import Op
+from .core.shape_tracker import ShapeTracker
+from .core.symbolic import Expr
+from .hlir.graph import Graph, Node, Signature
+from .hlir.reference import ReferenceRuntime
+from .hlir.tensor import GraphTensor, concat, embedding, maximum, minimum, stack, where
 
 __version__ = "0.1.0"
 
 
 def load_ipython_extension(ipython) -> None:
     """``%load_ext luminal_lab``: registers the ``%luminal`` / ``%%luminal`` magics."""
-    from .magic import LuminalMagics
+    from .notebook.magic import LuminalMagics
 
     ipython.register_magics(LuminalMagics)
 

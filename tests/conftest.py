@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from luminal_lab.cpu_runtime import CACHE_ENV
+from luminal_lab.runtime.cache import CACHE_ENV
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -21,11 +21,14 @@ import pytest
 import torch
 
 import luminal_lab as ll
-from luminal_lab.compiled import to_numpy
-from luminal_lab.cpu_runtime import CACHE_ENV, PARALLEL_THRESHOLD, CPURuntime, KernelCache, kernel_cache
-from luminal_lab.hlir import REDUCE_OPS, Graph, Op
-from luminal_lab.llir import LLIR, Kernel
-from luminal_lab.shape_tracker import ShapeTracker
+from luminal_lab.core.arrays import to_numpy
+from luminal_lab.core.dtypes import from_torch
+from luminal_lab.core.ops import REDUCE_OPS, Op
+from luminal_lab.core.shape_tracker import ShapeTracker
+from luminal_lab.hlir.graph import Graph
+from luminal_lab.llir.llir import LLIR, Kernel
+from luminal_lab.runtime.cache import CACHE_ENV, KernelCache, kernel_cache
+from luminal_lab.runtime.cpu import PARALLEL_THRESHOLD, CPURuntime
 from tests.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
 from tests.test_ops import CASES, Case, _random, index_ops_graph
 
@@ -91,7 +94,7 @@ def _case_graph(case: Case, dtype: torch.dtype, transposed: bool) -> tuple[Graph
     g = ll.Graph()
     tensors = []
     for i, x in enumerate(inputs):
-        t = g.tensor(tuple(x.shape), name=f"x{i}", dtype=ll.dtypes.from_torch(dtype))
+        t = g.tensor(tuple(x.shape), name=f"x{i}", dtype=from_torch(dtype))
         tensors.append(t.transpose(-1, -2) if transposed and x.ndim >= 2 else t)
     case.ll_fn(*tensors).output("out")
     return g, {f"x{i}": to_numpy(x) for i, x in enumerate(inputs)}
@@ -402,7 +405,8 @@ _CACHE_PROBE = textwrap.dedent("""
     import numpy as np
     sys.path.insert(0, sys.argv[1])
     from luminal_lab import Expr, ShapeTracker, f32
-    from luminal_lab.cpu_runtime import CPURuntime, kernel_cache
+    from luminal_lab.runtime.cache import kernel_cache
+    from luminal_lab.runtime.cpu import CPURuntime
     from luminal_lab.llir import LLIR, Kernel
     rows, cols = (Expr.num(4),), (Expr.num(4), Expr.num(6))
     llir = LLIR([Kernel(0, "Input", (), cols, f32, "x"),

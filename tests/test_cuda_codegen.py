@@ -14,19 +14,14 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 import luminal_lab as ll
-from luminal_lab.cuda_codegen import (
-    CudaCompileError,
-    CudaKernel,
-    _nvrtc,
-    compile_ptx,
-    kernel_source,
-    llir_sources,
-    region_source,
-)
-from luminal_lab.dtypes import DType, from_torch
-from luminal_lab.genome import extract
-from luminal_lab.llir import IN_REGION, LLIR
-from luminal_lab.regions import find_regions
+from luminal_lab.codegen.cuda import CudaKernel, kernel_source, llir_sources, region_source
+from luminal_lab.codegen.ptx import _nvrtc, compile_ptx
+from luminal_lab.core.dtypes import DType, from_torch
+from luminal_lab.core.errors import CudaCompileError
+from luminal_lab.core.ops import IN_REGION
+from luminal_lab.llir.genome import extract
+from luminal_lab.llir.llir import LLIR
+from luminal_lab.llir.regions import find_regions
 from tests.fuzz_graphs import graphs
 from tests.models import MLP, LlamaBlock, llama_inputs, mlp_inputs
 from tests.test_ops import CASES

@@ -14,15 +14,16 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 import luminal_lab as ll
-from luminal_lab.compiled import to_numpy
-from luminal_lab.cpu_runtime import CPURuntime
-from luminal_lab.cuda_codegen import CudaKernel, llir_sources
-from luminal_lab.cuda_runtime import CUDARuntime, cuda_available, cuda_unavailable_reason, device_dtype, schedule
-from luminal_lab.genome import Refused, extract
-from luminal_lab.hlir import Graph
-from luminal_lab.llir import IN_REGION, LLIR, Kernel
-from luminal_lab.search import compare
-from luminal_lab.shape_tracker import ShapeTracker
+from luminal_lab.codegen.cuda import CudaKernel, llir_sources
+from luminal_lab.core.arrays import to_numpy
+from luminal_lab.core.ops import IN_REGION
+from luminal_lab.core.shape_tracker import ShapeTracker
+from luminal_lab.hlir.graph import Graph
+from luminal_lab.llir.genome import Refused, extract
+from luminal_lab.llir.llir import LLIR, Kernel
+from luminal_lab.runtime.cpu import CPURuntime
+from luminal_lab.runtime.cuda import CUDARuntime, cuda_available, cuda_unavailable_reason, device_dtype, schedule
+from luminal_lab.search.search import compare
 from tests.fuzz_graphs import graphs
 from tests.models import MLP, mlp_inputs
 from tests.test_cpu_runtime import llir_of

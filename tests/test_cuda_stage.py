@@ -11,13 +11,15 @@ from dataclasses import replace
 import pytest
 
 import luminal_lab as ll
-from luminal_lab import cuda_stage
-from luminal_lab.cuda_codegen import CudaCompileError, _nvrtc, llir_sources
-from luminal_lab.cuda_stage import CudaStage
-from luminal_lab.genome import extract
-from luminal_lab.llir import LLIR
-from luminal_lab.regions import find_regions
-from luminal_lab.stage import SCHEMA_VERSION, STAGE_MIME
+from luminal_lab.codegen import cuda_stage
+from luminal_lab.codegen.cuda import llir_sources
+from luminal_lab.codegen.cuda_stage import CudaStage
+from luminal_lab.codegen.ptx import _nvrtc
+from luminal_lab.core.errors import CudaCompileError
+from luminal_lab.core.stage import SCHEMA_VERSION, STAGE_MIME
+from luminal_lab.llir.genome import extract
+from luminal_lab.llir.llir import LLIR
+from luminal_lab.llir.regions import find_regions
 
 needs_compiler = pytest.mark.skipif(_nvrtc() is None and not os.path.exists("/usr/local/cuda/bin/nvcc")
                                     and shutil.which("nvcc") is None, reason="neither NVRTC nor nvcc available")

@@ -23,9 +23,9 @@ import pytest
 import torch
 
 import luminal_lab as ll
-from luminal_lab.dtypes import from_torch
+from luminal_lab.core.dtypes import from_torch
+from luminal_lab.core.ops import Op
 from luminal_lab.egraph import EGraph, Saturation, snapshot
-from luminal_lab.hlir import Op
 from tests.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
 from tests.test_ops import CASES
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 import luminal_lab as ll
+from luminal_lab.core.stage import SCHEMA_VERSION, STAGE_MIME
 from luminal_lab.egraph import EGraph, Snapshot, view
-from luminal_lab.stage import SCHEMA_VERSION, STAGE_MIME
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -103,7 +103,7 @@ def test_json_envelope(egraph):
     assert last["matches"]["lower-Mul"] == 4 and (last["enodes_before"], last["enodes_after"]) == (130, 139)
     assert meta["capped"] is None and "overview" not in meta
     assert {n["id"] for n in enodes.values() if n["added_in_last_step"]} == set(eg.history[-1].added_enodes)
-    output = eg.eclass_of(next(n for n in eg.graph.nodes if n.op == ll.hlir.Op.OUTPUT))
+    output = eg.eclass_of(next(n for n in eg.graph.nodes if n.op == ll.Op.OUTPUT))
     assert classes[output.id]["sort"] == "IR" and classes[output.id]["label"] == "Output 0"
     assert any(c["sort"] == "EList" and c["label"] == "[4, 3]" for c in classes.values())
 
@@ -111,7 +111,7 @@ def test_json_envelope(egraph):
 def test_json_ir_fields(egraph):
     eg, _ = egraph
     enodes = {n["id"]: n for n in eg.to_json()["nodes"] if n["kind"] == "enode"}
-    add = eg.eclass_of(next(n for n in eg.graph.nodes if n.op == ll.hlir.Op.ADD))
+    add = eg.eclass_of(next(n for n in eg.graph.nodes if n.op == ll.Op.ADD))
     ops = [enodes[n.id] for n in add.nodes]
     assert sorted(n["label"] for n in ops) == ["Add", "Add", "KernelAdd", "KernelAdd"]
     inputs = {tuple(n["ir"]["inputs"]) for n in ops}
@@ -173,7 +173,7 @@ def test_svg_clusters_nodes_and_highlights(egraph):
 @needs_dot
 def test_picture_around_an_eclass(egraph):
     eg, _ = egraph
-    add = eg.eclass_of(next(n for n in eg.graph.nodes if n.op == ll.hlir.Op.ADD))
+    add = eg.eclass_of(next(n for n in eg.graph.nodes if n.op == ll.Op.ADD))
     picture = eg.picture(around=add.id, depth=1)
     clusters = groups(svg_tree(picture.to_svg()), "cluster")
     assert "focus" in clusters[add.id]

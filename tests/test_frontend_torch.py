@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 
 import luminal_lab as ll
-from luminal_lab.dynamo import DynamoProgram, luminal_lab_backend
-from luminal_lab.frontend_torch import TABLE
+from luminal_lab.compiler.dynamo import DynamoProgram, luminal_lab_backend
+from luminal_lab.frontends.aten import TABLE
 from tests.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -237,7 +237,7 @@ def test_backend_is_found_by_name_without_importing_luminal_lab() -> None:
         model, (x,) = MLP(16, 32, 8), mlp_inputs(3, 16)
         out = torch.compile(model, backend="luminal_lab")(x)
         torch.testing.assert_close(out, model(x), atol=1e-4, rtol=1e-4)
-        assert "luminal_lab.dynamo" in sys.modules
+        assert "luminal_lab.compiler.dynamo" in sys.modules
         print("ok")
     """)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -7,11 +7,12 @@ import pytest
 import torch
 
 import luminal_lab as ll
-from luminal_lab.cpu_runtime import CPURuntime
-from luminal_lab.dtypes import to_torch as to_torch_dtype
-from luminal_lab.genome import Refused, extract
-from luminal_lab.llir import FUSED_OPS, IN_REGION
-from luminal_lab.regions import find_regions
+from luminal_lab.core.arrays import to_numpy
+from luminal_lab.core.dtypes import to_torch as to_torch_dtype
+from luminal_lab.core.ops import FUSED_OPS, IN_REGION
+from luminal_lab.llir.genome import Refused, extract
+from luminal_lab.llir.regions import find_regions
+from luminal_lab.runtime.cpu import CPURuntime
 from tests.models import LlamaBlock, llama_inputs
 
 SHAPE = (8, 16)
@@ -166,7 +167,7 @@ def test_fused_matches_unfused_and_torch(case, dtype):
     assert find_regions(fused) and not find_regions(unfused)
     generator = torch.Generator().manual_seed(0)
     inputs = {n: (torch.rand(shape, generator=generator) * 2 - 1).to(to_torch_dtype(dtype)) for n in names}
-    arrays = {n: ll.compiled.to_numpy(t) for n, t in inputs.items()}
+    arrays = {n: to_numpy(t) for n, t in inputs.items()}
     expected = reference(*(inputs[n].float() for n in names)).numpy()
     tolerance = {ll.f32: 1e-5, ll.f16: 4e-3, ll.bf16: 3e-2}[dtype]
     results = [np.asarray(CPURuntime(llir).run(arrays)[0], np.float32) for llir in (fused, unfused)]

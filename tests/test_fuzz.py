@@ -7,11 +7,11 @@ import random
 
 from hypothesis import HealthCheck, given, settings
 
-from luminal_lab.cpu_runtime import CPURuntime
 from luminal_lab.egraph import EGraph
-from luminal_lab.genome import ChoiceSpace, Refused, children, extract
-from luminal_lab.reference import ReferenceRuntime
-from luminal_lab.search import compare
+from luminal_lab.hlir.reference import ReferenceRuntime
+from luminal_lab.llir.genome import ChoiceSpace, Refused, children, extract
+from luminal_lab.runtime.cpu import CPURuntime
+from luminal_lab.search.search import compare
 
 from .fuzz_graphs import graphs
 

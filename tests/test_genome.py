@@ -8,7 +8,7 @@ import pytest
 
 import luminal_lab as ll
 from luminal_lab.egraph import EGraph
-from luminal_lab.genome import ChoiceSpace, Refused, children, extract
+from luminal_lab.llir.genome import ChoiceSpace, Refused, children, extract
 
 
 def softmax_graph() -> ll.Graph:

@@ -11,10 +11,13 @@ import numpy as np
 import pytest
 
 import luminal_lab as ll
-from luminal_lab.hlir_stage import HLIRStage, hlir_id, view_kinds
-from luminal_lab.shape_tracker import ONE, ShapeTracker
-from luminal_lab.stage import SCHEMA_VERSION, STAGE_MIME, Stage
-from luminal_lab.symbolic import Expr
+from luminal_lab.core.draw import view_kinds
+from luminal_lab.core.ids import hlir_id
+from luminal_lab.core.shape_tracker import ONE, ShapeTracker
+from luminal_lab.core.stage import SCHEMA_VERSION, STAGE_MIME, Stage
+from luminal_lab.core.symbolic import Expr
+from luminal_lab.hlir import view as hlir_view
+from luminal_lab.hlir.graph import HLIRStage
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -258,4 +261,4 @@ def test_without_dot_there_is_no_picture(monkeypatch, tmp_path):
     assert set(bundle) == {"text/plain", STAGE_MIME}
     assert bundle["text/plain"] == stage.summary()
     assert stage.to_svg() is None
-    assert stage.to_dot().source.startswith("digraph hlir {")
+    assert hlir_view.to_dot(stage).source.startswith("digraph hlir {")

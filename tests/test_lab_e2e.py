@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from luminal_lab.provenance import Provenance
+from luminal_lab.compiler.provenance import Provenance
 
 from .lab_e2e_notebooks import LARGE_NODES, PAYLOADS, STAGES, write_notebooks
 from .lab_e2e_server import ROOT, Lab, labextension

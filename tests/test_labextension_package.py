@@ -49,6 +49,16 @@ def test_wheel_holds_the_built_extension_where_jupyterlab_looks(wheel: Path) -> 
     assert built <= shipped  # every file of the build, nothing left behind
 
 
+def test_wheel_holds_every_module_and_the_widgets_browser_files(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    package = ROOT / "luminal_lab"
+    sources = {str(p.relative_to(ROOT)) for p in package.rglob("*")
+               if p.suffix in (".py", ".js", ".css") and "labextension" not in p.relative_to(package).parts}
+    assert "luminal_lab/notebook/static/provenance.js" in sources
+    assert sources - names == set()
+
+
 def test_pip_install_lists_the_extension_enabled(wheel: Path, tmp_path: Path) -> None:
     prefix = tmp_path / "prefix"
     # --ignore-installed: without it pip would uninstall this environment's own luminal_lab first

@@ -10,13 +10,13 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import luminal_lab as ll
-from luminal_lab import llir_view
-from luminal_lab.dtypes import DType
-from luminal_lab.genome import ChoiceSpace, Genome, extract
-from luminal_lab.llir import LLIR, Kernel
-from luminal_lab.shape_tracker import ShapeTracker
-from luminal_lab.stage import SCHEMA_VERSION, STAGE_MIME
-from luminal_lab.symbolic import Expr
+from luminal_lab.core.dtypes import DType
+from luminal_lab.core.shape_tracker import ShapeTracker
+from luminal_lab.core.stage import SCHEMA_VERSION, STAGE_MIME
+from luminal_lab.core.symbolic import Expr
+from luminal_lab.llir import view as llir_view
+from luminal_lab.llir.genome import ChoiceSpace, Genome, extract
+from luminal_lab.llir.llir import LLIR, Kernel
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
 SVG_NS = "{http://www.w3.org/2000/svg}"

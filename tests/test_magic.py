@@ -14,8 +14,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from jupyter_client.kernelspec import KernelSpecManager
 from nbclient import NotebookClient
 
-from luminal_lab.cuda_runtime import cuda_unavailable_reason
-from luminal_lab.magic import _assignment_positions
+from luminal_lab.notebook.magic import _assignment_positions
+from luminal_lab.runtime.cuda import cuda_unavailable_reason
 
 KERNEL = "python3"
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 import luminal_lab as ll
-from luminal_lab.dtypes import from_torch
+from luminal_lab.core.dtypes import from_torch
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 INTS = (torch.int32, torch.int64)

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import pytest
 
 import luminal_lab as ll
-from luminal_lab.compiled import Compiled
-from luminal_lab.cuda_stage import CudaStage
-from luminal_lab.genome import Genome
-from luminal_lab.provenance import STAGES, Provenance, pipeline
-from luminal_lab.stage import SCHEMA_VERSION, STAGE_MIME
+from luminal_lab.codegen.cuda_stage import CudaStage
+from luminal_lab.compiler.compiled import Compiled
+from luminal_lab.compiler.provenance import STAGES, Provenance
+from luminal_lab.core.stage import SCHEMA_VERSION, STAGE_MIME
+from luminal_lab.llir.genome import Genome
 
 # The LLIR of the fused genome of ``sin_sqrt_sum``: one region (k1 ... k7) and a row sum (k9). The HLIR is
 # h0 = Input a, h1 = Input b, h2 = Add, h3 = Sin, h4 = Sqrt, h5 = Output y, h6 = SumReduce, h7 = Output s; the
@@ -76,7 +76,7 @@ def compile_fused(build=sin_sqrt_sum) -> Iterator[Fused]:
     comp = ll.compile(g)
     try:
         genome = comp.choice_space().fused_genome()
-        yield Fused(comp, genome, Provenance.of(comp, genome))
+        yield Fused(comp, genome, Provenance(comp.stages(genome)))
     finally:
         comp.egraph.close()
 
@@ -87,7 +87,7 @@ def fused() -> Iterator[Fused]:
 
 
 def test_pipeline_uses_the_given_genome(fused: Fused) -> None:
-    stages = pipeline(fused.comp, fused.genome)
+    stages = fused.comp.stages(fused.genome)
     assert list(stages) == list(STAGES) == list(fused.provenance.stages)
     llir = fused.provenance.stages["llir"]
     assert llir.genome_hash == fused.genome.hash != fused.comp.genome.hash

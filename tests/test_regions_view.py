@@ -10,14 +10,16 @@ from collections.abc import Callable, Collection
 import pytest
 
 import luminal_lab as ll
-from luminal_lab import llir_view, regions_view
-from luminal_lab.dtypes import DType
-from luminal_lab.genome import extract
-from luminal_lab.llir import FUSED_OPS, IN_REGION, LLIR, Kernel
-from luminal_lab.regions import Region, Regions, find_regions
-from luminal_lab.shape_tracker import ShapeTracker
-from luminal_lab.stage import STAGE_MIME
-from luminal_lab.symbolic import Expr
+from luminal_lab.core.dtypes import DType
+from luminal_lab.core.ops import FUSED_OPS, IN_REGION
+from luminal_lab.core.shape_tracker import ShapeTracker
+from luminal_lab.core.stage import STAGE_MIME
+from luminal_lab.core.symbolic import Expr
+from luminal_lab.llir import regions_view
+from luminal_lab.llir import view as llir_view
+from luminal_lab.llir.genome import extract
+from luminal_lab.llir.llir import LLIR, Kernel
+from luminal_lab.llir.regions import Region, Regions, find_regions
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
 SVG_NS = "{http://www.w3.org/2000/svg}"

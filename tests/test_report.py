@@ -16,8 +16,9 @@ import graphviz
 import pytest
 
 import luminal_lab as ll
-from luminal_lab.provenance import NO_PICTURE, STAGES
-from luminal_lab.report import script_json, write_report
+from luminal_lab.compiler.provenance import STAGES
+from luminal_lab.notebook.assets import NO_PICTURE
+from luminal_lab.notebook.report import script_json, write_report
 from tests.test_provenance import LAYOUT, REGION, Fused, compile_fused
 
 CHROMIUM = "/usr/bin/chromium"

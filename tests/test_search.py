@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import luminal_lab as ll
-from luminal_lab.search import OUTCOMES, SearchStopped, search
+from luminal_lab.search.search import OUTCOMES, SearchStopped, search
 from tests.models import LlamaBlock, llama_inputs
 
 

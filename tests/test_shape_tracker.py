@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from luminal_lab.errors import ShapeError
-from luminal_lab.shape_tracker import ShapeTracker
-from luminal_lab.symbolic import Expr
+from luminal_lab.core.errors import ShapeError
+from luminal_lab.core.shape_tracker import ShapeTracker
+from luminal_lab.core.symbolic import Expr
 
 
 def materialise(buffer: np.ndarray, tracker: ShapeTracker) -> np.ndarray:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from luminal_lab.symbolic import Expr, and_, ceil_div, gte, lt, max_, min_, or_
+from luminal_lab.core.symbolic import Expr, and_, ceil_div, gte, lt, max_, min_, or_
 
 Z = Expr.z()
 S = Expr.var("s")

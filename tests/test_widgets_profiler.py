@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import luminal_lab as ll
-from luminal_lab.cuda_runtime import cuda_unavailable_reason
-from luminal_lab.cuda_stage import CudaStage
+from luminal_lab.codegen.cuda_stage import CudaStage
+from luminal_lab.llir.regions import Regions
 from luminal_lab.notebook.profiler import TABS, GenomeProfiler
-from luminal_lab.regions import Regions
-from luminal_lab.search import OUTCOMES, Candidate
+from luminal_lab.runtime.cuda import cuda_unavailable_reason
+from luminal_lab.search.search import OUTCOMES, Candidate
 
 
 @pytest.fixture(scope="module")

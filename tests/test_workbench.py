@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from luminal_lab.compiler.provenance import STAGES, TITLES
+from luminal_lab.notebook.assets import NO_PICTURE
+from luminal_lab.notebook.report import script_json
 from luminal_lab.notebook.workbench import Workbench
-from luminal_lab.provenance import NO_PICTURE, STAGES, TITLES
-from luminal_lab.report import script_json
 from tests.test_provenance import LAYOUT, REGION, Fused, compile_fused
 from tests.test_report import dump_dom, needs_chromium, node_ids
 

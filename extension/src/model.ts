@@ -6,9 +6,9 @@
  */
 
 export const MIME_TYPE = 'application/vnd.luminal-lab.stage+json';
-/** The newest envelope schema this renderer reads (luminal_lab.stage.SCHEMA_VERSION). */
+/** The newest envelope schema this renderer reads (luminal_lab.core.stage.SCHEMA_VERSION). */
 export const SCHEMA_VERSION = 1;
-/** Pipeline order of the stages luminal_lab knows, and their titles (luminal_lab.provenance.TITLES). */
+/** Pipeline order of the stages luminal_lab knows, and their titles (luminal_lab.compiler.provenance.TITLES). */
 export const STAGE_ORDER = ['hlir', 'egraph', 'llir', 'regions', 'cuda'];
 export const TITLES: Record<string, string> = {
   hlir: 'HLIR',
@@ -449,7 +449,7 @@ export class StageGraph {
 
 /**
  * The cross-stage map of a pipeline, read from its stages' links (a port of
- * luminal_lab.provenance.Provenance): links are read both ways and followed transitively along
+ * luminal_lab.compiler.provenance.Provenance): links are read both ways and followed transitively along
  * chains that visit each stage at most once; an e-node stands for its e-class.
  */
 export class Provenance {

@@ -7,7 +7,7 @@ import { detailsOf, parseEnvelope, Provenance, StageGraph, visualKind, SCHEMA_VE
 
 const fixture = name => JSON.parse(readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8'));
 const pipeline = fixture('pipeline_fused.json');
-const expected = fixture('pipeline_fused.expected.json'); // from luminal_lab.provenance.Provenance
+const expected = fixture('pipeline_fused.expected.json'); // from luminal_lab.compiler.provenance.Provenance
 const stageOf = name => structuredClone(pipeline.stages.find(s => s.stage === name));
 
 function errorOf(value) {
@@ -169,7 +169,7 @@ test('visual kinds', () => {
   assert.ok(kinds('egraph').every(k => k === 'eclass' || k === 'enode'));
 });
 
-test('counterparts match luminal_lab.provenance for every node of the pipeline', () => {
+test('counterparts match luminal_lab.compiler.provenance for every node of the pipeline', () => {
   const provenance = Provenance.of(parseEnvelope(pipeline).envelope);
   let checked = 0;
   for (const [key, want] of Object.entries(expected)) {

@@ -22,13 +22,15 @@ import gc
 import os
 import re
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from ..errors import BudgetExceeded, EgglogError
-from ..hlir import Graph, Node
-from ..stage import Stage
+from ..core.draw import Picture
+from ..core.errors import BudgetExceeded, EgglogError
+from ..core.stage import Stage
+from ..hlir.graph import Graph, Node
 from .fusion import FUSION_RULESETS
 from .ops import RULESETS, OpRegistry, default_registry
 from .schema import emit, rules, schema
@@ -37,10 +39,8 @@ from .worker import EgglogWorker, WorkerDied, shift_position
 from .worker import command_spans as _command_spans
 
 if TYPE_CHECKING:
-    from ..genome import Genome
     from ..notebook.inspector import EClassInspector
     from ..notebook.stepper import RuleStepper
-    from .view import Picture
 
 DEFAULT_MAX_ENODES = 1_000_000
 DEFAULT_TIMEOUT = 120.0
@@ -48,6 +48,13 @@ DEFAULT_MAX_ROUNDS = 10
 SATURATION_GUARD = 100  # iterations of a "to saturation" ruleset before it counts as runaway
 MAX_BATCH = 32  # most iterations of a ruleset that keeps the e-graph's size run in one egglog call
 RUN_TOGETHER = ("fusion_grow", "fusion_merge")  # rulesets a round runs to a joint fixpoint
+
+
+class Picks(Protocol):
+    """What a genome is to the e-graph: the id of the e-node it picks in each e-class it covers."""
+
+    @property
+    def choices(self) -> Mapping[str, str]: ...
 
 
 def default_memory_limit() -> int:
@@ -110,7 +117,6 @@ class EGraph(Stage):
     """The e-graph of a graph's HLIR; ``comp.egraph``."""
 
     name = "egraph"
-    view = "luminal_lab.egraph.view"
 
     def __init__(self, graph: Graph, registry: OpRegistry | None = None, memory_limit: int | None = None,
                  fusion: bool = True):
@@ -122,7 +128,8 @@ class EGraph(Stage):
         self._user_rulesets: list[str] = []
         self._functions = PROGRAM_FUNCTIONS
         self.history: list[StepReport] = []
-        self.compiled = None  # the ll.Compiled this e-graph belongs to (set by it), for its current genome
+        # the genome whose picks views show by default: set by whoever runs genomes of this e-graph
+        self.current_genome: Callable[[], Picks | None] | None = None
         self._growth: dict[str, float] = {}  # each ruleset's growth factor in its last iteration, for the forecast
         self.status = "built"
         self._worker = EgglogWorker(memory_limit or default_memory_limit())
@@ -297,9 +304,7 @@ class EGraph(Stage):
     def picture(self, around: str | None = None, depth: int = 2) -> Picture:
         """The IR-level picture (shows itself in a notebook); with ``around`` (an e-class id), only
         the IR e-classes within ``depth`` reads of it. See ``luminal_lab.egraph.view``."""
-        from .view import picture
-
-        return picture(self, around, depth)
+        return self._view().picture(self, around, depth)
 
     # ---- notebook widgets ---------------------------------------------------------------
     def stepper(self) -> RuleStepper:
@@ -309,9 +314,9 @@ class EGraph(Stage):
 
         return RuleStepper(self)
 
-    def inspector(self, genome: Genome | None = None) -> EClassInspector:
+    def inspector(self, genome: Picks | None = None) -> EClassInspector:
         """A widget to search e-classes and see one's e-nodes, neighbours, HLIR origin, best term and
-        the e-node ``genome`` (default: the compiled program's current one) picks in it."""
+        the e-node ``genome`` (default: ``current_genome()``, once the e-graph has been run) picks in it."""
         from ..notebook.inspector import EClassInspector
 
         return EClassInspector(self, genome)

@@ -38,7 +38,7 @@ Guards keep the number of regions small and the rules finite on e-graphs with cy
 
 from __future__ import annotations
 
-from ..llir import FUSABLE_BINARY, FUSABLE_UNARY
+from ..core.ops import FUSABLE_BINARY, FUSABLE_UNARY
 from .ops import Rule
 
 FUSION_RULESETS = ("fusion_pair", "fusion_grow", "fusion_merge")

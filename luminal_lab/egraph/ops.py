@@ -25,8 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..hlir import Op
-from ..tensor import LOG2_E
+from ..core.ops import LOG2_E, Op
 
 UNARY_FIELDS = ("EList", "View", "EList")
 BINARY_FIELDS = ("EList", "View", "View", "EList")

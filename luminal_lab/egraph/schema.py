@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..hlir import BINARY_OPS, REDUCE_OPS, UNARY_OPS, Graph, Node, Op
-from ..shape_tracker import ShapeTracker
-from ..symbolic import Expr, render_term
+from ..core.ops import BINARY_OPS, REDUCE_OPS, UNARY_OPS, Op
+from ..core.shape_tracker import ShapeTracker
+from ..core.symbolic import Expr, render_term
+from ..hlir.graph import Graph, Node
 from . import fusion
 from .ops import RULESETS, OpRegistry
 

@@ -5,7 +5,7 @@ Summary (``text/plain``)::
     E-graph: 116 e-classes (15 IR), 139 e-nodes (17 subsumed) | rulesets expr, dtype_prop, early, kernel_lower,
     algebra, cleanup | 2 steps, last: round +9 e-nodes, 20 matches | step 1
 
-JSON (see ``luminal_lab.stage`` for the envelope). Ids are egglog's: an e-class id is its sort
+JSON (see ``luminal_lab.core.stage`` for the envelope). Ids are egglog's: an e-class id is its sort
 and number (``IR-72``), an e-node id ``function-N-Op``; both are stable for the same program
 built and stepped the same way (an e-node id is egglog's row number, so it may name another
 e-node after a later step). Stage-specific fields:
@@ -43,18 +43,19 @@ e-class (any sort: a folded one is shown through the IR e-classes that use it).
 from __future__ import annotations
 
 import html
+import sys
 from collections import Counter, deque
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import graphviz
 
-from ..hlir_stage import EDGE_ATTR, GRAPH_ATTR, KIND_STYLE, NODE_ATTR, _render, hlir_id
+from ..core.draw import EDGE_ATTR, GRAPH_ATTR, KIND_STYLE, NODE_ATTR, Picture
+from ..core.ids import hlir_id
+from ..core.stage import register_view
+from .egraph import EGraph
 from .snapshot import ENode, Snapshot
-
-if TYPE_CHECKING:
-    from .egraph import EGraph
 
 MAX_IR_CLASSES = 150  # above this many IR e-classes the picture is an overview
 MAX_DRAWN_ENODES = 400  # ... or above this many drawn e-nodes
@@ -353,25 +354,6 @@ def _last_step(eg: EGraph) -> dict[str, Any] | None:
 
 
 # ---- picture -----------------------------------------------------------------------------------
-@dataclass
-class Picture:
-    """A picture of (part of) the e-graph: shows itself in a notebook; ``dot.source`` is the DOT text."""
-
-    dot: graphviz.Digraph
-    caption: str
-
-    def to_svg(self) -> str | None:
-        """The SVG text, or ``None`` when Graphviz cannot draw it."""
-        return _render(self.dot, "e-graph")
-
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
-        bundle: dict[str, Any] = {"text/plain": self.caption}
-        svg = self.to_svg()
-        if svg is not None:
-            bundle["image/svg+xml"] = svg
-        return bundle
-
-
 def to_svg(eg: EGraph) -> str | None:
     """The stage picture as SVG, or ``None`` when Graphviz cannot draw it."""
     return picture(eg).to_svg()
@@ -399,7 +381,7 @@ def picture(eg: EGraph, around: str | None = None, depth: int = 2) -> Picture:
               "Red outline: new in the last step; dashed grey: subsumed.")
     dot.attr(label=f"{caption}\n{legend}", labelloc="t", fontsize="10")
     _draw(dot, ir, shown, focus=ir.owners(around) if around is not None else [])
-    return Picture(dot, caption)
+    return Picture(dot, caption, "e-graph")
 
 
 def _overview(ir: IRLevel) -> tuple[list[str], str]:
@@ -499,3 +481,6 @@ def _draw_enode(dot: graphviz.Digraph, snapshot: Snapshot, n: IRNode) -> None:
         label += f'<br/><font point-size="7" color="#6b7280">{html.escape(", ".join(n.inputs))}</font>'
     dot.node(n.enode.id, label=label + ">", id=n.enode.id, tooltip=graphviz.nohtml(tooltip.replace("\n", "\\n")),
              **{"class": classes}, **style)
+
+
+register_view(EGraph, sys.modules[__name__])

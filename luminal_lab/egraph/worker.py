@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import EgglogError
+from ..core.errors import EgglogError
 
 _HEADER = struct.Struct("!Q")
 

@@ -24,8 +24,7 @@ import ipywidgets as widgets
 from ..egraph.snapshot import EClass
 
 if TYPE_CHECKING:
-    from ..egraph.egraph import EGraph
-    from ..genome import Genome
+    from ..egraph.egraph import EGraph, Picks
 
 MAX_LISTED = 200  # most e-classes the list shows
 MAX_BUTTONS = 24  # most child / parent e-class buttons
@@ -37,7 +36,7 @@ class EClassInspector(widgets.VBox):
     """A search box and a list of e-classes; the selected one's e-nodes, neighbours, HLIR nodes,
     genome pick, best term and picture."""
 
-    def __init__(self, egraph: EGraph, genome: Genome | None = None) -> None:
+    def __init__(self, egraph: EGraph, genome: Picks | None = None) -> None:
         self.egraph = egraph
         self.genome = genome
         self.query = ""
@@ -159,12 +158,11 @@ class EClassInspector(widgets.VBox):
         self._draw()
         return self.details
 
-    def current_genome(self) -> Genome | None:
-        """The genome whose picks are shown: the one given, else the compiled program's current one once
-        the e-graph has stepped (before that it would saturate the e-graph to make one), else None."""
-        compiled = self.egraph.compiled
-        if self.genome is None and compiled is not None and self.egraph.history:
-            return compiled.genome
+    def current_genome(self) -> Picks | None:
+        """The genome whose picks are shown: the one given, else the e-graph's ``current_genome()`` once the
+        e-graph has been run (before that there is nothing to pick from)."""
+        if self.genome is None and self.egraph.current_genome is not None and self.egraph.history:
+            return self.egraph.current_genome()
         return self.genome
 
     def refresh(self) -> None:

@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from ..compiled import DEVICES, check_device
-from ..errors import NoDeviceError
-from ..regions import Regions
-from ..search import OUTCOMES, Candidate, SearchResult
-from ..stage import Stage
+from ..core.errors import NoDeviceError
+from ..core.stage import Stage
+from ..llir.regions import Regions
+from ..runtime import DEVICES, check_device
+from ..search.search import OUTCOMES, Candidate, SearchResult
 
 if TYPE_CHECKING:
-    from ..compiled import Compiled
+    from ..compiler.compiled import Compiled
 
 REDRAW_SECONDS = 0.5
 TABS = ("LLIR", "Regions", "CUDA")
@@ -281,7 +281,7 @@ class GenomeProfiler(widgets.VBox):
             views = dict.fromkeys(TABS, self._reason_html(candidate))
         else:
             try:
-                from ..cuda_stage import CudaStage
+                from ..codegen.cuda_stage import CudaStage
 
                 llir = self.comp.llir(candidate.genome)
                 views = {"LLIR": _stage_html(llir), "Regions": _stage_html(Regions.of(llir)),

@@ -1,0 +1,13 @@
+"""Code generation: every LLIR kernel and fused region as source for a device.
+
+``cpu`` writes the numba loop nests the CPU runtime compiles, calling ``cpu_math`` (vectorisable
+float32 transcendentals, f16/bf16 bit conversions); ``cuda`` writes CUDA C, which ``ptx``
+compiles to PTX (NVRTC, else nvcc); ``cuda_stage`` is ``comp.cuda``, drawn by ``cuda_view``.
+"""
+
+from . import cuda_view  # noqa: F401  (draws CudaStage)
+from .cuda import CudaKernel, llir_sources
+from .cuda_stage import CudaStage
+from .ptx import compile_ptx
+
+__all__ = ["CudaKernel", "CudaStage", "compile_ptx", "llir_sources"]

@@ -1,0 +1,271 @@
+"""CPU kernels as Python source for ``numba.njit``: one loop nest per elementwise op, cast, reduction, gather
+and fused region.
+
+A kernel gets each operand as its flat buffer plus offsets and strides (the axes that every
+operand steps through alike merged first, by the runtime), and its loop nest is specialised by
+rank and by each operand's innermost stride (``c`` unit, ``b`` zero, ``s`` other): LLVM vectorises
+only loops over rows it knows are contiguous, which numba's strided ("A" layout) arrays never
+are. So one compiled kernel serves every shape and stride of its op, dtypes, rank and innermost
+strides; ``parallel`` variants loop with ``prange``. f16 and bf16 travel as their uint16 bits,
+compute in f32 and round on store; float32 Exp2/Exp/Log2/Sin call the vectorisable versions in
+``cpu_math``, which every source imports. A fused region's ``RegionBody`` becomes one loop nest
+computing its steps on registers. Each source's first line names the hash of ``cpu_math``, so a
+kernel cached against older helpers is never reused. The runtime (``luminal_lab.runtime.cpu``)
+compiles and caches these sources.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+from ..core.dtypes import DType
+from ..core.errors import UnsupportedOpError
+from ..core.ops import UNARY_KERNELS
+from ..llir.regions import RegionBody
+from . import cpu_math
+
+
+@functools.cache
+def _codegen_version() -> str:
+    """Hash of the helpers every kernel links (so kernels cached against older helpers are not reused)."""
+    return hashlib.sha256(Path(cpu_math.__file__).read_bytes()).hexdigest()[:16]
+
+
+def _header(parallel: bool, fastmath: str = "") -> str:
+    """Imports and the ``njit`` decorator; ``fastmath`` names one LLVM flag: ``contract`` (fused multiply-adds in
+    the helpers' polynomials) or ``reassoc`` (lets LLVM vectorise a float sum, summing in lanes)."""
+    options = "cache=True, error_model=\"numpy\""
+    if parallel:
+        options += ", parallel=True"
+    if fastmath:
+        options += f", fastmath={{\"{fastmath}\"}}"
+    return (f"# luminal_lab CPU kernel, helpers {_codegen_version()}\n"
+            "import numba\nimport numpy as np\n\nfrom luminal_lab.codegen import cpu_math as m\n\n\n"
+            f"@numba.njit({options})\n")
+
+
+def _load(dtype: DType, element: str) -> str:
+    """An element as its compute type: f16/bf16 bits widen to f32."""
+    if dtype == DType.F16:
+        return f"m.f16_load({element})"
+    if dtype == DType.BF16:
+        return f"m.bf16_load({element})"
+    return element
+
+
+def _store(dtype: DType, value: str) -> str:
+    """A compute value as the storage type: f32 rounds to f16/bf16 bits."""
+    if dtype == DType.F16:
+        return f"m.f16_store(np.float32({value}))"
+    if dtype == DType.BF16:
+        return f"m.bf16_store(np.float32({value}))"
+    return value
+
+
+_UNARY_F32 = {"Log2": "m.log2f({x})", "Exp2": "m.exp2f({x})", "Exp": "m.expf({x})", "Sin": "m.sinf({x})",
+              "Sqrt": "np.sqrt({x})", "Recip": "np.float32(1.0) / {x}"}
+_UNARY_F64 = {"Log2": "np.log2({x})", "Exp2": "np.exp2({x})", "Exp": "np.exp({x})", "Sin": "np.sin({x})",
+              "Sqrt": "np.sqrt({x})", "Recip": "1.0 / {x}"}
+_BINARY = {"Add": "{x} + {y}", "Mul": "{x} * {y}", "LessThan": "{x} < {y}"}
+_CAST = {DType.F32: "np.float32({x})", DType.F64: "np.float64({x})", DType.I32: "np.int32({x})",
+         DType.I64: "np.int64({x})", DType.BOOL: "{x} != 0"}
+
+
+def _expression(op: str, dtype: DType, target: DType, operands: list[str]) -> str:
+    """The value of ``op`` on loaded operands of ``dtype`` (its compute type), for an output of ``target``."""
+    if op in UNARY_KERNELS:
+        return (_UNARY_F64 if dtype == DType.F64 else _UNARY_F32)[op].format(x=operands[0])
+    if op in _BINARY:
+        value = _BINARY[op].format(x=operands[0], y=operands[1])
+        return f"({value}) != 0" if target == DType.BOOL and op != "LessThan" else value  # bool + bool is or
+    if op == "Mod":
+        if dtype.is_float:
+            return f"np.fmod({operands[0]}, {operands[1]})"
+        return f"m.fmod_int(np.int64({operands[0]}), np.int64({operands[1]}))"
+    if op == "Cast":
+        return _CAST[target].format(x=operands[0])
+    raise UnsupportedOpError(op, detail="no CPU kernel source")
+
+
+def _prologue(arity: int, width: int) -> list[str]:
+    """Read each operand's offset and ``width`` strides (in elements) from ``meta``."""
+    lines = []
+    for j in range(arity):
+        base = j * (width + 1)
+        lines.append(f"    o{j} = meta[{base}]")
+        lines += [f"    s{j}_{d} = meta[{base + 1 + d}]" for d in range(width)]
+    return lines
+
+
+def _outer(axes: int, parallel: bool, arity: int, depth: int) -> list[str]:
+    """Loops over ``out``'s first ``axes`` axes, tracking each operand's position ``p{j}_{d}``."""
+    lines = []
+    for d in range(axes):
+        loop = "numba.prange" if parallel and d == 0 else "range"
+        lines.append("    " * (depth + d) + f"for i{d} in {loop}(out.shape[{d}]):")
+        for j in range(arity):
+            start = f"o{j}" if d == 0 else f"p{j}_{d - 1}"
+            lines.append("    " * (depth + d + 1) + f"p{j}_{d} = {start} + i{d} * s{j}_{d}")
+    return lines
+
+
+def _operands(kinds: str, dtype: DType | None, axes: int, inner: int, indent: str) -> tuple[list[str], list[str]]:
+    """Statements hoisted above the innermost loop (over index ``i{inner}``) and each operand's value inside it.
+
+    ``kinds`` has one letter per operand for its innermost stride: ``c`` unit (read through a contiguous row, so
+    LLVM vectorises), ``b`` zero (read once), ``s`` any. ``dtype`` None reads the stored bits as they are.
+    """
+    load = (lambda element: element) if dtype is None else (lambda element: _load(dtype, element))
+    hoisted, values = [], []
+    for j, kind in enumerate(kinds):
+        position = f"o{j}" if axes == 0 else f"p{j}_{axes - 1}"
+        if kind == "c":
+            hoisted.append(f"{indent}r{j} = x{j}[{position}:]")
+            values.append(load(f"r{j}[i{inner}]"))
+        elif kind == "b":
+            hoisted.append(f"{indent}b{j} = {load(f'x{j}[{position}]')}")
+            values.append(f"b{j}")
+        else:
+            values.append(load(f"x{j}[{position} + i{inner} * s{j}_{inner}]"))
+    return hoisted, values
+
+
+def _elementwise_nest(kinds: str, dtype: DType | None, rank: int, parallel: bool,
+                      body: Callable[[list[str]], list[str]], depth: int = 1) -> list[str]:
+    """The loop nest of an elementwise kernel; ``body`` turns the operands' values into innermost statements."""
+    lines = _outer(rank - 1, parallel, len(kinds), depth)
+    indent = "    " * (depth + rank - 1)
+    hoisted, values = _operands(kinds, dtype, rank - 1, rank - 1, indent)
+    loop = "numba.prange" if parallel and rank == 1 else "range"
+    lines += hoisted + [f"{indent}for i{rank - 1} in {loop}(out.shape[{rank - 1}]):"]
+    return lines + [f"{indent}    {line}" for line in body(values)]
+
+
+def _index(rank: int) -> str:
+    return ", ".join(f"i{d}" for d in range(rank))
+
+
+# an int32 max reduction keeps the loop vectorised (a conditional count does not)
+_SIN_FLAG = "max(big, np.int32(abs({x}) >= m.SIN_LIMIT))"
+
+
+def elementwise_source(op: str, dtype: DType, target: DType, kinds: str, rank: int, parallel: bool) -> str:
+    """``kernel(out, x0, ..., meta)``: ``out = op(x0, ...)``; ``out`` has ``rank`` contiguous axes, operand ``j``
+    is the flat buffer ``x{j}`` read at ``meta``'s offset and strides, its innermost stride of kind ``kinds[j]``."""
+    out = f"out[{_index(rank)}]"
+    raw = op == "Cast" and dtype == target  # a copy moves the stored bits as they are
+    args = ", ".join(["out"] + [f"x{j}" for j in range(len(kinds))] + ["meta"])
+    lines = [f"def kernel({args}):", *_prologue(len(kinds), rank)]
+    if op == "Sin" and dtype != DType.F64:  # sinf's reduction is exact below SIN_LIMIT; libm takes the rest
+        lines.append("    big = np.int32(0)")
+        lines += _elementwise_nest(kinds, dtype, rank, parallel, lambda v: [
+            f"v = {v[0]}", f"{out} = {_store(target, 'm.sinf(v)')}", f"big = {_SIN_FLAG.format(x='v')}"])
+        lines.append("    if big:")
+        lines += _elementwise_nest(kinds, dtype, rank, False, lambda v: [
+            f"v = {v[0]}", "if abs(v) >= m.SIN_LIMIT:",
+            f"    {out} = {_store(target, 'np.float32(np.sin(np.float64(v)))')}"], depth=2)
+    elif raw:
+        lines += _elementwise_nest(kinds, None, rank, parallel, lambda v: [f"{out} = {v[0]}"])
+    else:
+        lines += _elementwise_nest(kinds, dtype, rank, parallel, lambda v: [
+            f"{out} = {_store(target, _expression(op, dtype, target, v))}"])
+    return _header(parallel, "contract" if op in UNARY_KERNELS else "") + "\n".join(lines) + "\n"
+
+
+_COMPUTE_CAST = {DType.F32: "np.float32({x})", DType.F16: "np.float32({x})", DType.BF16: "np.float32({x})",
+                 DType.F64: "np.float64({x})", DType.I32: "np.int32({x})", DType.I64: "np.int64({x})",
+                 DType.BOOL: "({x}) != 0"}
+
+
+def _region_statements(body: RegionBody, values: list[str], exact_sin: bool) -> tuple[list[str], list[str]]:
+    """The statements computing ``body``'s steps from its inputs' ``values`` (each step's value in the compute
+    type, as an unfused kernel would store it), and the names of the f32 Sin operands. With ``exact_sin``
+    those Sins take libm's sin beyond ``SIN_LIMIT`` instead."""
+    dtype = body.dtype
+    lines = [f"a{j} = {value}" for j, value in enumerate(values)]  # x{j} is the buffer, a{j} its element
+    sin_operands = []
+    for i, (op, names) in enumerate(body.steps):
+        operands = [f"a{name[1:]}" if name[0] == "x" else name for name in names]
+        if op == "Sin" and dtype != DType.F64:
+            (x,) = operands
+            sin_operands.append(x)
+            value = (f"m.sinf({x}) if abs({x}) < m.SIN_LIMIT else np.float32(np.sin(np.float64({x})))" if exact_sin
+                     else f"m.sinf({x})")
+        else:
+            value = _expression(op, dtype, dtype, operands)
+        lines.append(f"t{i} = {_COMPUTE_CAST[dtype].format(x=value)}")
+    return lines, sin_operands
+
+
+def region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -> str:
+    """``kernel(out, x0, ..., meta)``: a fused region as one loop nest, ``out`` = the last of ``body``'s steps
+    on each element; operands as in ``elementwise_source``. f32 Sins run ``sinf`` and, where any of their
+    arguments reached ``SIN_LIMIT``, the nest runs again (serially) with libm's sin for those."""
+    dtype, out = body.dtype, f"out[{_index(rank)}]"
+    args = ", ".join(["out"] + [f"x{j}" for j in range(len(kinds))] + ["meta"])
+    lines = [f"def kernel({args}):", *_prologue(len(kinds), rank)]
+
+    def statements(values: list[str], exact_sin: bool) -> list[str]:
+        computed, sin_operands = _region_statements(body, values, exact_sin)
+        counted = [f"big = {_SIN_FLAG.format(x=x)}" for x in sin_operands if not exact_sin]
+        return [*computed, f"{out} = {_store(dtype, body.result)}", *counted]
+
+    _, sin_operands = _region_statements(body, [], False)
+    if sin_operands:
+        lines.append("    big = np.int32(0)")
+    lines += _elementwise_nest(kinds, dtype, rank, parallel, lambda v: statements(v, False))
+    if sin_operands:
+        lines.append("    if big:")
+        lines += _elementwise_nest(kinds, dtype, rank, False, lambda v: statements(v, True), depth=2)
+    unary = any(op in UNARY_KERNELS for op, _ in body.steps)
+    return _header(parallel, "contract" if unary else "") + "\n".join(lines) + "\n"
+
+
+def reduce_source(op: str, dtype: DType, kind: str, rank: int, parallel: bool) -> str:
+    """``kernel(out, x0, meta)``: ``out[...] = sum/max(x0[..., :])``; ``out`` has ``rank`` contiguous axes, ``x0``
+    is a flat buffer read at ``meta``'s offset and ``rank + 1`` strides (the reduced one of ``kind``), then the
+    reduced extent."""
+    lines = ["def kernel(out, x0, meta):", *_prologue(1, rank + 1), f"    n = meta[{rank + 2}]"]
+    lines += _outer(rank, parallel, 1, 1)
+    indent = "    " * (rank + 1)
+    hoisted, (value,) = _operands("c" if kind == "c" else "s", dtype, rank, rank, indent)
+    if op == "SumReduce":
+        init = {DType.F64: "0.0"}.get(dtype, "np.float32(0.0)" if dtype.is_float else "0")
+        body = [f"acc = {init}", f"for i{rank} in range(n):", f"    acc += {value}"]
+    elif dtype == DType.F64:  # MaxReduce: NaN wins, as np.max
+        body = [f"i{rank} = 0", f"acc = {value}", f"for i{rank} in range(1, n):", f"    v = {value}",
+                "    acc = v if v > acc or v != v else acc"]
+    elif dtype.is_float:  # a max over order-preserving integer keys vectorises (NaN keys are the largest)
+        body = ["key = m.KEY_MIN", f"for i{rank} in range(n):", f"    k = m.f32_key({value})",
+                "    key = k if k > key else key", "acc = m.key_f32(key)"]
+    else:
+        body = [f"i{rank} = 0", f"acc = {value}", f"for i{rank} in range(1, n):", f"    v = {value}",
+                "    acc = v if v > acc else acc"]
+    body.append(f"out[{_index(rank)}] = {_store(dtype, 'acc')}")
+    lines += hoisted + [indent + line for line in body]
+    return _header(parallel, "reassoc" if op == "SumReduce" and dtype.is_float else "") + "\n".join(lines) + "\n"
+
+
+def take_source(kind: str, rank: int, parallel: bool) -> str:
+    """``kernel(out, x0, meta, data)``: ``out = data[x0]`` with ``x0`` read as an elementwise operand (innermost
+    stride of ``kind``); returns how many indexes fall outside ``data`` (those read ``data[0]``)."""
+    out = f"out[{_index(rank)}]"
+    lines = ["def kernel(out, x0, meta, data):", *_prologue(1, rank), "    n = data.shape[0]", "    bad = 0"]
+    lines += _elementwise_nest(kind, None, rank, parallel, lambda v: [
+        f"k = {v[0]}", "inside = (k >= 0) & (k < n)", "bad += 0 if inside else 1", f"{out} = data[k if inside else 0]"])
+    return _header(parallel) + "\n".join(lines + ["    return bad"]) + "\n"
+
+
+def gather_source(masked: bool, parallel: bool) -> str:
+    """``kernel(out, src, index[, valid, zero])``: ``out[i] = src[index[i]]`` (``zero[0]`` where not valid)."""
+    loop = "numba.prange" if parallel else "range"
+    if masked:
+        lines = ["def kernel(out, src, index, valid, zero):", f"    for i in {loop}(out.shape[0]):",
+                 "        out[i] = src[index[i]] if valid[i] else zero[0]"]
+    else:
+        lines = ["def kernel(out, src, index):", f"    for i in {loop}(out.shape[0]):",
+                 "        out[i] = src[index[i]]"]
+    return _header(parallel) + "\n".join(lines) + "\n"

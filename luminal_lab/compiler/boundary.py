@@ -1,0 +1,138 @@
+"""The boundary a compiled program is called through: inputs matched, checked and converted; outputs packed.
+
+The boundary is strict: every input's dtype must equal the graph's declared dtype (else
+``DTypeBoundaryError``, before any work) and its shape must fit the declared shape, which
+also binds the symbolic dimensions (else ``ShapeError``). Nothing is cast on the way in or out.
+Inputs come positionally, by keyword, or (for a torch program) in the pytree structure it was
+exported with; outputs go back as torch tensors in the program's structure, and in-place
+mutations of inputs and buffers are written back after each call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core import dtypes as dt
+from ..core.arrays import to_numpy, to_torch
+from ..core.errors import DTypeBoundaryError, LuminalError, ShapeError
+from ..core.shape_tracker import format_shape
+from ..hlir.graph import Graph, Signature
+
+
+class Boundary:
+    """How one compiled program meets its caller: its graph's inputs, its ``Signature``, and the module (if any)
+    whose buffers in-place mutations are written back to."""
+
+    def __init__(self, graph: Graph, signature: Signature, module=None) -> None:
+        self.graph = graph
+        self.signature = signature
+        self.module = module
+        self.positional = signature.in_spec is None or signature.in_spec == _positional_spec(len(signature.inputs))
+
+    def match(self, inputs: Sequence, named: Mapping[str, Any]) -> dict[str, Any]:
+        """The call's values by input name: positional and keyword arguments, or a pytree as at compile time."""
+        names = self.signature.inputs
+        if not named and len(inputs) == len(names) and self.positional:
+            return dict(zip(names, inputs))  # the common call: tensors in order, no pytree work
+        if self.signature.in_spec is not None:
+            import torch.utils._pytree as pytree
+
+            flat, spec = pytree.tree_flatten((tuple(inputs), dict(named)))
+            if spec != self.signature.in_spec:
+                raise LuminalError(f"the inputs are not structured as at compile time:\n  got {spec}\n"
+                                   f"  expected {self.signature.in_spec}")
+            flat = [v for v in flat if _is_array(v)]
+        else:
+            unknown = set(named) - set(names)
+            if unknown:
+                raise LuminalError(f"unknown input name(s) {sorted(unknown)}; the inputs are {names}")
+            flat = list(inputs) + [named[n] for n in names[len(inputs):] if n in named]
+        if len(flat) != len(names):
+            raise LuminalError(f"expected {len(names)} input(s) {names}, got {len(flat)}")
+        return dict(zip(names, flat))
+
+    def write_back(self, values: dict[str, Any], results: dict[str, np.ndarray]) -> None:
+        """Write in-place mutations back: into the caller's inputs, the graph's weights and the module's buffers."""
+        for output, input_name in self.signature.mutated_inputs.items():
+            target = values[input_name]
+            if isinstance(target, np.ndarray):
+                target[...] = results[output]
+            else:
+                target.copy_(to_torch(results[output]))
+        for output, weight in self.signature.mutated_weights.items():
+            self.graph.weights[weight] = results[output].copy()
+            if self.module is not None:
+                buffer = self.module.get_buffer(weight)
+                buffer.copy_(to_torch(results[output]))
+
+    def pack(self, results: dict[str, np.ndarray]) -> Any:
+        """The outputs as the program returns them: torch tensors, in its order and structure."""
+        tensors = [to_torch(results[name]) for name in self.signature.outputs]
+        if self.signature.out_spec is not None:
+            import torch.utils._pytree as pytree
+
+            return pytree.tree_unflatten(tensors, self.signature.out_spec)
+        return tensors[0] if len(tensors) == 1 else tuple(tensors)
+
+
+def _positional_spec(count: int):
+    """The torch pytree spec of ``count`` positional tensors and no keywords."""
+    import torch.utils._pytree as pytree
+
+    return pytree.tree_flatten((tuple(range(count)), {}))[1]
+
+
+def _is_array(value) -> bool:
+    import torch
+
+    return isinstance(value, (np.ndarray, torch.Tensor))
+
+
+def check_inputs(graph: Graph, values: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """Check dtypes and shapes of the user inputs, bind symbolic dimensions, convert to numpy."""
+    import torch
+
+    declared = {name: graph.inputs[name].node for name in values}
+    for name, value in values.items():
+        if isinstance(value, torch.Tensor):
+            got = _torch_dtype_name(value.dtype)
+            ok = got == declared[name].dtype.value
+        elif isinstance(value, np.ndarray):
+            got = str(value.dtype)
+            ok = value.dtype == declared[name].dtype.numpy
+        else:
+            raise DTypeBoundaryError(
+                f"input {name!r} must be a torch.Tensor or numpy array, got {type(value).__name__}")
+        if not ok:
+            raise DTypeBoundaryError(f"input {name!r} is {got} but the graph declares {declared[name].dtype.value}; "
+                                     "nothing is cast implicitly, cast it before the call")
+    bindings: dict[str, int] = {}
+    for name, value in values.items():
+        dims = declared[name].shape
+        shape = tuple(value.shape)
+        if len(shape) != len(dims):
+            raise ShapeError(f"input {name!r} has shape {list(shape)} but the graph declares {format_shape(dims)}")
+        for dim, size in zip(dims, shape):
+            if dim.op == "var":
+                bindings.setdefault(dim.args[0], size)
+    for name, value in values.items():
+        dims = declared[name].shape
+        try:
+            expected = [int(d.evaluate(bindings)) for d in dims]
+        except KeyError as missing:
+            raise ShapeError(f"input {name!r}: cannot bind {format_shape(dims)} from {list(value.shape)} "
+                             f"({missing.args[0]})") from None
+        if expected != list(value.shape):
+            raise ShapeError(f"input {name!r} has shape {list(value.shape)} but the graph declares "
+                             f"{format_shape(dims)} = {expected} with {bindings}")
+    return {name: to_numpy(value) for name, value in values.items()}, bindings
+
+
+def _torch_dtype_name(dtype) -> str:
+    try:
+        return dt.from_torch(dtype).value
+    except TypeError:
+        return str(dtype).replace("torch.", "")

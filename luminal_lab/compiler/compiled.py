@@ -1,0 +1,249 @@
+"""``ll.compile``: a compiled program, its stages, its genomes, and running it.
+
+``Compiled`` holds a graph and what was made of it: the e-graph (built on first use), the
+genome space of the saturated e-graph, the LLIR of each genome, a runtime per genome and
+device, and the result of the last search. It is called through its ``Boundary``
+(``luminal_lab.compiler.boundary``); ``run`` uses the current genome, ``run_reference`` the
+reference runtime.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..codegen.cuda_stage import CudaStage
+from ..core.errors import LuminalError
+from ..core.stage import Stage
+from ..egraph import EGraph
+from ..hlir.graph import Graph, HLIRStage, Signature
+from ..hlir.reference import ReferenceRuntime
+from ..llir.genome import ChoiceSpace, Genome, extract
+from ..llir.llir import LLIR
+from ..llir.regions import Regions
+from ..runtime import Profile, Runtime, check_device, new_runtime
+from ..search.search import SearchResult, random_inputs, search
+from .boundary import Boundary, check_inputs
+from .provenance import Pipeline
+
+if TYPE_CHECKING:
+    from ..frontends.translate import TorchProgram
+
+
+class Compiled:
+    """A compiled program: its stage objects, genome search, and ``run``.
+
+    ``run`` executes the current genome's kernels on the CPU runtime: the best genome of the
+    last ``search``, else the smallest-term genome of the saturated e-graph.
+    ``run_reference`` runs the HLIR on the reference runtime through the same boundary.
+    """
+
+    def __init__(self, graph: Graph, signature: Signature, module=None, example_inputs: Sequence | None = None,
+                 fusion: bool = True):
+        if not graph.outputs:
+            raise LuminalError("the graph has no outputs: mark at least one with .output(name)")
+        self.graph = graph
+        self.fusion = fusion  # whether the e-graph offers fused regions (read when the e-graph is built)
+        self.signature = signature
+        self.boundary = Boundary(graph, signature, module)
+        self._example_inputs = example_inputs
+        self._reference = ReferenceRuntime(graph)
+        self._space: ChoiceSpace | None = None
+        self._genome: Genome | None = None
+        self._llirs: dict[int, LLIR] = {}
+        self._runtimes: dict[tuple[int, str], Runtime] = {}  # by (genome hash, device)
+        self.last_search: SearchResult | None = None
+
+    @classmethod
+    def of_torch(cls, program: TorchProgram, fusion: bool = True) -> Compiled:
+        """The compiled form of a translated torch program (``luminal_lab.frontends``)."""
+        return cls(program.graph, program.signature, program.module, program.example_inputs, fusion)
+
+    @property
+    def hlir(self) -> HLIRStage:
+        return self.graph.hlir
+
+    @functools.cached_property
+    def egraph(self) -> EGraph:
+        """The e-graph stage, built (and its egglog worker started) on first access."""
+        egraph = EGraph(self.graph, fusion=self.fusion)
+        egraph.current_genome = lambda: self.genome
+        return egraph
+
+    def __repr__(self) -> str:
+        return f"<ll.Compiled {self.hlir}>"
+
+    # ---- genomes ------------------------------------------------------------------------
+    def choice_space(self) -> ChoiceSpace:
+        """The genomes' choices in the e-graph as it is now (saturated first if never run)."""
+        egraph = self.egraph
+        if not egraph.history:
+            egraph.saturate()
+        if self._space is None or self._space.snapshot is not egraph.snapshot:
+            self._space = ChoiceSpace(egraph.snapshot, self.graph)
+            self._genome = None
+            self._llirs.clear()
+            self._runtimes.clear()
+        return self._space
+
+    def random_genome(self, seed: int = 0) -> Genome:
+        return self.choice_space().random_genome(seed)
+
+    @property
+    def genome(self) -> Genome:
+        """The genome ``run`` uses: the best found by ``search``, else the smallest-term one."""
+        space = self.choice_space()
+        if self._genome is None:
+            self._genome = space.smallest_genome()
+        return self._genome
+
+    @genome.setter
+    def genome(self, genome: Genome) -> None:
+        """Make ``run``, ``llir()``, ``regions`` and ``cuda`` use ``genome`` (one of this e-graph's genomes)."""
+        if genome.space is not self.choice_space():
+            raise LuminalError("that genome belongs to another e-graph (or to this one before it last changed); "
+                               "take one from comp.choice_space() or comp.random_genome()")
+        extract(genome)  # a refused genome raises here, not at the next run
+        self._genome = genome
+
+    def llir(self, genome: Genome | None = None) -> LLIR:
+        """The LLIR stage of ``genome`` (default: the current genome); shows times once profiled."""
+        genome = genome or self.genome
+        if genome.hash not in self._llirs:
+            self._llirs[genome.hash] = extract(genome)
+        return self._llirs[genome.hash]
+
+    @property
+    def regions(self) -> Regions:
+        """The fused regions of the current genome's LLIR."""
+        return Regions.of(self.llir())
+
+    @property
+    def cuda(self) -> CudaStage:
+        """The generated CUDA C of the current genome's LLIR: per kernel source, launch config, compile status."""
+        return CudaStage(self.llir())
+
+    def _runtime(self, genome: Genome, device: str) -> Runtime:
+        check_device(device)
+        key = (genome.hash, device)
+        if key not in self._runtimes:
+            self._runtimes[key] = new_runtime(self.llir(genome), device)
+        return self._runtimes[key]
+
+    # ---- running ------------------------------------------------------------------------
+    def run(self, *inputs, device: str = "cpu", **named_inputs):
+        """Run on torch tensors (or numpy arrays) and return torch tensors, in the program's order."""
+        check_device(device)
+        values = self.boundary.match(inputs, named_inputs)
+        arrays, bindings = check_inputs(self.graph, values)
+        outputs = self._runtime(self.genome, device).run(arrays, self.graph.weights, bindings)
+        results = dict(zip(self.graph.outputs, outputs))
+        self.boundary.write_back(values, results)
+        return self.boundary.pack(results)
+
+    __call__ = run
+
+    def run_reference(self, *inputs, **named_inputs):
+        """Run the HLIR on the reference runtime (the ground truth), through the same boundary."""
+        values = self.boundary.match(inputs, named_inputs)
+        arrays, bindings = check_inputs(self.graph, values)
+        results = self._reference.run(arrays, bindings)
+        self.boundary.write_back(values, results)
+        return self.boundary.pack(results)
+
+    def profile(self, genome: Genome | None = None, device: str = "cpu", inputs: Sequence | None = None,
+                warmup: int = 2, trials: int = 10) -> Profile:
+        """Median time per kernel and in total of ``genome`` (default: the current genome) on
+        ``inputs`` (default: the example inputs, else seeded random ones); the LLIR keeps the times."""
+        genome = genome or self.genome
+        arrays, bindings = self._profiling_inputs(inputs)
+        return self._runtime(genome, device).profile(arrays, self.graph.weights, bindings, warmup, trials)
+
+    def search(self, generations: int = 5, generation_size: int = 30, mutations: int = 3, keep_best: int = 3,
+               budget: float | None = None, seed: int = 0, device: str = "cpu", inputs: Sequence | None = None,
+               trials: int = 10, cost=None, progress: bool = True, on_candidate=None, stop=None) -> SearchResult:
+        """Measure genomes and keep the fastest: see ``luminal_lab.search``. ``budget`` is in seconds;
+        ``on_candidate`` sees each candidate as it is measured, and setting the ``stop`` event ends early."""
+        check_device(device)
+        space = self.choice_space()
+        arrays, bindings = self._profiling_inputs(inputs)
+        reference = self._reference.run(arrays, bindings)
+        expected = [reference[name] for name in self.graph.outputs]
+
+        def run(llir: LLIR):
+            runtime = new_runtime(llir, device)
+            outputs = runtime.run(arrays, self.graph.weights, bindings)
+            profile = runtime.profile(arrays, self.graph.weights, bindings, warmup=2, trials=trials)
+            self._runtimes[(llir.genome_hash, device)] = runtime
+            self._llirs[llir.genome_hash] = llir
+            return outputs, profile.total, dict(profile.kernels)
+
+        result = search(space, run, expected, generations, generation_size, mutations, keep_best, budget, seed,
+                        cost, progress, on_candidate, stop)
+        self._genome = result.best.genome
+        self.last_search = result
+        return result
+
+    # ---- the notebook workbench ---------------------------------------------------------
+    def profiler(self, **settings):
+        """A widget that launches genome profiling (``search``) and shows its progress live; ``settings``
+        preset its controls (generations, generation_size, mutations, device)."""
+        from ..notebook.profiler import GenomeProfiler
+
+        return GenomeProfiler(self, **settings)
+
+    def stages(self, genome: Genome | None = None) -> dict[str, Stage]:
+        """The stages of ``genome`` (default: the current genome) by name, in pipeline order (``STAGES``)."""
+        llir = self.llir(genome)
+        return {"hlir": self.hlir, "egraph": self.egraph, "llir": llir, "regions": Regions.of(llir),
+                "cuda": CudaStage(llir)}
+
+    def pipeline(self, genome: Genome | None = None) -> Pipeline:
+        """Every stage of ``genome`` (default: the current genome) as one output; the JupyterLab
+        extension draws them side by side and follows provenance between them."""
+        return Pipeline(self.stages(genome))
+
+    def workbench(self):
+        """One view of every stage; selecting a node in one highlights its counterparts in the others."""
+        from ..notebook.workbench import Workbench
+
+        return Workbench(self)
+
+    def report(self, path) -> Path:
+        """Write one self-contained HTML file with every stage (opens without a kernel or network)."""
+        from ..notebook.report import write_report
+
+        return write_report(self, path)
+
+    def _profiling_inputs(self, inputs: Sequence | None) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+        if inputs is None and self._example_inputs is not None:
+            inputs = self._example_inputs
+        if inputs is not None:
+            return check_inputs(self.graph, self.boundary.match(tuple(inputs), {}))
+        shapes = {}
+        for name in self.signature.inputs:
+            node = self.graph.inputs[name].node
+            if any(not d.is_num for d in node.shape):
+                raise LuminalError(f"input {name!r} has a symbolic shape; pass inputs= to profile or search")
+            shapes[name] = (tuple(d.value for d in node.shape), node.dtype)
+        return random_inputs(shapes), {}
+
+def compile(program, example_inputs: Sequence | None = None, *, fusion: bool = True, **options) -> Compiled:
+    """Compile an ``ll.Graph``, or a ``torch.nn.Module`` / function on ``example_inputs`` (via torch.export).
+
+    ``fusion=False`` leaves the fusion rulesets out of the e-graph's schedule (no fused regions)."""
+    if isinstance(program, Graph):
+        if example_inputs is not None:
+            raise LuminalError("a Graph declares its own inputs; pass no example inputs")
+        if options:
+            raise TypeError(f"unknown option(s) {sorted(options)} for a Graph")
+        return Compiled(program, Signature.of_graph(program), fusion=fusion)
+    if example_inputs is None:
+        raise LuminalError("compiling a torch module or function needs example_inputs")
+    from ..frontends.translate import from_torch  # torch loads only for torch programs
+
+    return Compiled.of_torch(from_torch(program, example_inputs, **options), fusion=fusion)

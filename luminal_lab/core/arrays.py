@@ -1,0 +1,29 @@
+"""Arrays across the boundary: torch tensors to numpy and back, bf16 included (numpy has no bf16; ml_dtypes does)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as dt
+
+
+def to_numpy(value) -> np.ndarray:
+    """A numpy view of a CPU tensor (bf16 through ml_dtypes), or the array itself."""
+    if isinstance(value, np.ndarray):
+        return value
+    import torch
+
+    value = value.detach()
+    if value.dtype == torch.bfloat16:
+        return value.contiguous().view(torch.int16).numpy().view(dt.bf16.numpy)
+    return value.numpy(force=True)
+
+
+def to_torch(array: np.ndarray):
+    """A torch tensor over ``array``'s data (bf16 through ml_dtypes)."""
+    import torch
+
+    array = np.array(array, order="C", copy=None)  # keeps 0-d arrays 0-d
+    if array.dtype == dt.bf16.numpy:
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)

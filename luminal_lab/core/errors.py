@@ -1,0 +1,59 @@
+"""Every error luminal_lab raises: all subclass ``LuminalError``, most also the built-in exception they refine
+(``ShapeError`` is a ``ValueError``, ``DTypeBoundaryError`` and ``DTypeError`` are ``TypeError``s)."""
+
+from __future__ import annotations
+
+
+class LuminalError(Exception):
+    """Base class of every luminal_lab error."""
+
+
+class ShapeError(LuminalError, ValueError):
+    """Shapes that do not fit together (the message names both shapes)."""
+
+
+class UnsupportedOpError(LuminalError, NotImplementedError):
+    """An operator the frontend cannot translate; names the op and where it came from."""
+
+    def __init__(self, op: str, where: str | None = None, detail: str | None = None):
+        self.op = op
+        self.where = where
+        message = f"unsupported op {op}"
+        if detail:
+            message += f" ({detail})"
+        if where:
+            message += f"\n  from {where}"
+        super().__init__(message)
+
+
+class DTypeBoundaryError(LuminalError, TypeError):
+    """An input whose dtype differs from the graph's declared dtype. Nothing is cast silently."""
+
+
+class EgglogError(LuminalError):
+    """egglog rejected a program or a rule; ``line`` is the offending line of rule text."""
+
+    def __init__(self, message: str, line: str | None = None):
+        self.line = line
+        super().__init__(message if line is None else f"{message}\n  in: {line}")
+
+
+class BudgetExceeded(LuminalError):
+    """Saturation stopped at a node, row or time budget; the e-graph stays usable."""
+
+
+class NoDeviceError(LuminalError, RuntimeError):
+    """A device (e.g. ``"cuda"``) was asked for and none is present."""
+
+
+class DTypeError(LuminalError, TypeError):
+    """An op applied to operands of a dtype it does not accept."""
+
+
+class CudaCompileError(LuminalError):
+    """NVRTC or nvcc rejected a source; ``log`` is the compiler's log, ``source`` the program."""
+
+    def __init__(self, log: str, source: str):
+        self.log = log
+        self.source = source
+        super().__init__(f"CUDA compilation failed:\n{log}\n--- source ---\n{source}")

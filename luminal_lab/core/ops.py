@@ -1,0 +1,54 @@
+"""The op vocabulary every stage shares: the HLIR's primitive ops and the LLIR's kernel ops.
+
+HLIR ops (``Op``) are the fifteen primitives plus ``Input``, ``Constant`` and ``Output``; their
+semantics are documented in ``luminal_lab.hlir.graph``. Kernel ops are named by strings, the
+HLIR op's name (``"Add"``) or ``Exp`` (e^x, recognised from the exp2 chain), plus the fusion
+markers: ``FusionStart``, ``FusionEnd`` and one ``Fused<Op>`` per fusable op.
+"""
+
+from __future__ import annotations
+
+import enum
+
+LOG2_E = 1.4426950408889634  # exp(x) = exp2(x * LOG2_E): the tensor API's decomposition, and the e-graph's pattern
+
+
+class Op(enum.Enum):
+    """Primitive ops; the value is the op's name in Luminal's schema."""
+
+    INPUT = "Input"
+    CONSTANT = "Constant"
+    OUTPUT = "Output"
+    LOG2 = "Log2"
+    EXP2 = "Exp2"
+    SIN = "Sin"
+    SQRT = "Sqrt"
+    RECIP = "Recip"
+    ADD = "Add"
+    MUL = "Mul"
+    MOD = "Mod"
+    LESS_THAN = "LessThan"
+    SUM_REDUCE = "SumReduce"
+    MAX_REDUCE = "MaxReduce"
+    IOTA = "Iota"
+    GATHER = "Gather"
+    SCATTER = "Scatter"
+    CAST = "Cast"
+
+    def __repr__(self) -> str:
+        return self.value
+
+
+UNARY_OPS = (Op.LOG2, Op.EXP2, Op.SIN, Op.SQRT, Op.RECIP)
+BINARY_OPS = (Op.ADD, Op.MUL, Op.MOD, Op.LESS_THAN)
+REDUCE_OPS = (Op.SUM_REDUCE, Op.MAX_REDUCE)
+PRIMITIVE_OPS = (*UNARY_OPS, *BINARY_OPS, *REDUCE_OPS, Op.IOTA, Op.GATHER, Op.SCATTER, Op.CAST)
+
+
+UNARY_KERNELS = ("Log2", "Exp2", "Sin", "Sqrt", "Recip", "Exp")
+BINARY_KERNELS = ("Add", "Mul", "Mod", "LessThan")
+REDUCE_KERNELS = ("SumReduce", "MaxReduce")
+FUSABLE_UNARY = UNARY_KERNELS
+FUSABLE_BINARY = ("Add", "Mul")
+FUSED_OPS = {f"Fused{op}": op for op in (*FUSABLE_UNARY, *FUSABLE_BINARY)}  # kernel op -> the op it computes
+IN_REGION = ("FusionStart", *FUSED_OPS)  # kernels that compute inside a region and have no buffer of their own

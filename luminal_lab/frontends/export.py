@@ -1,0 +1,75 @@
+"""``torch.export`` of a module or function on example tensors, decomposed to core aten.
+
+Non-strict export normally keeps only the frames of ``forward`` methods in a node's stack trace;
+here it keeps every user frame, so an op written in a helper points at its own line. A plain
+function is wrapped into a module; its parameter names become the inputs' names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import warnings
+from collections.abc import Callable, Iterator
+
+import torch
+from torch.fx.proxy import TracerBase
+
+from ..core.errors import LuminalError
+
+
+def export_core_aten(module: torch.nn.Module, example_inputs: tuple,
+                     strict: bool = False) -> torch.export.ExportedProgram:
+    """``torch.export`` on tensor inputs, decomposed to core aten, with every user frame in the stack traces."""
+    for position, value in enumerate(example_inputs):
+        if not isinstance(value, torch.Tensor):
+            raise LuminalError(f"example input {position} is a {type(value).__name__}; only tensors can be inputs "
+                               "(bind other arguments first, e.g. with functools.partial)")
+    with _all_user_frames():
+        exported = torch.export.export(module, example_inputs, strict=strict)
+    with warnings.catch_warnings():  # torch's own deepcopy of its pytree specs warns about itself
+        warnings.filterwarnings("ignore", r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning)
+        return exported.run_decompositions()
+
+
+def parameter_names(fn: Callable, count: int) -> list[str] | None:
+    """The names of a function's first ``count`` positional parameters, when it has that many."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())[:count]
+    except (TypeError, ValueError):
+        return None
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if len(parameters) < count or any(p.kind not in positional for p in parameters):
+        return None
+    return [p.name for p in parameters]
+
+
+@contextlib.contextmanager
+def _all_user_frames() -> Iterator[None]:
+    """Make non-strict export record every user frame in a node's stack trace.
+
+    By default it keeps only frames of ``forward`` methods, so an op written in a helper
+    (``self.attention(x)``, a plain function) would point at its caller's line.
+    """
+    original = TracerBase._filter_traceback_frames
+
+    def keep_user_frames(tracer: TracerBase, summary):
+        tracer._record_forward_stack_traces_only = False
+        return original(tracer, summary)
+
+    TracerBase._filter_traceback_frames = keep_user_frames
+    try:
+        yield
+    finally:
+        TracerBase._filter_traceback_frames = original
+
+
+class FunctionModule(torch.nn.Module):
+    """A plain function as a module, so torch.export can take it."""
+
+    def __init__(self, fn: Callable):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)

@@ -1,0 +1,175 @@
+"""The translation driver: an ``ExportedProgram`` in core aten becomes an HLIR ``Graph`` and its ``Signature``.
+
+``from_torch`` exports a module (or a function, wrapped into one), decomposes it to core aten
+with the default table, and walks the graph: placeholders become inputs (user inputs) or weights
+(parameters, buffers, constants); each aten op is translated through ``aten.TABLE`` inside
+``graph.origin(label)``, so every HLIR node remembers the aten op and the user's source line it
+came from, and its result is checked against the shape torch recorded (and cast to torch's
+dtype where the tensor API's promotion differs); outputs keep torch's order, with in-place
+mutations of inputs and buffers as extra outputs written back after each call. The result,
+a ``TorchProgram``, is what ``ll.compile`` and the ``torch.compile`` backend compile.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.utils._pytree as pytree
+from torch.export.graph_signature import InputKind, OutputKind
+
+from ..core.arrays import to_numpy
+from ..core.errors import LuminalError, UnsupportedOpError
+from ..hlir.graph import Graph, Signature
+from ..hlir.tensor import GraphTensor
+from .aten import TABLE, Context, dtype_of
+from .export import FunctionModule, export_core_aten, parameter_names
+from .origins import user_frame
+
+OPTIONS = ("strict",)
+
+
+@dataclass
+class TorchProgram:
+    """A torch program as the compiler takes it: the HLIR graph, how it meets its caller, the module whose buffers
+    in-place mutations are written back to, and the example inputs (the default inputs of profiling and search)."""
+
+    graph: Graph
+    signature: Signature
+    module: torch.nn.Module | None = None
+    example_inputs: Sequence | None = None
+
+
+def from_torch(program: torch.nn.Module | Callable, example_inputs: Sequence, **options) -> TorchProgram:
+    """Translate a module or function on ``example_inputs`` (positional; one tensor or a sequence) via torch.export.
+
+    Options: ``strict`` (bool, default False) is passed to ``torch.export.export``.
+    Raises ``UnsupportedOpError`` naming the first aten op without a translation and the
+    user's source line, before anything runs.
+    """
+    unknown = set(options) - set(OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown option(s) {sorted(unknown)} for a torch program; supported: {list(OPTIONS)}")
+    module = program if isinstance(program, torch.nn.Module) else FunctionModule(program)
+    example_inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    names = None if isinstance(program, torch.nn.Module) else parameter_names(program, len(example_inputs))
+    exported = export_core_aten(module, example_inputs, strict=options.get("strict", False))
+    return translate(exported, module, names, example_inputs)
+
+
+def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None = None,
+              input_names: Sequence[str] | None = None, example_inputs: Sequence | None = None) -> TorchProgram:
+    """The ``TorchProgram`` of a core-aten ``ExportedProgram`` (of ``module``).
+
+    User inputs are named after their placeholders, or ``input_names`` (in order) when given;
+    ``example_inputs`` become the default inputs of profiling and search.
+    """
+    _check_supported(ep.graph)
+    g = Graph()
+    specs = ep.graph_signature
+    env: dict[torch.fx.Node, Any] = {}
+    user_inputs: dict[str, str] = {}  # placeholder name -> input name
+    placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
+    for node, spec in zip(placeholders, specs.input_specs, strict=True):
+        if spec.kind == InputKind.USER_INPUT:
+            name = input_names[len(user_inputs)] if input_names else node.name
+            env[node] = g.tensor(tuple(node.meta["val"].shape), name=name, dtype=dtype_of(node.meta["val"], node))
+            user_inputs[node.name] = name
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            value = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+            env[node] = g.weight(spec.target, np.array(to_numpy(value), copy=True))
+        else:
+            raise UnsupportedOpError(f"{spec.kind.name.lower()} input", detail=f"{node.name} cannot be translated")
+    for node in ep.graph.nodes:
+        if node.op == "call_function":
+            env[node] = _translate_node(g, node, env)
+    outputs, mutated_inputs, mutated_weights = _mark_outputs(g, ep, env)
+    mutated_inputs = {output: user_inputs[placeholder] for output, placeholder in mutated_inputs.items()}
+    signature = Signature(list(user_inputs.values()), outputs, ep.call_spec.in_spec, ep.call_spec.out_spec,
+                          mutated_inputs, mutated_weights)
+    return TorchProgram(g, signature, module, example_inputs)
+
+
+def _check_supported(graph: torch.fx.Graph) -> None:
+    """Raise for the first op with no translation (listing any others), before building anything."""
+    missing = [n for n in graph.nodes if n.op == "call_function" and _lookup(n.target) is None]
+    if missing:
+        others = sorted({str(n.target) for n in missing[1:]} - {str(missing[0].target)})
+        detail = "no translation" + (f"; also untranslated here: {', '.join(others)}" if others else "")
+        raise UnsupportedOpError(str(missing[0].target), user_frame(missing[0]), detail)
+
+
+def _lookup(target) -> Callable | None:
+    if target is operator.getitem:
+        return operator.getitem
+    return TABLE.get(target) or TABLE.get(getattr(target, "overloadpacket", None))
+
+
+def _translate_node(g: Graph, node: torch.fx.Node, env: dict) -> Any:
+    args, kwargs = pytree.tree_map(lambda a: env[a] if isinstance(a, torch.fx.Node) else a, (node.args, node.kwargs))
+    if node.target is operator.getitem:
+        return args[0][args[1]]
+    where = user_frame(node)
+    label = str(node.target) + (f" @ {where}" if where else "")
+    with g.origin(label):
+        try:
+            result = _lookup(node.target)(Context(g, node), *args, **kwargs)
+        except UnsupportedOpError:
+            raise
+        except Exception as error:
+            raise LuminalError(f"translating {node.target} ({node.name}) failed: {error}"
+                               + (f"\n  from {where}" if where else "")) from error
+        return _conform(result, node.meta.get("val"), node)
+
+
+def _conform(result: Any, val: Any, node: torch.fx.Node) -> Any:
+    """Check ``result`` against torch's recorded value; cast to torch's dtype where promotion differs."""
+    if isinstance(val, torch.Tensor):
+        if not isinstance(result, GraphTensor):
+            raise LuminalError(f"{node.target} ({node.name}): the translation gave {type(result).__name__}, "
+                               "expected a tensor")
+        expected = [int(d) for d in val.shape]
+        got = [d.value if d.is_num else str(d) for d in result.shape]
+        if got != expected:
+            raise LuminalError(f"{node.target} ({node.name}): the translation has shape {got}, torch has {expected}")
+        return result.cast(dtype_of(val, node))
+    if isinstance(val, (list, tuple)):
+        return type(result)(_conform(r, v, node) for r, v in zip(result, val, strict=True))
+    return result
+
+
+def _mark_outputs(g: Graph, ep: torch.export.ExportedProgram,
+                  env: dict) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """Mark every output (user outputs and in-place mutations), keeping torch's order."""
+    specs = ep.graph_signature
+    outputs: list[str] = []
+    mutated_inputs: dict[str, str] = {}
+    mutated_weights: dict[str, str] = {}
+    for spec, value in zip(specs.output_specs, ep.graph.output_node().args[0], strict=True):
+        if not isinstance(value, torch.fx.Node) or not isinstance(env.get(value), GraphTensor):
+            shown = getattr(spec.arg, "value", value)
+            raise UnsupportedOpError(f"{type(shown).__name__} output",
+                                     detail=f"output {len(g.outputs)} is {shown!r}, not a tensor; return only tensors")
+        name = _unique(spec.arg.name, g.outputs)
+        if spec.kind == OutputKind.USER_OUTPUT:
+            outputs.append(name)
+        elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+            mutated_inputs[name] = spec.target
+        elif spec.kind == OutputKind.BUFFER_MUTATION:
+            mutated_weights[name] = spec.target
+        else:
+            raise UnsupportedOpError(f"{spec.kind.name.lower()} output", detail=f"{spec.target or name} "
+                                     "(only user outputs, input and buffer mutations are supported)")
+        env[value].output(name)
+    return outputs, mutated_inputs, mutated_weights
+
+
+def _unique(name: str, taken) -> str:
+    candidate, n = name, 1
+    while candidate in taken:
+        candidate, n = f"{name}_{n}", n + 1
+    return candidate

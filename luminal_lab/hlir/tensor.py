@@ -1,0 +1,813 @@
+"""GraphTensor: the tensor API. Every high-level op decomposes into HLIR primitives.
+
+Views (reshape, permute, expand, slice, pad, ...) only change the shape tracker. The
+decompositions are exact where they can be: ``concat`` pads with zeros and adds, ``where``
+gathers from the concatenation of both branches (so an ``inf`` in the branch not taken
+never turns into ``nan``), ``maximum`` is a ``MaxReduce`` over a stacked pair.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Union
+
+from ..core import dtypes as dt
+from ..core.dtypes import DType
+from ..core.errors import DTypeError, ShapeError
+from ..core.ops import LOG2_E, Op
+from ..core.shape_tracker import ONE, ShapeTracker, format_shape, numel
+from ..core.symbolic import Expr, ExprLike, as_expr, div, max_, min_, mod
+
+if TYPE_CHECKING:
+    from .graph import Graph, Node
+
+Scalar = float | int | bool
+TensorLike = Union["GraphTensor", Scalar]
+
+LN_2 = 0.6931471805599453
+
+
+def _graph_of(values) -> Graph | None:
+    for value in values:
+        if isinstance(value, GraphTensor):
+            return value.graph
+        if isinstance(value, (list, tuple)):
+            found = _graph_of(value)
+            if found is not None:
+                return found
+    return None
+
+
+def high_level(fn: Callable) -> Callable:
+    """Tag the nodes a high-level op creates with its name (the outermost op's name wins)."""
+
+    @functools.wraps(fn)
+    def tagged(*args, **kwargs):
+        graph = _graph_of(args)
+        if graph is None:
+            return fn(*args, **kwargs)
+        with graph.origin(fn.__name__):
+            return fn(*args, **kwargs)
+
+    return tagged
+
+
+class GraphTensor:
+    """A value in a ``Graph``: a node's output seen through a shape tracker."""
+
+    __array_priority__ = 1000  # numpy scalars on the left defer to our operators
+
+    def __init__(self, graph: Graph, node: Node, tracker: ShapeTracker):
+        self.graph = graph
+        self.node = node
+        self.tracker = tracker
+
+    # ---- basics -------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[Expr, ...]:
+        return self.tracker.dims
+
+    @property
+    def dtype(self) -> DType:
+        return self.node.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.tracker.rank
+
+    def __repr__(self) -> str:
+        return f"<GraphTensor {format_shape(self.shape)} {self.dtype.value} from {self.node.label}>"
+
+    def __bool__(self) -> bool:
+        raise TypeError("a GraphTensor has no truth value while the graph is being built; use ll.where")
+
+    def output(self, name: str) -> GraphTensor:
+        """Mark this value as a graph output called ``name``; returns self for chaining."""
+        self.graph.mark_output(self, name)
+        return self
+
+    def _view(self, tracker: ShapeTracker) -> GraphTensor:
+        return GraphTensor(self.graph, self.node, tracker)
+
+    def _apply(self, op: Op, *others: GraphTensor, arg=None) -> GraphTensor:
+        node = self.graph.add_op(op, (self, *others), arg)
+        return GraphTensor(self.graph, node, ShapeTracker.contiguous(node.shape))
+
+    def _scalar(self, value: Scalar | Expr, dtype: DType | None = None) -> GraphTensor:
+        return self.graph.constant(value, dtype or self.dtype)
+
+    def _axis(self, axis: int) -> int:
+        if not -self.ndim <= axis < max(self.ndim, 1):
+            raise ShapeError(f"axis {axis} is out of range for shape {format_shape(self.shape)}")
+        return axis % max(self.ndim, 1)
+
+    def _axes(self, axes: int | Sequence[int] | None) -> list[int]:
+        if axes is None:
+            return list(range(self.ndim))
+        return sorted({self._axis(a) for a in ([axes] if isinstance(axes, int) else axes)})
+
+    def _float(self) -> GraphTensor:
+        """Self, cast to f32 when it is an int or bool tensor (as torch does for math functions)."""
+        return self if self.dtype.is_float else self.cast(dt.f32)
+
+    # ---- dtype --------------------------------------------------------------------------
+    def cast(self, dtype: DType) -> GraphTensor:
+        if dtype == self.dtype:
+            return self
+        return self._apply(Op.CAST, arg=dtype)
+
+    def contiguous(self) -> GraphTensor:
+        """A copy laid out row-major (a Cast to the same dtype); self when already so."""
+        if self.tracker.is_contiguous:
+            return self
+        return self._apply(Op.CAST, arg=self.dtype)
+
+    # ---- views --------------------------------------------------------------------------
+    def reshape(self, *shape) -> GraphTensor:
+        dims = list(shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
+        if dims.count(-1) > 1:
+            raise ShapeError(f"reshape {dims}: only one dimension may be -1")
+        if -1 in dims:
+            known = numel([as_expr(d) for d in dims if d != -1])
+            dims[dims.index(-1)] = div(self.tracker.n_elements, known)
+        tracker = self.tracker.reshape(dims)
+        if tracker is None:
+            tracker = self.contiguous().tracker.reshape(dims)
+            return GraphTensor(self.graph, self.contiguous().node, tracker)
+        return self._view(tracker)
+
+    def permute(self, *axes) -> GraphTensor:
+        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+        return self._view(self.tracker.permute(axes))
+
+    def transpose(self, a: int, b: int) -> GraphTensor:
+        axes = list(range(self.ndim))
+        a, b = self._axis(a), self._axis(b)
+        axes[a], axes[b] = axes[b], axes[a]
+        return self.permute(axes)
+
+    @property
+    def T(self) -> GraphTensor:
+        return self.permute(list(reversed(range(self.ndim))))
+
+    def unsqueeze(self, axis: int) -> GraphTensor:
+        axis = axis % (self.ndim + 1)
+        return self._view(self.tracker.expand_dim(axis, 1))
+
+    def squeeze(self, axes: int | Sequence[int] | None = None) -> GraphTensor:
+        drop = [a for a in self._axes(axes) if self.shape[a] == 1]
+        return self.reshape([d for i, d in enumerate(self.shape) if i not in drop])
+
+    def flatten(self, start: int = 0, end: int = -1) -> GraphTensor:
+        if self.ndim == 0:
+            return self.reshape(1)
+        start, end = self._axis(start), self._axis(end)
+        dims = self.shape[:start] + (numel(self.shape[start:end + 1]),) + self.shape[end + 1:]
+        return self.reshape(dims)
+
+    def expand(self, *shape) -> GraphTensor:
+        """Broadcast to ``shape``; ``-1`` keeps a dimension as it is."""
+        dims = list(shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
+        offset = len(dims) - self.ndim
+        dims = [self.shape[i - offset] if d == -1 else d for i, d in enumerate(dims)]
+        return self.broadcast_to(dims)
+
+    def broadcast_to(self, shape: Sequence[ExprLike]) -> GraphTensor:
+        return self._view(self.tracker.broadcast_to(shape))
+
+    def slice(self, axis: int, start: ExprLike | None = None, stop: ExprLike | None = None,
+              step: int = 1) -> GraphTensor:
+        """Python-style slice of one axis (negative and out-of-range bounds clamp for numeric sizes)."""
+        axis = self._axis(axis)
+        return self._view(self.tracker.slice(axis, *self._slice_bounds(axis, start, stop), step))
+
+    def _slice_bounds(self, axis: int, start: ExprLike | None, stop: ExprLike | None) -> tuple[Expr, Expr]:
+        size = self.shape[axis]
+        start_e, stop_e = _clamp_bound(start, size, 0), _clamp_bound(stop, size, size)
+        if start_e.is_num and stop_e.is_num and stop_e.value < start_e.value:
+            stop_e = start_e
+        return start_e, stop_e
+
+    def pad(self, widths: Sequence[tuple[ExprLike, ExprLike]], value: Scalar = 0) -> GraphTensor:
+        """numpy-style ``(before, after)`` per axis; negative widths crop; padding holds ``value``."""
+        if len(widths) != self.ndim:
+            raise ShapeError(f"pad needs one (before, after) pair per axis of {format_shape(self.shape)}, "
+                             f"got {len(widths)}")
+        tracker = self.tracker
+        for axis, (before, after) in enumerate(widths):
+            before, after = as_expr(before), as_expr(after)
+            if (before.is_num and before.value < 0) or (after.is_num and after.value < 0):
+                crop_start = -before.value if before.is_num and before.value < 0 else 0
+                crop_stop = tracker.dims[axis] + after if after.is_num and after.value < 0 else tracker.dims[axis]
+                tracker = tracker.slice(axis, crop_start, crop_stop)
+                before = max_(before, 0)
+                after = max_(after, 0)
+            if before != 0 or after != 0:
+                tracker = tracker.pad(axis, before, after)
+        padded = self._view(tracker)
+        if value == 0:
+            return padded
+        inside = self.graph.constant(True, dt.bool_).broadcast_to(self.shape).pad(widths)
+        return where(inside, padded, value)
+
+    def __getitem__(self, index) -> GraphTensor:
+        index = index if isinstance(index, tuple) else (index,)
+        if any(isinstance(i, GraphTensor) for i in index):
+            if len(index) != 1:
+                raise ShapeError("indexing with a tensor supports a single index on the first axis")
+            return self.take(index[0], axis=0)
+        if Ellipsis in index:
+            at = index.index(Ellipsis)
+            fill = self.ndim - (len(index) - 1 - sum(i is None for i in index))
+            index = index[:at] + (slice(None),) * fill + index[at + 1:]
+        out, axis, drop = self, 0, []
+        for item in index:
+            if item is None:
+                out = out.unsqueeze(axis)
+                axis += 1
+            elif isinstance(item, slice):
+                out = out.slice(axis, item.start, item.stop, item.step or 1)
+                axis += 1
+            elif isinstance(item, int):
+                position = item + out.shape[axis].value if item < 0 and out.shape[axis].is_num else item
+                out = out.slice(axis, position, position + 1)
+                drop.append(axis)
+                axis += 1
+            else:
+                raise TypeError(f"unsupported index {item!r}")
+        if axis > out.ndim:
+            raise ShapeError(f"too many indices for shape {format_shape(self.shape)}")
+        return out.squeeze(drop) if drop else out
+
+    # ---- elementwise arithmetic ---------------------------------------------------------
+    def _pair(self, other: TensorLike, result_float: bool = False) -> tuple[GraphTensor, GraphTensor]:
+        a, b = _binary_operands(self, other)
+        dtype = dt.promote(a.dtype, b.dtype)
+        if result_float and not dtype.is_float:
+            dtype = dt.f32
+        shape = broadcast_shapes(a.shape, b.shape)
+        return a.cast(dtype).broadcast_to(shape), b.cast(dtype).broadcast_to(shape)
+
+    def __add__(self, other: TensorLike) -> GraphTensor:
+        a, b = self._pair(other)
+        return a._apply(Op.ADD, b)
+
+    def __radd__(self, other: TensorLike) -> GraphTensor:
+        return self + other
+
+    def __mul__(self, other: TensorLike) -> GraphTensor:
+        a, b = self._pair(other)
+        return a._apply(Op.MUL, b)
+
+    def __rmul__(self, other: TensorLike) -> GraphTensor:
+        return self * other
+
+    def __neg__(self) -> GraphTensor:
+        return self * -1
+
+    @high_level
+    def __sub__(self, other: TensorLike) -> GraphTensor:
+        a, b = self._pair(other)
+        return a + (-b)
+
+    @high_level
+    def __rsub__(self, other: TensorLike) -> GraphTensor:
+        a, b = self._pair(other)
+        return b + (-a)
+
+    @high_level
+    def __truediv__(self, other: TensorLike) -> GraphTensor:
+        a, b = self._pair(other, result_float=True)
+        return a * b.reciprocal()
+
+    @high_level
+    def __rtruediv__(self, other: TensorLike) -> GraphTensor:
+        a, b = self._pair(other, result_float=True)
+        return b * a.reciprocal()
+
+    def __pow__(self, exponent: float | GraphTensor) -> GraphTensor:
+        return self.pow(exponent)
+
+    def __matmul__(self, other: GraphTensor) -> GraphTensor:
+        return self.matmul(other)
+
+    def __lt__(self, other: TensorLike) -> GraphTensor:
+        return self.lt(other)
+
+    def __gt__(self, other: TensorLike) -> GraphTensor:
+        return self.gt(other)
+
+    def __le__(self, other: TensorLike) -> GraphTensor:
+        return self.le(other)
+
+    def __ge__(self, other: TensorLike) -> GraphTensor:
+        return self.ge(other)
+
+    def __invert__(self) -> GraphTensor:
+        return self.logical_not()
+
+    def __and__(self, other: TensorLike) -> GraphTensor:
+        return self.logical_and(other)
+
+    def __or__(self, other: TensorLike) -> GraphTensor:
+        return self.logical_or(other)
+
+    def fmod(self, other: TensorLike) -> GraphTensor:
+        """C-style remainder (sign of the dividend), as ``torch.fmod``."""
+        a, b = self._pair(other)
+        return a._apply(Op.MOD, b)
+
+    @high_level
+    def remainder(self, other: TensorLike) -> GraphTensor:
+        """Python-style remainder (sign of the divisor), as ``torch.remainder``."""
+        a, b = self._pair(other)
+        r = a.fmod(b)
+        zero = a._scalar(0)
+        wrong_sign = r.ne(zero) & r.lt(zero).ne(b.lt(zero))
+        return where(wrong_sign, r + b, r)
+
+    # ---- comparisons and logic ----------------------------------------------------------
+    def lt(self, other: TensorLike) -> GraphTensor:
+        a, b = self._pair(other)
+        return a._apply(Op.LESS_THAN, b)
+
+    def gt(self, other: TensorLike) -> GraphTensor:
+        a, b = self._pair(other)
+        return b.lt(a)
+
+    @high_level
+    def isnan(self) -> GraphTensor:
+        """NaN is the one value neither below +inf nor above -inf (LessThan is false with NaN)."""
+        if not self.dtype.is_float:
+            return self.lt(self)
+        return (self.lt(math.inf) | self.gt(-math.inf)).logical_not()
+
+    def _nan_in(self, other: TensorLike) -> GraphTensor | None:
+        """Where either float operand is NaN (which IEEE comparisons treat as unordered); None for ints."""
+        a, b = self._pair(other)
+        if not a.dtype.is_float:
+            return None
+        if isinstance(other, (int, float)) and not math.isnan(other):
+            return a.isnan()
+        return a.isnan() | b.isnan()
+
+    @high_level
+    def le(self, other: TensorLike) -> GraphTensor:
+        nan = self._nan_in(other)
+        return (self.gt(other) if nan is None else self.gt(other) | nan).logical_not()
+
+    @high_level
+    def ge(self, other: TensorLike) -> GraphTensor:
+        nan = self._nan_in(other)
+        return (self.lt(other) if nan is None else self.lt(other) | nan).logical_not()
+
+    @high_level
+    def ne(self, other: TensorLike) -> GraphTensor:
+        nan = self._nan_in(other)
+        differ = self.lt(other) | self.gt(other)
+        return differ if nan is None else differ | nan
+
+    @high_level
+    def eq(self, other: TensorLike) -> GraphTensor:
+        return self.ne(other).logical_not()
+
+    @high_level
+    def logical_not(self) -> GraphTensor:
+        return self.cast(dt.bool_).cast(dt.i32).lt(1)
+
+    @high_level
+    def logical_and(self, other: TensorLike) -> GraphTensor:
+        a, b = self._pair(other)
+        return (a.cast(dt.bool_).cast(dt.i32) * b.cast(dt.bool_).cast(dt.i32)).gt(0)
+
+    @high_level
+    def logical_or(self, other: TensorLike) -> GraphTensor:
+        a, b = self._pair(other)
+        return (a.cast(dt.bool_).cast(dt.i32) + b.cast(dt.bool_).cast(dt.i32)).gt(0)
+
+    # ---- math ---------------------------------------------------------------------------
+    def log2(self) -> GraphTensor:
+        return self._float()._apply(Op.LOG2)
+
+    def exp2(self) -> GraphTensor:
+        return self._float()._apply(Op.EXP2)
+
+    def sin(self) -> GraphTensor:
+        return self._float()._apply(Op.SIN)
+
+    def sqrt(self) -> GraphTensor:
+        return self._float()._apply(Op.SQRT)
+
+    def reciprocal(self) -> GraphTensor:
+        return self._float()._apply(Op.RECIP)
+
+    @high_level
+    def exp(self) -> GraphTensor:
+        return (self._float() * LOG2_E).exp2()
+
+    @high_level
+    def log(self) -> GraphTensor:
+        return self.log2() * LN_2
+
+    @high_level
+    def cos(self) -> GraphTensor:
+        return (self._float() + math.pi / 2).sin()
+
+    @high_level
+    def rsqrt(self) -> GraphTensor:
+        return self.sqrt().reciprocal()
+
+    def square(self) -> GraphTensor:
+        return self * self
+
+    @high_level
+    def abs(self) -> GraphTensor:
+        return maximum(self, -self)
+
+    @high_level
+    def sign(self) -> GraphTensor:
+        return self.gt(0).cast(self.dtype) - self.lt(0).cast(self.dtype)
+
+    @high_level
+    def relu(self) -> GraphTensor:
+        return maximum(self, 0)
+
+    @high_level
+    def sigmoid(self) -> GraphTensor:
+        return (1 + (-self._float()).exp()).reciprocal()
+
+    @high_level
+    def tanh(self) -> GraphTensor:
+        return 2 * (2 * self._float()).sigmoid() - 1
+
+    @high_level
+    def silu(self) -> GraphTensor:
+        return self * self.sigmoid()
+
+    @high_level
+    def erf(self) -> GraphTensor:
+        """Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7), odd-extended."""
+        x = self._float()
+        ax = x.abs()
+        t = (1 + 0.3275911 * ax).reciprocal()
+        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+        return x.sign() * (1 - poly * (-(ax * ax)).exp())
+
+    @high_level
+    def gelu(self, approximate: str = "none") -> GraphTensor:
+        """GELU, exact (erf) or with ``approximate="tanh"``, as ``torch.nn.functional.gelu``."""
+        x = self._float()
+        if approximate == "tanh":
+            inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
+            return 0.5 * x * (1 + inner.tanh())
+        if approximate != "none":
+            raise ValueError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
+        return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
+
+    @high_level
+    def pow(self, exponent: float | GraphTensor) -> GraphTensor:
+        if isinstance(exponent, GraphTensor):
+            base, power = self._pair(exponent, result_float=True)
+            return (power * base.log2()).exp2()
+        if exponent == 0:
+            return self * 0 + 1
+        if float(exponent).is_integer() and abs(exponent) <= 16:
+            result, square, n = None, self, int(abs(exponent))
+            while n:
+                if n & 1:
+                    result = square if result is None else result * square
+                n >>= 1
+                if n:
+                    square = square * square
+            return result.reciprocal() if exponent < 0 else result
+        if exponent == 0.5:
+            return self.sqrt()
+        if exponent == -0.5:
+            return self.rsqrt()
+        return (self.log2() * exponent).exp2()
+
+    @high_level
+    def clamp(self, min: Scalar | GraphTensor | None = None, max: Scalar | GraphTensor | None = None) -> GraphTensor:
+        out = self
+        if min is not None:
+            out = maximum(out, min)
+        if max is not None:
+            out = minimum(out, max)
+        return out
+
+    # ---- reductions ---------------------------------------------------------------------
+    def _reduce(self, op: Op, axes, keepdim: bool) -> GraphTensor:
+        axes = self._axes(axes)
+        out = self.cast(dt.i64) if self.dtype == dt.bool_ else self
+        for axis in reversed(axes):
+            out = out._apply(op, arg=axis)
+        if keepdim:
+            for axis in axes:
+                out = out.unsqueeze(axis)
+        return out
+
+    def sum(self, axes: int | Sequence[int] | None = None, keepdim: bool = False) -> GraphTensor:
+        """Sum over ``axes`` (all when None); bool and i32 sum to i64 as in torch."""
+        source = self.cast(dt.i64) if self.dtype in (dt.bool_, dt.i32) else self
+        return source._reduce(Op.SUM_REDUCE, axes, keepdim)
+
+    def max(self, axes: int | Sequence[int] | None = None, keepdim: bool = False) -> GraphTensor:
+        return self._reduce(Op.MAX_REDUCE, axes, keepdim)
+
+    @high_level
+    def min(self, axes: int | Sequence[int] | None = None, keepdim: bool = False) -> GraphTensor:
+        return -((-self).max(axes, keepdim))
+
+    @high_level
+    def mean(self, axes: int | Sequence[int] | None = None, keepdim: bool = False) -> GraphTensor:
+        x = self._float()
+        count = numel([self.shape[a] for a in self._axes(axes)])
+        total = x.sum(axes, keepdim)
+        if count.is_num:
+            return total * (1.0 / count.value)
+        return total * x._scalar(count, dt.i32).cast(x.dtype).reciprocal()
+
+    @high_level
+    def var(self, axes: int | Sequence[int] | None = None, correction: int = 1, keepdim: bool = False) -> GraphTensor:
+        x = self._float()
+        centred = x - x.mean(axes, keepdim=True)
+        count = numel([self.shape[a] for a in self._axes(axes)])
+        total = (centred * centred).sum(axes, keepdim)
+        if count.is_num:
+            return total * (1.0 / (count.value - correction) if count.value > correction else math.inf)
+        return total * x._scalar(count - correction, dt.i32).cast(x.dtype).reciprocal()
+
+    @high_level
+    def softmax(self, axis: int = -1) -> GraphTensor:
+        x = self._float()
+        shifted = x - x.max(axis, keepdim=True)
+        e = shifted.exp()
+        return e * e.sum(axis, keepdim=True).reciprocal()
+
+    @high_level
+    def log_softmax(self, axis: int = -1) -> GraphTensor:
+        x = self._float()
+        shifted = x - x.max(axis, keepdim=True)
+        return shifted - shifted.exp().sum(axis, keepdim=True).log()
+
+    @high_level
+    def layer_norm(self, normalized_ndim: int = 1, weight: GraphTensor | None = None,
+                   bias: GraphTensor | None = None, eps: float = 1e-5) -> GraphTensor:
+        """Normalise over the last ``normalized_ndim`` axes, then scale and shift."""
+        axes = list(range(self.ndim - normalized_ndim, self.ndim))
+        centred = self - self.mean(axes, keepdim=True)
+        out = centred * ((centred * centred).mean(axes, keepdim=True) + eps).rsqrt()
+        if weight is not None:
+            out = out * weight
+        if bias is not None:
+            out = out + bias
+        return out
+
+    @high_level
+    def rms_norm(self, weight: GraphTensor | None = None, eps: float = 1e-6, normalized_ndim: int = 1) -> GraphTensor:
+        axes = list(range(self.ndim - normalized_ndim, self.ndim))
+        out = self * ((self * self).mean(axes, keepdim=True) + eps).rsqrt()
+        return out * weight if weight is not None else out
+
+    @high_level
+    def cumsum(self, axis: int = -1) -> GraphTensor:
+        """Running sum: windows of a left-padded copy, summed (exact for inf, no masks multiplied)."""
+        axis = self._axis(axis)
+        source = self.cast(dt.i64) if self.dtype in (dt.bool_, dt.i32) else self
+        last = source.transpose(axis, -1)
+        n = last.shape[-1]
+        padded = last.pad([(0, 0)] * (last.ndim - 1) + [(n - 1, 0)]).contiguous()
+        batch = padded.tracker
+        windows = ShapeTracker(batch.dims[:-1] + (n, n), batch.strides[:-1] + (Expr.z(), Expr.z()),
+                               batch.masks[:-1] + (ONE, ONE))
+        return padded._view(windows).sum(-1).transpose(axis, -1)
+
+    # ---- matmul -------------------------------------------------------------------------
+    @high_level
+    def matmul(self, other: GraphTensor) -> GraphTensor:
+        """``torch.matmul`` semantics (1-D operands, broadcast batch dims) as Mul + SumReduce."""
+        a, b = self, other
+        if a.ndim == 0 or b.ndim == 0:
+            raise ShapeError("matmul needs operands of at least one dimension")
+        a_vector, b_vector = a.ndim == 1, b.ndim == 1
+        if a_vector:
+            a = a.unsqueeze(0)
+        if b_vector:
+            b = b.unsqueeze(-1)
+        if a.shape[-1] != b.shape[-2]:
+            raise ShapeError(f"matmul: shapes {format_shape(self.shape)} and {format_shape(other.shape)} "
+                             f"do not fit ({a.shape[-1]} != {b.shape[-2]})")
+        dtype = dt.promote(a.dtype, b.dtype)
+        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        lhs = a.cast(dtype).broadcast_to(batch + (m, k)).unsqueeze(-2).broadcast_to(batch + (m, n, k))
+        rhs = b.cast(dtype).broadcast_to(batch + (k, n)).transpose(-1, -2).unsqueeze(-3)
+        out = (lhs * rhs.broadcast_to(batch + (m, n, k)))._reduce(Op.SUM_REDUCE, -1, keepdim=False)
+        if b_vector:
+            out = out.squeeze(-1)
+        if a_vector:
+            out = out.squeeze(-1 if b_vector else -2)
+        return out
+
+    # ---- indexing -----------------------------------------------------------------------
+    def _flat_positions(self, coord_shape: Sequence[Expr], skip_axis: int) -> GraphTensor:
+        """i32 tensor over ``coord_shape``: the flat offset in self's logical layout of each
+        coordinate, leaving out ``skip_axis`` (whose index the caller adds)."""
+        strides = ShapeTracker.contiguous(self.shape).strides
+        z = Expr.z()
+        expr, inner = Expr.num(0), ONE
+        for i in reversed(range(len(coord_shape))):
+            if i != skip_axis:
+                coordinate = mod(div(z, inner), coord_shape[i])
+                expr = expr + strides[i].substitute(z=coordinate)
+            inner = inner * coord_shape[i]
+        return self.graph.iota(expr, numel(coord_shape)).reshape(coord_shape)
+
+    @high_level
+    def take(self, indices: GraphTensor, axis: int = 0) -> GraphTensor:
+        """``numpy.take``: result shape ``shape[:axis] + indices.shape + shape[axis+1:]``."""
+        axis = self._axis(axis)
+        _check_indices(indices, "take")
+        before, after = self.shape[:axis], self.shape[axis + 1:]
+        out_shape = before + indices.shape + after
+        # an output position z splits into (before, index, after); the source offset is
+        # before*size*inner + index*inner + after, with inner the size of the trailing axes
+        inner = numel(after)
+        z = Expr.z()
+        outer = div(z, numel(indices.shape) * inner)
+        base = self.graph.iota(outer * self.shape[axis] * inner + mod(z, inner), numel(out_shape)).reshape(out_shape)
+        idx = indices.cast(dt.i32).reshape(tuple(indices.shape) + (1,) * len(after))
+        return (base + idx * self._index_scalar(inner))._apply(Op.GATHER, self)
+
+    @high_level
+    def gather(self, axis: int, index: GraphTensor) -> GraphTensor:
+        """``torch.gather``: ``out[c] = self[c with c[axis] = index[c]]``."""
+        axis = self._axis(axis)
+        _check_indices(index, "gather")
+        flat = self._flat_positions(index.shape, axis) + index.cast(dt.i32) * self._axis_stride(axis)
+        return flat._apply(Op.GATHER, self)
+
+
+    @high_level
+    def scatter(self, axis: int, index: GraphTensor, src: GraphTensor | Scalar) -> GraphTensor:
+        """``torch.scatter``: a copy of self with ``out[c with c[axis] = index[c]] = src[c]``."""
+        axis = self._axis(axis)
+        _check_indices(index, "scatter")
+        flat = self._flat_positions(index.shape, axis) + index.cast(dt.i32) * self._axis_stride(axis)
+        values = _as_tensor(src, self).cast(self.dtype)
+        if isinstance(src, GraphTensor):
+            for ax, size in enumerate(index.shape):
+                values = values.slice(ax, 0, size)
+        values = values.broadcast_to(index.shape)
+        return self._apply(Op.SCATTER, flat, values)
+
+    @high_level
+    def slice_scatter(self, src: GraphTensor, axis: int = 0, start: int | None = None,
+                      stop: int | None = None, step: int = 1) -> GraphTensor:
+        """A copy of self with ``self[..., start:stop:step, ...] = src`` along ``axis``."""
+        axis = self._axis(axis)
+        region = ShapeTracker.contiguous(self.shape).slice(axis, *self._slice_bounds(axis, start, stop), step)
+        flat = self.graph.iota(region.index_expr(), region.n_elements).reshape(region.dims)
+        return self._apply(Op.SCATTER, flat, src.cast(self.dtype).broadcast_to(region.dims))
+
+    def _axis_stride(self, axis: int) -> int | GraphTensor:
+        return self._index_scalar(numel(self.shape[axis + 1:]))
+
+    def _index_scalar(self, value: Expr) -> int | GraphTensor:
+        """A size as an operand of index arithmetic: a Python int, or an i32 constant when symbolic."""
+        return value.value if value.is_num else self._scalar(value, dt.i32)
+
+
+# ---- functions over several tensors --------------------------------------------------------
+def broadcast_shapes(a: Sequence[Expr], b: Sequence[Expr]) -> tuple[Expr, ...]:
+    """numpy broadcasting of two shapes; a ShapeError names both when they do not fit."""
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else ONE
+        y = b[-i] if i <= len(b) else ONE
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            raise ShapeError(f"shapes {format_shape(a)} and {format_shape(b)} cannot be broadcast together")
+    return tuple(reversed(out))
+
+
+def _as_tensor(value: TensorLike, like: GraphTensor) -> GraphTensor:
+    if isinstance(value, GraphTensor):
+        if value.graph is not like.graph:
+            raise ShapeError("operands belong to different graphs")
+        return value
+    if isinstance(value, bool):
+        return like.graph.constant(value, dt.bool_)
+    if isinstance(value, int):
+        return like.graph.constant(value, dt.i64 if like.dtype == dt.bool_ else like.dtype)
+    if isinstance(value, float):
+        return like.graph.constant(value, like.dtype if like.dtype.is_float else dt.f32)
+    raise TypeError(f"cannot use {type(value).__name__} {value!r} as a tensor operand")
+
+
+def _binary_operands(a: TensorLike, b: TensorLike) -> tuple[GraphTensor, GraphTensor]:
+    """Lift Python scalars to constants typed after the tensor operand (torch's scalar rules)."""
+    if isinstance(a, GraphTensor):
+        return a, _as_tensor(b, a)
+    if isinstance(b, GraphTensor):
+        return _as_tensor(a, b), b
+    raise TypeError("at least one operand must be a GraphTensor")
+
+
+def _check_indices(indices: GraphTensor, what: str) -> None:
+    if not isinstance(indices, GraphTensor) or not indices.dtype.is_int:
+        raise DTypeError(f"{what} needs an i32 or i64 index tensor, got "
+                         f"{indices.dtype.value if isinstance(indices, GraphTensor) else type(indices).__name__}")
+
+
+def _clamp_bound(bound: ExprLike | None, size: Expr, default: ExprLike) -> Expr:
+    if bound is None:
+        return as_expr(default)
+    if isinstance(bound, Expr):
+        if not bound.is_num:
+            return min_(bound, size)
+        bound = bound.value
+    if not size.is_num:
+        if bound < 0:
+            return max_(size + bound, 0)
+        return min_(as_expr(bound), size)
+    n = size.value
+    if bound < 0:
+        bound += n
+    return Expr.num(min(max(bound, 0), n))
+
+
+@high_level
+def concat(tensors: Sequence[GraphTensor], axis: int = 0) -> GraphTensor:
+    """Join along ``axis``: each operand padded with zeros into place, then added."""
+    if not tensors:
+        raise ShapeError("concat needs at least one tensor")
+    first = tensors[0]
+    axis = first._axis(axis)
+    dtype = tensors[0].dtype
+    for t in tensors[1:]:
+        dtype = dt.promote(dtype, t.dtype)
+        if t.ndim != first.ndim or any(t.shape[i] != first.shape[i] for i in range(t.ndim) if i != axis):
+            raise ShapeError(f"concat along axis {axis}: shapes {format_shape(first.shape)} and "
+                             f"{format_shape(t.shape)} do not fit")
+    total = sum((t.shape[axis] for t in tensors[1:]), tensors[0].shape[axis])
+    out, offset = None, Expr.num(0)
+    for t in tensors:
+        widths = [(0, 0)] * t.ndim
+        widths[axis] = (offset, total - offset - t.shape[axis])
+        piece = t.cast(dtype).pad(widths)
+        out = piece if out is None else out + piece
+        offset = offset + t.shape[axis]
+    return out
+
+
+@high_level
+def stack(tensors: Sequence[GraphTensor], axis: int = 0) -> GraphTensor:
+    return concat([t.unsqueeze(axis) for t in tensors], axis)
+
+
+@high_level
+def where(condition: GraphTensor, a: TensorLike, b: TensorLike) -> GraphTensor:
+    """``a`` where ``condition`` holds, else ``b``: a Gather from ``concat(b, a)``, exact for inf and nan."""
+    if not isinstance(condition, GraphTensor):
+        raise TypeError("where needs a GraphTensor condition")
+    if isinstance(a, GraphTensor) or isinstance(b, GraphTensor):
+        a, b = _binary_operands(a, b)
+    a, b = _as_tensor(a, condition), _as_tensor(b, condition)
+    dtype = dt.promote(a.dtype, b.dtype)
+    shape = broadcast_shapes(broadcast_shapes(condition.shape, a.shape), b.shape)
+    count = numel(shape)
+    flat_a = a.cast(dtype).broadcast_to(shape).contiguous().reshape(count)
+    flat_b = b.cast(dtype).broadcast_to(shape).contiguous().reshape(count)
+    both = concat([flat_b, flat_a], 0)
+    picked = condition.cast(dt.bool_).cast(dt.i32).broadcast_to(shape)
+    offset = condition._index_scalar(count)
+    positions = condition.graph.iota(Expr.z(), count).reshape(shape)
+    return (picked * offset + positions)._apply(Op.GATHER, both)
+
+
+@high_level
+def maximum(a: TensorLike, b: TensorLike) -> GraphTensor:
+    """Elementwise maximum (nan-propagating): MaxReduce over the stacked pair."""
+    a, b = _binary_operands(a, b)
+    a, b = a._pair(b)
+    return stack([a, b], -1).max(-1)
+
+
+@high_level
+def minimum(a: TensorLike, b: TensorLike) -> GraphTensor:
+    a, b = _binary_operands(a, b)
+    return -maximum(-a, -b)
+
+
+@high_level
+def embedding(indices: GraphTensor, weight: GraphTensor) -> GraphTensor:
+    """Rows of ``weight`` picked by ``indices`` (``torch.nn.functional.embedding``)."""
+    return weight.take(indices, axis=0)
+
+

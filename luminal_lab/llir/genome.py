@@ -1,0 +1,383 @@
+"""Genomes: one chosen e-node per IR / IList e-class, and the LLIR a genome extracts.
+
+The ``ChoiceSpace`` of a saturated e-graph lists, for every e-class of sort IR or IList,
+its usable (not subsumed) e-nodes in a fixed order. A ``Genome`` picks one per e-class.
+Its hash is the XOR of per-(e-class, e-node) hashes, so changing one pick updates it in
+O(1). ``extract`` walks from the root through the picked e-nodes only and builds the LLIR,
+or refuses the genome with a reason: a cycle, a dead end, or an op with no kernel form.
+
+Everything else (shapes, strides, dtypes: Expression, EList, View, DType e-classes) is not
+part of the genome: any representative will do, and the smallest term is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import itertools
+import json
+import random
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from ..core.dtypes import DType
+from ..core.ops import FUSED_OPS, IN_REGION
+from ..core.shape_tracker import ShapeTracker
+from ..core.symbolic import Expr, add, and_, ceil_div, div, gte, lt, max_, min_, mod, mul, or_
+from ..egraph.snapshot import GENOME_SORTS, ENode, Snapshot
+from ..hlir.graph import Graph
+from .llir import LLIR, Kernel
+
+_DTYPES = {d.egglog: d for d in DType}
+_FUSION = frozenset(("FusionEnd", *IN_REGION))
+_EXPRESSIONS = {
+    "MAdd": add, "MMul": mul, "MDiv": div, "MMod": mod, "MCeilDiv": ceil_div, "MMin": min_, "MMax": max_,
+    "MAnd": and_, "MOr": or_, "MGte": gte, "MLt": lt, "MSub": lambda a, b: add(a, mul(-1, b)),
+}
+
+
+class Refused(Exception):
+    """A genome that extracts no LLIR; ``kind`` is cycle, dead end or missing kernel op."""
+
+    def __init__(self, kind: str, detail: str):
+        self.kind = kind
+        super().__init__(f"{kind}: {detail}")
+
+
+def _node_hash(cid: str, node: ENode) -> int:
+    key = f"{cid}|{node.op}|{'|'.join(node.literals)}|{'|'.join(node.children)}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
+
+
+class ChoiceSpace:
+    """The e-classes a genome picks in, their usable e-nodes, and how to read fields back."""
+
+    def __init__(self, snapshot: Snapshot, graph: Graph):
+        if snapshot.root is None:
+            raise ValueError("the e-graph has no root e-class")
+        self.snapshot = snapshot
+        self.graph = graph
+        self.classes = sorted(cid for cid, c in snapshot.classes.items() if c.sort in GENOME_SORTS)
+        self.position = {cid: i for i, cid in enumerate(self.classes)}
+        self.options = [sorted((n for n in snapshot.classes[cid].nodes if not n.subsumed), key=lambda n: n.id)
+                        for cid in self.classes]
+        self.hashes = [[_node_hash(cid, n) for n in options] for cid, options in zip(self.classes, self.options)]
+        self.mutable = [i for i, options in enumerate(self.options) if len(options) > 1]
+
+    # ---- genomes --------------------------------------------------------------------------
+    def genome(self, picks: list[int]) -> Genome:
+        value = 0
+        for i, pick in enumerate(picks):
+            if self.options[i]:
+                value ^= self.hashes[i][pick]
+        return Genome(self, list(picks), value)
+
+    def random_genome(self, seed: int) -> Genome:
+        """A random genome that extracts: random weights on the e-nodes of e-classes with a choice (the rest
+        weigh nothing, so a big alternative such as a fused region is not penalised for its size), then the
+        cheapest pick per e-class."""
+        rng = random.Random(seed)
+        weights = {n.id: rng.random() + 0.01 if len(options) > 1 else 0.0 for options in self.options for n in options}
+        return self.genome(self._cheapest(weights, rng))
+
+    def smallest_genome(self) -> Genome:
+        """The genome of the smallest terms (every e-node weighs 1)."""
+        return self.genome(self._cheapest({}, random.Random(0)))
+
+    def fused_genome(self) -> Genome:
+        """The genome that fuses most: each kernel that computes weighs one (a region's end for its region), while
+        inputs, constants, the other markers, fused ops and operand lists weigh nothing, so each e-class takes the
+        fewest kernels (one region over two that split it, whatever constants either reads)."""
+        weightless = {*IN_REGION, "KernelInput", "KernelConstant"}
+        weights = {n.id: 0.0 for options in self.options for n in options if n.op in ("ICons", "INil")
+                   or (n.op == "Op" and getattr(self.kernel_of(n), "op", "") in weightless)}
+        return self.genome(self._cheapest(weights, random.Random(0)))
+
+    def unfused_genome(self) -> Genome:
+        """The smallest genome without fused regions (no ``FusionEnd`` picked)."""
+        return self.genome(self._cheapest({}, random.Random(0), skip_fusion=True))
+
+    def _is_fusion(self, node: ENode) -> bool:
+        kind = self.kernel_of(node) if node.op == "Op" else None
+        return kind is not None and kind.op in _FUSION
+
+    def _cheapest(self, weights: dict[str, float], rng: random.Random, skip_fusion: bool = False) -> list[int]:
+        """Knuth's extraction over IR/IList e-classes with kernel-backed e-nodes only (and, with
+        ``skip_fusion``, no fusion e-nodes), so the picks reachable from the root form no cycle;
+        unreached e-classes pick at random."""
+        best: dict[str, tuple[float, int]] = {}
+        waiting: dict[tuple[int, int], int] = {}
+        users: dict[str, list[tuple[int, int]]] = {}
+        ready: list[tuple[float, int, int, int]] = []
+        order = itertools.count()
+        for i, options in enumerate(self.options):
+            for k, node in enumerate(options):
+                if node.op == "Op" and (self.kernel_of(node) is None or (skip_fusion and self._is_fusion(node))):
+                    continue
+                deps = {c for c in node.children if c in self.position}
+                if not deps:
+                    heapq.heappush(ready, (weights.get(node.id, 1.0), next(order), i, k))
+                    continue
+                waiting[(i, k)] = len(deps)
+                for dep in deps:
+                    users.setdefault(dep, []).append((i, k))
+        while ready:
+            cost, _, i, k = heapq.heappop(ready)
+            cid = self.classes[i]
+            if cid in best:
+                continue
+            best[cid] = (cost, k)
+            for user in users.get(cid, []):
+                waiting[user] -= 1
+                if waiting[user] == 0:
+                    ui, uk = user
+                    node = self.options[ui][uk]
+                    total = weights.get(node.id, 1.0) + sum(best[c][0] for c in set(node.children) if c in best)
+                    heapq.heappush(ready, (total, next(order), ui, uk))
+        return [best[cid][1] if cid in best else rng.randrange(max(len(self.options[i]), 1))
+                for i, cid in enumerate(self.classes)]
+
+    # ---- reading e-classes outside the genome ----------------------------------------------
+    def kernel_of(self, op_node: ENode) -> ENode | None:
+        """The e-node in an Op e-node's OpKind e-class that a kernel runs (``Kernel*``, a fusion
+        marker or a fused op), if any."""
+        kinds = self.snapshot.classes[op_node.children[0]].nodes
+        return next((n for n in sorted(kinds, key=lambda n: n.id) if n.op.startswith("Kernel") or n.op in _FUSION),
+                    None)
+
+    @cached_property
+    def _representatives(self) -> dict[str, ENode]:
+        return {cid: node for cid, (_, node) in self.snapshot._costs.items()}
+
+    def expr(self, cid: str) -> Expr:
+        node = self._representatives[cid]
+        if node.op == "MNum":
+            return Expr.num(int(node.literals[0]))
+        if node.op == "MVar":
+            return Expr.var(json.loads(node.literals[0]))
+        if node.op == "MIter":
+            return Expr.z()
+        if node.op in _EXPRESSIONS:
+            return _EXPRESSIONS[node.op](*(self.expr(c) for c in node.children))
+        raise ValueError(f"{cid} ({node.op}) is not an integer expression")
+
+    def value(self, cid: str) -> float | int | Expr:
+        """A Constant's value: a float (``MFloat``), else an integer expression."""
+        node = self._representatives[cid]
+        if node.op == "MFloat":
+            return float(node.literals[0])
+        expr = self.expr(cid)
+        return expr.value if expr.is_num else expr
+
+    def elist(self, cid: str) -> tuple[Expr, ...]:
+        items = []
+        node = self._representatives[cid]
+        while node.op == "ECons":
+            items.append(self.expr(node.children[0]))
+            node = self._representatives[node.children[1]]
+        return tuple(items)
+
+    def view(self, cid: str, dims: tuple[Expr, ...]) -> ShapeTracker:
+        node = self._representatives[cid]
+        strides = self.elist(node.children[0])
+        masks = self.elist(node.children[1]) if node.op == "Masked" else (Expr.num(1),) * len(dims)
+        return ShapeTracker(dims, strides, masks)
+
+    def dtype(self, cid: str) -> DType:
+        return _DTYPES[self._representatives[cid].op]
+
+
+@dataclass
+class Genome:
+    """One pick per IR / IList e-class; ``hash`` is the XOR of the picks' hashes."""
+
+    space: ChoiceSpace
+    picks: list[int]
+    hash: int
+    mutations: list[tuple[str, int, int]] = field(default_factory=list)  # (e-class, old pick, new pick)
+
+    @property
+    def choices(self) -> dict[str, str]:
+        """E-class id -> the id of the e-node picked there."""
+        return {cid: self.space.options[i][k].id for i, (cid, k) in enumerate(zip(self.space.classes, self.picks))
+                if self.space.options[i]}
+
+    def pick(self, cid: str) -> ENode:
+        i = self.space.position[cid]
+        if not self.space.options[i]:
+            raise Refused("dead end", f"{cid} has no usable e-node")
+        return self.space.options[i][self.picks[i]]
+
+    def mutate(self, n: int, rng: random.Random) -> Genome:
+        """A copy with ``n`` random e-classes (of those with a choice) picking another e-node."""
+        space, picks, value = self.space, list(self.picks), self.hash
+        mutations = []
+        for i in rng.sample(space.mutable, min(n, len(space.mutable))):
+            old = picks[i]
+            new = rng.choice([k for k in range(len(space.options[i])) if k != old])
+            value ^= space.hashes[i][old] ^ space.hashes[i][new]
+            picks[i] = new
+            mutations.append((space.classes[i], old, new))
+        return Genome(space, picks, value, mutations)
+
+    def __repr__(self) -> str:
+        return f"<Genome {self.hash:016x}, {len(self.picks)} e-classes>"
+
+
+def children(parent: Genome, count: int, mutations: int, rng: random.Random, seen: set[int]) -> list[Genome]:
+    """Up to ``count`` new genomes, each 1..``mutations`` reassignments from ``parent``, none
+    whose hash is in ``seen`` (which is updated); at most ``100 * count`` attempts."""
+    out = []
+    for _ in range(100 * count):
+        if len(out) == count or not parent.space.mutable:
+            break
+        child = parent.mutate(rng.randint(1, max(mutations, 1)), rng)
+        if child.hash not in seen:
+            seen.add(child.hash)
+            out.append(child)
+    return out
+
+
+# ---- extraction ------------------------------------------------------------------------------
+def _reads_allowed(reader: str, source: str) -> bool:
+    """Whether an e-node of op ``reader`` (``KernelAdd``, ``FusedSin``, ...) may read a kernel of op ``source``:
+    values inside a region are read only by fused ops and the region's end, all others only outside ones."""
+    if reader == "FusionStart":
+        return source not in IN_REGION
+    if reader in FUSED_OPS or reader == "FusionEnd":
+        return source in IN_REGION
+    return source not in IN_REGION
+
+
+def extract(genome: Genome) -> LLIR:
+    """The LLIR of a genome, walking from the root through its picks; raises ``Refused``."""
+    return _Extraction(genome).run()
+
+
+class _Extraction:
+    def __init__(self, genome: Genome):
+        self.genome = genome
+        self.space = genome.space
+        self.kernels: list[Kernel] = []
+        self.of_class: dict[str, int] = {}
+        self.outputs: dict[int, int] = {}
+        self.visiting: list[str] = []
+
+    def run(self) -> LLIR:
+        self.visit(self.space.snapshot.root)
+        return LLIR(self.kernels, [self.outputs[i] for i in sorted(self.outputs)], self.genome.hash)
+
+    def visit(self, cid: str) -> int | None:
+        """The kernel id computing e-class ``cid`` (None for OutputJoin)."""
+        if cid in self.of_class:
+            return self.of_class[cid]
+        if cid in self.visiting:
+            loop = self.visiting[self.visiting.index(cid):] + [cid]
+            raise Refused("cycle", " -> ".join(loop))
+        self.visiting.append(cid)
+        node = self.genome.pick(cid)
+        kernel = self.build(cid, node)
+        self.visiting.pop()
+        if kernel is not None:
+            self.of_class[cid] = kernel.id
+            self.kernels.append(kernel)
+            return kernel.id
+        return None
+
+    def inputs(self, cid: str) -> list[str]:
+        """The IR e-classes of an IList e-class, through the genome's IList picks."""
+        classes, seen = [], set()
+        while True:
+            if cid in seen:
+                raise Refused("cycle", f"the operand list {cid} contains itself")
+            seen.add(cid)
+            node = self.genome.pick(cid)
+            if node.op == "INil":
+                return classes
+            classes.append(node.children[0])
+            cid = node.children[1]
+
+    def check_region_reads(self, reader: str, sources: list[int], cid: str) -> None:
+        for source in sources:
+            op = self.kernels[source].op
+            if not _reads_allowed(reader, op):
+                raise Refused("broken region", f"{cid}: {reader} reads a {op}")
+
+    def build(self, cid: str, node: ENode) -> Kernel | None:
+        space = self.space
+        hlir = tuple(space.snapshot.classes[cid].hlir)
+        if node.op == "OutputJoin":
+            for child in node.children:
+                self.visit(child)
+            return None
+        if node.op == "Input":
+            hlir_node = space.graph.nodes[int(node.literals[0])]
+            return Kernel(len(self.kernels), "Input", (), hlir_node.shape, space.dtype(node.children[0]),
+                          hlir_node.arg, cid, hlir)
+        if node.op == "Output":
+            source = self.visit(node.children[0])
+            if source is None:
+                raise Refused("dead end", f"{cid}: an output reads an OutputJoin")
+            index = int(node.literals[0])
+            self.outputs[index] = len(self.kernels)  # ids follow completion order: sources come first
+            # an output may read its producer's buffer under another shape (a reshape view)
+            shape = list(space.graph.outputs.values())[index].shape
+            return Kernel(len(self.kernels), "Output", ((source, ShapeTracker.contiguous(shape)),), shape,
+                          self.kernels[source].dtype, index, cid, hlir)
+        if node.op != "Op":
+            raise Refused("dead end", f"{cid} picks {node.op}, which computes nothing")
+        kind = space.kernel_of(node)
+        if kind is None:
+            ops = sorted({n.op for n in space.snapshot.classes[node.children[0]].nodes})
+            raise Refused("missing kernel op", f"{cid} picks {'/'.join(ops)}, which has no kernel form")
+        sources = [self.visit(c) for c in self.inputs(node.children[1])]
+        return self.kernel(len(self.kernels), kind, sources, cid, hlir)
+
+    def kernel(self, kernel_id: int, kind: ENode, sources: list[int | None], cid: str, hlir: tuple) -> Kernel:
+        space, f = self.space, kind.children
+        if any(s is None for s in sources):
+            raise Refused("dead end", f"{cid}: an operand is an OutputJoin")
+        self.check_region_reads(kind.op, sources, cid)
+        if kind.op in _FUSION:
+            shape = space.elist(f[0])
+            dtype = space.dtype(f[-1])
+            if kind.op == "FusionStart":
+                return Kernel(kernel_id, kind.op, ((sources[0], space.view(f[1], shape)),), shape, dtype, None, cid,
+                              hlir)
+            inside = ShapeTracker.contiguous(shape)
+            return Kernel(kernel_id, kind.op, tuple((s, inside) for s in sources), shape, dtype, None, cid, hlir)
+        op = kind.op[len("Kernel"):]
+        if op in ("Log2", "Exp2", "Sin", "Sqrt", "Recip", "Exp"):
+            shape = space.elist(f[0])
+            return Kernel(kernel_id, op, ((sources[0], space.view(f[1], shape)),), shape, space.dtype(f[3]),
+                          None, cid, hlir)
+        if op in ("Add", "Mul", "Mod", "LessThan"):
+            shape = space.elist(f[0])
+            views = (space.view(f[1], shape), space.view(f[2], shape))
+            return Kernel(kernel_id, op, tuple(zip(sources, views)), shape, space.dtype(f[4]), None, cid, hlir)
+        if op in ("SumReduce", "MaxReduce"):
+            shape = space.elist(f[0])
+            kept = space.view(f[2], shape)
+            source = ShapeTracker(shape + (space.expr(f[1]),), kept.strides + (space.expr(f[3]),),
+                                  kept.masks + (space.expr(f[4]),))
+            return Kernel(kernel_id, op, ((sources[0], source),), shape, space.dtype(f[6]), None, cid, hlir)
+        if op == "Iota":
+            length = space.expr(f[1])
+            return Kernel(kernel_id, op, (), (length,), space.dtype(f[2]), (space.expr(f[0]), length), cid, hlir)
+        if op == "Constant":
+            dtype = space.dtype(f[1])
+            value = space.value(f[0])
+            return Kernel(kernel_id, op, (), (), dtype, bool(value) if dtype == DType.BOOL else value, cid, hlir)
+        if op == "Gather":
+            index_shape, data_shape = space.elist(f[0]), space.elist(f[2])
+            views = (space.view(f[1], index_shape), space.view(f[3], data_shape))
+            return Kernel(kernel_id, op, tuple(zip(sources, views)), index_shape, space.dtype(f[5]), None, cid, hlir)
+        if op == "Scatter":
+            dest_shape, index_shape = space.elist(f[0]), space.elist(f[2])
+            views = (space.view(f[1], dest_shape), space.view(f[3], index_shape), space.view(f[4], index_shape))
+            return Kernel(kernel_id, op, tuple(zip(sources, views)), dest_shape, space.dtype(f[6]), None, cid, hlir)
+        if op == "Cast":
+            shape = space.elist(f[0])
+            target = space.dtype(f[3])
+            return Kernel(kernel_id, op, ((sources[0], space.view(f[1], shape)),), shape, target, target, cid, hlir)
+        raise Refused("missing kernel op", f"{cid}: no extraction for {kind.op}")

@@ -1,0 +1,79 @@
+"""LLIR: the kernel graph a genome extracts from the e-graph.
+
+Each ``Kernel`` is one kernel op (``KernelAdd`` -> op ``"Add"``) with the same semantics as
+the HLIR op of that name (see ``hlir``), plus ``Exp`` (e^x, recognised from the exp2
+chain). A kernel reads each source kernel's contiguous output through a ``ShapeTracker``
+and writes one contiguous tensor of ``shape`` and ``dtype``. Kernels are listed in a
+topological order; each remembers its e-class and the HLIR nodes behind it.
+
+Reductions reduce the *last* axis of their source view (the e-graph keeps the reduced
+dimension apart from the kept ones, so extraction puts it last).
+
+Fused regions appear as marker kernels: ``FusionStart`` reads an outside kernel through its
+view, ``Fused<Op>`` kernels (``FusedSin``, ``FusedAdd``, ...) compute on values inside the
+region, read contiguously, and ``FusionEnd`` writes the region's one result. Only
+``FusionEnd`` has a buffer; ``luminal_lab.llir.regions`` groups the markers into regions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.dtypes import DType
+from ..core.shape_tracker import format_shape
+from ..core.stage import Stage
+from ..core.symbolic import Expr
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel op.
+
+    ``arg`` by op: ``Input`` its name; ``Output`` its output index; ``Constant`` its value
+    (a number or an ``Expr``); ``Iota`` ``(expr in z, length)``; ``Cast`` the target dtype;
+    others None.
+    """
+
+    id: int
+    op: str
+    sources: tuple[tuple[int, Any], ...]  # (kernel id, ShapeTracker it is read through)
+    shape: tuple[Expr, ...]
+    dtype: DType
+    arg: Any = None
+    eclass: str = ""
+    hlir: tuple[int, ...] = ()
+
+    @property
+    def label(self) -> str:
+        if self.op in ("Input", "Output"):
+            return f"{self.op} {self.arg}"
+        if self.op == "Constant":
+            return f"Constant {self.arg}"
+        if self.op == "Cast":
+            return f"Cast {self.arg.value}"
+        return self.op
+
+    def __repr__(self) -> str:
+        return f"<Kernel k{self.id} {self.label} {format_shape(self.shape)} {self.dtype.value} from {self.eclass}>"
+
+
+@dataclass(repr=False)  # a stage's repr is its summary
+class LLIR(Stage):
+    """A kernel graph: kernels in topological order and the output kernels in output order."""
+
+    kernels: list[Kernel]
+    outputs: list[int]
+    genome_hash: int = 0
+    times: dict[int, float] = field(default_factory=dict)  # median seconds per kernel id, once profiled
+
+    name = "llir"
+
+    @property
+    def inputs(self) -> dict[str, Kernel]:
+        return {k.arg: k for k in self.kernels if k.op == "Input"}
+
+    def op_counts(self) -> Counter:
+        return Counter(k.op for k in self.kernels)
+

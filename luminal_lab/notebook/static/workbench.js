@@ -1,0 +1,101 @@
+// comp.workbench(): the anywidget view (provenance.js comes first). A tab per stage; a click sets `selected`,
+// Python answers with `highlighted` and `cuda_lines`, which are painted. Data reaches the page as text only.
+
+function svgOf(text) {
+  const doc = new DOMParser().parseFromString(text, "image/svg+xml");
+  return document.importNode(doc.documentElement, true);
+}
+
+function listing(kernels) {
+  const box = document.createElement("div");
+  for (const kernel of kernels) {
+    const block = document.createElement("div");
+    block.className = "ll-kernel";
+    block.dataset.node = kernel.id;
+    const title = document.createElement("div");
+    title.textContent = `${kernel.label} (${kernel.id})`;
+    const pre = document.createElement("pre");
+    pre.className = "ll-source";
+    kernel.lines.forEach((text, i) => {
+      const line = document.createElement("span");
+      line.className = "ll-line";
+      line.dataset.line = String(i + 1);
+      const number = document.createElement("span");
+      number.className = "ll-lineno";
+      number.textContent = String(i + 1);
+      line.append(number, text);
+      pre.append(line);
+    });
+    block.append(title, pre);
+    box.append(block);
+  }
+  return box;
+}
+
+function render({ model, el }) {
+  const root = document.createElement("div");
+  root.className = "ll-workbench";
+  const tabs = document.createElement("div");
+  tabs.className = "ll-tabs";
+  const status = document.createElement("div");
+  status.className = "ll-status";
+  root.append(tabs, status);
+  const panes = model.get("panes").map((pane) => {
+    const tab = document.createElement("button");
+    const box = document.createElement("div");
+    box.className = "ll-pane";
+    const summary = document.createElement("div");
+    summary.className = "ll-summary";
+    summary.textContent = pane.summary;
+    const picture = document.createElement("div");
+    picture.className = "ll-stage-picture";
+    if (pane.svg) picture.append(svgOf(pane.svg));
+    if (pane.kernels) picture.append(listing(pane.kernels));
+    if (pane.note) {
+      const note = document.createElement("div");
+      note.className = "ll-note";
+      note.textContent = pane.note;
+      picture.append(note);
+    }
+    box.append(summary, picture);
+    const nodes = llIndex(box, pane.targets);
+    box.addEventListener("click", (event) => {
+      const hit = llTarget(event, box, nodes, pane.targets);
+      if (hit) {
+        model.set("selected", hit);
+        model.save_changes();
+      }
+    });
+    tabs.append(tab);
+    root.append(box);
+    return { pane, tab, box, nodes };
+  });
+  const show = (active) => {
+    for (const p of panes) {
+      p.box.hidden = p !== active;
+      p.tab.classList.toggle("ll-active", p === active);
+    }
+  };
+  panes.forEach((p) => p.tab.addEventListener("click", () => show(p)));
+  const paint = () => {
+    const highlighted = model.get("highlighted");
+    const selected = model.get("selected");
+    for (const p of panes) {
+      llPaint(p.nodes, p.pane.targets, highlighted, selected.stage ? selected : null);
+      const count = (highlighted[p.pane.stage] || []).length;
+      p.tab.textContent = count ? `${p.pane.title} (${count})` : p.pane.title;
+    }
+    llPaintLines(root, model.get("cuda_lines"));
+    status.textContent = selected.stage
+      ? `selected ${selected.stage} ${selected.id}`
+      : "Click a node to see its counterparts in every stage.";
+  };
+  const events = ["change:selected", "change:highlighted", "change:cuda_lines"];
+  events.forEach((name) => model.on(name, paint));
+  show(panes[0]);
+  paint();
+  el.append(root);
+  return () => events.forEach((name) => model.off(name, paint));
+}
+
+export default { render };

@@ -1,0 +1,36 @@
+"""Runtimes: an LLIR's kernels run on a device, one plan per binding of the symbolic dimensions."""
+
+from __future__ import annotations
+
+from ..core.errors import NoDeviceError
+from ..llir.llir import LLIR
+from .base import Profile, Runtime
+from .cuda import cuda_unavailable_reason
+
+DEVICES = ("cpu", "cuda")
+
+
+def check_device(device: str) -> None:
+    """Raise unless ``device`` is one of ``DEVICES`` and usable here (``NoDeviceError`` names why not)."""
+    if device not in DEVICES:
+        raise ValueError(f"device {device!r} is not available; choose one of {DEVICES}")
+    if device == "cuda":
+        reason = cuda_unavailable_reason()
+        if reason is not None:
+            raise NoDeviceError(f"device='cuda' runs the generated CUDA C through numba-cuda, which needs a CUDA GPU: "
+                                f"{reason} (the CPU runtime is device='cpu')")
+
+
+def new_runtime(llir: LLIR, device: str) -> Runtime:
+    """The runtime of ``llir`` on ``device`` (checked with ``check_device`` first)."""
+    check_device(device)
+    if device == "cuda":
+        from .cuda import CUDARuntime
+
+        return CUDARuntime(llir)
+    from .cpu import CPURuntime  # numba loads on first use, not at import
+
+    return CPURuntime(llir)
+
+
+__all__ = ["DEVICES", "Profile", "Runtime", "check_device", "cuda_unavailable_reason", "new_runtime"]

@@ -1,0 +1,164 @@
+"""What every runtime shares: a plan per binding, inputs and weights copied in, a run, a profile.
+
+A ``Runtime`` runs one LLIR. For each binding of the symbolic dimensions it builds a ``Plan``
+once (``_build``, the device's own part): buffers, resolved reads, compiled kernels, and the
+steps that launch them in order. A call copies every input into its ``Slot`` and each weight
+only when it is first seen or the caller passes a different array, checking dtype and shape
+first (``DTypeBoundaryError``, ``ShapeError``; nothing is cast), runs the steps and reads the
+outputs back as fresh arrays in ``llir.outputs`` order. ``profile`` times whole runs by wall
+clock and each kernel on its own (``_time_steps``: the CPU's clock, CUDA events on a GPU) and
+writes the medians into ``llir.times``. ``cpu.CPURuntime`` and ``cuda.CUDARuntime`` subclass it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from abc import ABC, abstractmethod
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from ..core.dtypes import DType
+from ..core.errors import DTypeBoundaryError, LuminalError, ShapeError
+from ..core.plans import PlanCache
+from ..llir.llir import LLIR
+
+Step = Callable[[], None]
+
+
+@dataclass
+class Slot:
+    """Where an input or a weight is copied: its name, the plan's buffer, and the dtype and shape it must have.
+
+    A weight's slot remembers the caller's array it last copied (``bound``): it copies again only for another one.
+    """
+
+    name: str
+    buffer: Any
+    dtype: DType
+    shape: tuple[int, ...]
+    bound: Any = None
+
+
+@dataclass
+class Plan:
+    """What one binding of the symbolic dimensions runs: the slots of the inputs and weights, and the
+    ``(kernel id, step)`` pairs in order."""
+
+    inputs: list[Slot] = field(default_factory=list)
+    weights: list[Slot] = field(default_factory=list)
+    steps: list[tuple[int, Step]] = field(default_factory=list)
+
+
+@dataclass
+class Profile:
+    """Median seconds per kernel id (each kernel call timed on its own) and per whole run (timed separately)."""
+
+    kernels: dict[int, float]
+    total: float
+    trials: int
+    kernel_ops: dict[int, str] = field(default_factory=dict)
+
+    def hot_spots(self, n: int = 10) -> list[tuple[int, str, float]]:
+        """The ``n`` slowest kernels as ``(kernel id, op, seconds)``."""
+        ranked = sorted(self.kernels.items(), key=lambda item: -item[1])[:n]
+        return [(kid, self.kernel_ops.get(kid, ""), seconds) for kid, seconds in ranked]
+
+    def __repr__(self) -> str:
+        return f"<Profile {len(self.kernels)} kernels, {self.total * 1e3:.3f} ms per run (median of {self.trials})>"
+
+
+P = TypeVar("P", bound=Plan)
+
+
+class Runtime(ABC, Generic[P]):
+    """Runs an LLIR: ``run(inputs, weights, bindings)`` returns the outputs in ``llir.outputs`` order, ``profile``
+    times it. Subclasses build a binding's plan (``_build``), copy a checked value into a slot (``_copy_in``),
+    time one run's steps (``_time_steps``) and read the outputs back (``_collect``)."""
+
+    def __init__(self, llir: LLIR):
+        self.llir = llir
+        self.plans: PlanCache[P] = PlanCache(self._build)  # by sorted (dimension, size) pairs
+        self._weights: dict[str, np.ndarray] = {}
+
+    def plan(self, bindings: Mapping[str, int] | None = None) -> P:
+        """The plan for one binding of the symbolic dimensions (built, and its kernels compiled, on first use)."""
+        return self.plans.plan(bindings)
+
+    def run(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray] | None = None,
+            bindings: Mapping[str, int] | None = None) -> list[np.ndarray]:
+        """Run once and wait for it; weights are copied in only when first seen (or when a different array is
+        passed). Returns fresh arrays the caller owns."""
+        plan = self._prepare(inputs, weights or {}, bindings)
+        self._launch(plan)
+        return self._collect(plan)
+
+    def profile(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray] | None = None,
+                bindings: Mapping[str, int] | None = None, warmup: int = 2, trials: int = 10) -> Profile:
+        """Median seconds per kernel and per whole run (wall clock of ``run``, copies included) over ``trials``
+        runs after ``warmup`` runs; fills ``llir.times``."""
+        for _ in range(warmup):
+            self.run(inputs, weights, bindings)
+        per_kernel: dict[int, list[float]] = defaultdict(list)
+        totals = []
+        for _ in range(trials):
+            start = time.perf_counter()
+            self.run(inputs, weights, bindings)
+            totals.append(time.perf_counter() - start)
+            for kid, seconds in self._time_steps(self._prepare(inputs, weights or {}, bindings)):
+                per_kernel[kid].append(seconds)
+        medians = {kid: statistics.median(times) for kid, times in per_kernel.items()}
+        self.llir.times = dict(medians)
+        ops = {k.id: k.op for k in self.llir.kernels}
+        return Profile(medians, statistics.median(totals), trials, {kid: ops[kid] for kid in medians})
+
+    def _prepare(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
+                 bindings: Mapping[str, int] | None) -> P:
+        """The plan, with this call's inputs (and any new weights) copied in."""
+        self._weights.update(weights)
+        plan = self.plan(bindings)
+        for slot in plan.inputs:
+            if slot.name not in inputs:
+                raise LuminalError(f"missing input {slot.name!r}; the inputs are {[s.name for s in plan.inputs]}")
+            self._fill(plan, slot, inputs[slot.name])
+        for slot in plan.weights:
+            value = self._weights.get(slot.name)
+            if value is None:
+                raise LuminalError(f"missing weight {slot.name!r}")
+            if value is not slot.bound:
+                self._fill(plan, slot, value)
+                slot.bound = value
+        return plan
+
+    def _fill(self, plan: P, slot: Slot, value: np.ndarray) -> None:
+        value = np.asarray(value)
+        if value.dtype != slot.dtype.numpy:
+            raise DTypeBoundaryError(f"{slot.name!r} is {value.dtype} but the LLIR declares {slot.dtype.numpy}; "
+                                     "nothing is cast implicitly")
+        if value.shape != slot.shape:
+            raise ShapeError(f"{slot.name!r} has shape {list(value.shape)} but the plan expects {list(slot.shape)}")
+        self._copy_in(plan, slot, value)
+
+    def _launch(self, plan: P) -> None:
+        for _, step in plan.steps:
+            step()
+
+    @abstractmethod
+    def _build(self, bindings: dict[str, int]) -> P:
+        """The plan of one binding: buffers, slots, and the steps in order."""
+
+    @abstractmethod
+    def _copy_in(self, plan: P, slot: Slot, value: np.ndarray) -> None:
+        """Copy ``value`` (checked against the slot's dtype and shape) into the slot's buffer."""
+
+    @abstractmethod
+    def _time_steps(self, plan: P) -> list[tuple[int, float]]:
+        """Run the plan's steps once, each timed on its own: ``(kernel id, seconds)`` in order."""
+
+    @abstractmethod
+    def _collect(self, plan: P) -> list[np.ndarray]:
+        """The outputs of the run just made, as fresh host arrays in ``llir.outputs`` order."""
