@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 import luminal_lab as ll  # noqa: E402
 from benchmarks.common import median_ms, write_result  # noqa: E402
 from luminal_lab.llir.genome import extract  # noqa: E402
-from tests.models import LlamaBlock, llama_inputs  # noqa: E402
+from tests.helpers.models import LlamaBlock, llama_inputs  # noqa: E402
 
 CONFIG = {"d_model": 256, "heads": 4, "d_ff": 688, "seq": 64}
 

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 import luminal_lab as ll  # noqa: E402
 from benchmarks.common import write_result  # noqa: E402
 from luminal_lab.egraph import EGraph  # noqa: E402
-from tests.models import LlamaBlock, llama_inputs  # noqa: E402
+from tests.helpers.models import LlamaBlock, llama_inputs  # noqa: E402
 
 TARGET_SATURATION_S = 5.0
 TARGET_STEP_MS = 200.0

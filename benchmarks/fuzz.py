@@ -17,8 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import write_result  # noqa: E402
-from tests.fuzz_graphs import graphs  # noqa: E402
-from tests.test_fuzz import check_genomes  # noqa: E402
+from tests.helpers.fuzz import check_genomes, graphs  # noqa: E402
 
 
 def main() -> dict:

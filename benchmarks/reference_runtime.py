@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 import luminal_lab as ll  # noqa: E402
 from benchmarks.common import median_ms, write_result  # noqa: E402
-from tests.models import LlamaBlock, llama_inputs  # noqa: E402
+from tests.helpers.models import LlamaBlock, llama_inputs  # noqa: E402
 
 TARGET_RATIO = 5.0
 

@@ -2,6 +2,13 @@
 
 ``import luminal_lab as ll``: build graphs with ``ll.Graph``, compile them (or PyTorch
 models) with ``ll.compile``, and look at every stage of the pipeline.
+
+The package has one folder per stage, in the order data flows through them (``layers.LAYERS``):
+``core`` (shared vocabulary), ``hlir`` (graph, tensor API, reference runtime), ``frontends``
+(PyTorch in), ``egraph`` (egglog rules and saturation), ``llir`` (genomes, extraction, kernel
+graph, fused regions), ``codegen`` (CPU and CUDA kernel source), ``runtime`` (running kernels),
+``search`` (measured search), ``compiler`` (``ll.compile``, ``Compiled``, provenance,
+``torch.compile``) and ``notebook`` (widgets, report, magics). Each imports only from earlier ones.
 """
 
 from .compiler.compiled import Compiled, compile

@@ -1,4 +1,4 @@
-"""Session-wide test setup."""
+"""Session-wide test setup, and the fixtures tests in several folders share."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from luminal_lab.runtime.cache import CACHE_ENV
+from tests.helpers.fused import Fused, compile_fused
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -23,3 +24,10 @@ def kernel_directory(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(CACHE_ENV, str(directory))
         yield directory
+
+
+@pytest.fixture(scope="module")
+def fused() -> Iterator[Fused]:
+    """``sin_sqrt_sum`` compiled with its most fused genome (tests/helpers/fused.py), one per test module
+    (compiler/test_provenance.py, notebook/test_report.py, notebook/test_workbench.py)."""
+    yield from compile_fused()

@@ -196,3 +196,42 @@ def test_each_view_imports_its_model_and_no_model_imports_a_view() -> None:
         users = [i for i in IMPORTS if i.target == view and _folder(i.module) == folder
                  and i.module not in views and not _is_package(i.module)]
         assert not users, f"{view} is imported by {[str(i) for i in users]}"
+
+
+TESTS = Path(__file__).parent
+
+
+def _forbidden_in_tests(name: str) -> bool:
+    """A test module (``test_*``, anywhere) or a module of ``tests`` other than ``tests.helpers`` and its modules."""
+    parts = name.split(".")
+    outside_helpers = parts[0] == "tests" and parts[:2] != ["tests", "helpers"]
+    return outside_helpers or any(part.startswith("test_") for part in parts)
+
+
+def _test_suite_imports(path: Path) -> list[str]:
+    """What a file of the test suite imports that it should not, as ``file:line imports name``; relative imports are
+    resolved and function-level ones included, as for the package."""
+    parts = path.relative_to(TESTS.parent).with_suffix("").parts
+    package = list(parts[:-1])  # a module's package, and an __init__'s own
+    wrong = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            names = [module if alias.name == "*" else f"{module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        wrong.extend(f"{path.relative_to(TESTS.parent)}:{node.lineno} imports {name}" for name in names
+                     if _forbidden_in_tests(name))
+    return wrong
+
+
+def test_no_test_module_imports_another_only_tests_helpers() -> None:
+    files = sorted(TESTS.rglob("*.py"))
+    folders = {path.parent.name for path in files if path.parent != TESTS}
+    assert folders >= {*LAYERS, "extension", "helpers"}, f"the walk missed test folders: {sorted(folders)}"
+    wrong = [line for path in files for line in _test_suite_imports(path)]
+    assert not wrong, ("test modules share code through tests/helpers/ (fixtures through a conftest.py), never by "
+                       "importing each other:\n" + "\n".join(wrong))

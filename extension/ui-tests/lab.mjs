@@ -6,8 +6,9 @@
 // SCENARIO is one of: stages, malicious, large, workbench (see SCENARIOS below). The driver only
 // acts and measures; it prints one line `RESULT {json}` with what it saw (facts, timings, every
 // request that left this machine, console and page errors) and exits 0, or exits 1 with `error`
-// set when a step failed (a wait timed out, an element was missing). tests/test_lab_e2e.py runs it
-// and makes the assertions. On failure a screenshot goes to OUT_DIR/SCENARIO.png.
+// set when a step failed (a wait timed out, an element was missing).
+// tests/extension/test_lab_e2e.py runs it and makes the assertions. On failure a screenshot goes to
+// OUT_DIR/SCENARIO.png.
 
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';

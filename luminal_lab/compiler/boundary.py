@@ -54,6 +54,46 @@ class Boundary:
             raise LuminalError(f"expected {len(names)} input(s) {names}, got {len(flat)}")
         return dict(zip(names, flat))
 
+    def check(self, values: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+        """Check the inputs' dtypes and shapes, bind the symbolic dimensions, and convert to numpy."""
+        import torch
+
+        declared = {name: self.graph.inputs[name].node for name in values}
+        for name, value in values.items():
+            if isinstance(value, torch.Tensor):
+                got = _torch_dtype_name(value.dtype)
+                ok = got == declared[name].dtype.value
+            elif isinstance(value, np.ndarray):
+                got = str(value.dtype)
+                ok = value.dtype == declared[name].dtype.numpy
+            else:
+                raise DTypeBoundaryError(
+                    f"input {name!r} must be a torch.Tensor or numpy array, got {type(value).__name__}")
+            if not ok:
+                raise DTypeBoundaryError(f"input {name!r} is {got} but the graph declares "
+                                         f"{declared[name].dtype.value}; nothing is cast implicitly, cast it before "
+                                         "the call")
+        bindings: dict[str, int] = {}
+        for name, value in values.items():
+            dims = declared[name].shape
+            shape = tuple(value.shape)
+            if len(shape) != len(dims):
+                raise ShapeError(f"input {name!r} has shape {list(shape)} but the graph declares {format_shape(dims)}")
+            for dim, size in zip(dims, shape):
+                if dim.op == "var":
+                    bindings.setdefault(dim.args[0], size)
+        for name, value in values.items():
+            dims = declared[name].shape
+            try:
+                expected = [int(d.evaluate(bindings)) for d in dims]
+            except KeyError as missing:
+                raise ShapeError(f"input {name!r}: cannot bind {format_shape(dims)} from {list(value.shape)} "
+                                 f"({missing.args[0]})") from None
+            if expected != list(value.shape):
+                raise ShapeError(f"input {name!r} has shape {list(value.shape)} but the graph declares "
+                                 f"{format_shape(dims)} = {expected} with {bindings}")
+        return {name: to_numpy(value) for name, value in values.items()}, bindings
+
     def write_back(self, values: dict[str, Any], results: dict[str, np.ndarray]) -> None:
         """Write in-place mutations back: into the caller's inputs, the graph's weights and the module's buffers."""
         for output, input_name in self.signature.mutated_inputs.items():
@@ -89,46 +129,6 @@ def _is_array(value) -> bool:
     import torch
 
     return isinstance(value, (np.ndarray, torch.Tensor))
-
-
-def check_inputs(graph: Graph, values: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-    """Check dtypes and shapes of the user inputs, bind symbolic dimensions, convert to numpy."""
-    import torch
-
-    declared = {name: graph.inputs[name].node for name in values}
-    for name, value in values.items():
-        if isinstance(value, torch.Tensor):
-            got = _torch_dtype_name(value.dtype)
-            ok = got == declared[name].dtype.value
-        elif isinstance(value, np.ndarray):
-            got = str(value.dtype)
-            ok = value.dtype == declared[name].dtype.numpy
-        else:
-            raise DTypeBoundaryError(
-                f"input {name!r} must be a torch.Tensor or numpy array, got {type(value).__name__}")
-        if not ok:
-            raise DTypeBoundaryError(f"input {name!r} is {got} but the graph declares {declared[name].dtype.value}; "
-                                     "nothing is cast implicitly, cast it before the call")
-    bindings: dict[str, int] = {}
-    for name, value in values.items():
-        dims = declared[name].shape
-        shape = tuple(value.shape)
-        if len(shape) != len(dims):
-            raise ShapeError(f"input {name!r} has shape {list(shape)} but the graph declares {format_shape(dims)}")
-        for dim, size in zip(dims, shape):
-            if dim.op == "var":
-                bindings.setdefault(dim.args[0], size)
-    for name, value in values.items():
-        dims = declared[name].shape
-        try:
-            expected = [int(d.evaluate(bindings)) for d in dims]
-        except KeyError as missing:
-            raise ShapeError(f"input {name!r}: cannot bind {format_shape(dims)} from {list(value.shape)} "
-                             f"({missing.args[0]})") from None
-        if expected != list(value.shape):
-            raise ShapeError(f"input {name!r} has shape {list(value.shape)} but the graph declares "
-                             f"{format_shape(dims)} = {expected} with {bindings}")
-    return {name: to_numpy(value) for name, value in values.items()}, bindings
 
 
 def _torch_dtype_name(dtype) -> str:

@@ -27,7 +27,7 @@ from ..llir.llir import LLIR
 from ..llir.regions import Regions
 from ..runtime import Profile, Runtime, check_device, new_runtime
 from ..search.search import SearchResult, random_inputs, search
-from .boundary import Boundary, check_inputs
+from .boundary import Boundary
 from .provenance import Pipeline
 
 if TYPE_CHECKING:
@@ -128,7 +128,6 @@ class Compiled:
         return CudaStage(self.llir())
 
     def _runtime(self, genome: Genome, device: str) -> Runtime:
-        check_device(device)
         key = (genome.hash, device)
         if key not in self._runtimes:
             self._runtimes[key] = new_runtime(self.llir(genome), device)
@@ -139,7 +138,7 @@ class Compiled:
         """Run on torch tensors (or numpy arrays) and return torch tensors, in the program's order."""
         check_device(device)
         values = self.boundary.match(inputs, named_inputs)
-        arrays, bindings = check_inputs(self.graph, values)
+        arrays, bindings = self.boundary.check(values)
         outputs = self._runtime(self.genome, device).run(arrays, self.graph.weights, bindings)
         results = dict(zip(self.graph.outputs, outputs))
         self.boundary.write_back(values, results)
@@ -150,7 +149,7 @@ class Compiled:
     def run_reference(self, *inputs, **named_inputs):
         """Run the HLIR on the reference runtime (the ground truth), through the same boundary."""
         values = self.boundary.match(inputs, named_inputs)
-        arrays, bindings = check_inputs(self.graph, values)
+        arrays, bindings = self.boundary.check(values)
         results = self._reference.run(arrays, bindings)
         self.boundary.write_back(values, results)
         return self.boundary.pack(results)
@@ -223,7 +222,7 @@ class Compiled:
         if inputs is None and self._example_inputs is not None:
             inputs = self._example_inputs
         if inputs is not None:
-            return check_inputs(self.graph, self.boundary.match(tuple(inputs), {}))
+            return self.boundary.check(self.boundary.match(tuple(inputs), {}))
         shapes = {}
         for name in self.signature.inputs:
             node = self.graph.inputs[name].node

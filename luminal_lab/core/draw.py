@@ -5,6 +5,7 @@ the box and edge styles by kind, the sizes above which a picture is condensed, `
 text to inline, or None when Graphviz's ``dot`` is missing or fails, with a warning), and the
 description of a read through a shape tracker (``view_kinds``: padded, broadcast, permuted,
 sliced, strided), used for edge labels and in the JSON of the HLIR, LLIR and regions stages.
+``Picture`` is a drawing that is not a stage (part of the e-graph) but shows itself alike.
 """
 
 from __future__ import annotations
@@ -125,8 +126,9 @@ def digraph(name: str) -> graphviz.Digraph:
     return graphviz.Digraph(name, graph_attr=GRAPH_ATTR, node_attr=NODE_ATTR, edge_attr=EDGE_ATTR)
 
 
-def render(dot: graphviz.Digraph, what: str = "HLIR") -> str | None:
-    """SVG text (without the XML prolog, so it can be inlined), or None when ``dot`` fails."""
+def render(dot: graphviz.Digraph, what: str) -> str | None:
+    """SVG text (without the XML prolog, so it can be inlined), or None when ``dot`` fails; ``what`` names the
+    picture in the warning."""
     try:
         svg = dot.pipe(format="svg", encoding="utf-8")
     except graphviz.ExecutableNotFound:

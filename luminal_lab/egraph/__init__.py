@@ -1,4 +1,11 @@
-"""The e-graph stage: HLIR as an egglog program in Luminal's schema, stepped under budgets."""
+"""The e-graph stage: HLIR as an egglog program in Luminal's schema, stepped under budgets.
+
+``schema`` (the sorts, and the HLIR emitted as terms), ``ops`` (the per-op registry: each op's
+constructor, kernel lowering, dtype rule and rewrites, from which the rulesets are generated),
+``fusion`` (the marker-based fusion rules), ``egraph`` (``EGraph``: the schedule, ``step``/``run``/
+``saturate`` under budgets, user rules), ``worker`` (egglog in its own process), ``snapshot``
+(e-classes and e-nodes read back) and ``view`` (how the stage draws itself).
+"""
 
 from . import view  # noqa: F401  (draws EGraph)
 from .egraph import EGraph, Saturation, StepReport

@@ -118,7 +118,7 @@ def to_json(stage: HLIRStage) -> dict[str, Any]:
 
 def to_svg(stage: HLIRStage) -> str | None:
     """The picture as SVG; ``None`` when Graphviz cannot draw it."""
-    return render(to_dot(stage))
+    return render(to_dot(stage), "HLIR")
 
 
 def to_dot(stage: HLIRStage) -> graphviz.Digraph:

@@ -1,7 +1,7 @@
 """LLIR: the kernel graph a genome extracts from the e-graph.
 
 Each ``Kernel`` is one kernel op (``KernelAdd`` -> op ``"Add"``) with the same semantics as
-the HLIR op of that name (see ``hlir``), plus ``Exp`` (e^x, recognised from the exp2
+the HLIR op of that name (see ``luminal_lab.hlir.graph``), plus ``Exp`` (e^x, recognised from the exp2
 chain). A kernel reads each source kernel's contiguous output through a ``ShapeTracker``
 and writes one contiguous tensor of ``shape`` and ``dtype``. Kernels are listed in a
 topological order; each remembers its e-class and the HLIR nodes behind it.

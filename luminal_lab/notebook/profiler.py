@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
+from ..codegen.cuda_stage import CudaStage
 from ..core.errors import NoDeviceError
 from ..core.stage import Stage
 from ..llir.regions import Regions
@@ -281,8 +282,6 @@ class GenomeProfiler(widgets.VBox):
             views = dict.fromkeys(TABS, self._reason_html(candidate))
         else:
             try:
-                from ..codegen.cuda_stage import CudaStage
-
                 llir = self.comp.llir(candidate.genome)
                 views = {"LLIR": _stage_html(llir), "Regions": _stage_html(Regions.of(llir)),
                          "CUDA": CudaStage(llir)._repr_html_()}

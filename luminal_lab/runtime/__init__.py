@@ -1,11 +1,17 @@
-"""Runtimes: an LLIR's kernels run on a device, one plan per binding of the symbolic dimensions."""
+"""Runtimes: an LLIR's kernels run on a device, one plan per binding of the symbolic dimensions.
+
+``base`` (``Runtime``: plans, inputs and weights, ``run``, ``profile``; ``Profile``), ``cpu``
+(numba kernels from ``luminal_lab.codegen.cpu``, BLAS matmuls), ``cuda`` (the generated CUDA C
+through numba-cuda on a GPU), ``cache`` (compiled CPU kernels in memory and on disk).
+``new_runtime(llir, device)`` picks one; ``check_device`` says why a device cannot run here.
+"""
 
 from __future__ import annotations
 
 from ..core.errors import NoDeviceError
 from ..llir.llir import LLIR
 from .base import Profile, Runtime
-from .cuda import cuda_unavailable_reason
+from .cuda import CUDARuntime, cuda_unavailable_reason
 
 DEVICES = ("cpu", "cuda")
 
@@ -25,12 +31,10 @@ def new_runtime(llir: LLIR, device: str) -> Runtime:
     """The runtime of ``llir`` on ``device`` (checked with ``check_device`` first)."""
     check_device(device)
     if device == "cuda":
-        from .cuda import CUDARuntime
-
         return CUDARuntime(llir)
     from .cpu import CPURuntime  # numba loads on first use, not at import
 
     return CPURuntime(llir)
 
 
-__all__ = ["DEVICES", "Profile", "Runtime", "check_device", "cuda_unavailable_reason", "new_runtime"]
+__all__ = ["DEVICES", "CUDARuntime", "Profile", "Runtime", "check_device", "cuda_unavailable_reason", "new_runtime"]

@@ -1,4 +1,4 @@
-"""The CUDA runtime: runs an LLIR's generated CUDA C (``cuda_codegen``) on a GPU through numba-cuda.
+"""The CUDA runtime: runs an LLIR's generated CUDA C (``luminal_lab.codegen.cuda``) on a GPU through numba-cuda.
 
 ``CUDARuntime`` is a ``base.Runtime`` like ``CPURuntime``: ``run(inputs, weights, bindings)`` returns the outputs in
 ``llir.outputs`` order and ``profile`` returns a ``Profile``. Each kernel's source is compiled to PTX

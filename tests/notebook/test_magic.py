@@ -18,7 +18,7 @@ from luminal_lab.notebook.magic import _assignment_positions
 from luminal_lab.runtime.cuda import cuda_unavailable_reason
 
 KERNEL = "python3"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STAGES = ("HLIR:", "E-graph:", "LLIR:", "Regions:", "CUDA:")
 ERROR = ["raises-exception"]
 

@@ -11,7 +11,7 @@ import torch
 
 import luminal_lab as ll
 from luminal_lab.search.search import OUTCOMES, SearchStopped, search
-from tests.models import LlamaBlock, llama_inputs
+from tests.helpers.models import LlamaBlock, llama_inputs
 
 
 @pytest.fixture(scope="module")

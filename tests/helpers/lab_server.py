@@ -1,4 +1,4 @@
-"""An isolated JupyterLab server for the end-to-end test (see ``tests/test_lab_e2e.py``).
+"""An isolated JupyterLab server for the end-to-end test (see ``tests/extension/test_lab_e2e.py``).
 
 The server listens on 127.0.0.1 only, on a free port, with a random token. Its config, data,
 runtime and workspace directories are fresh temporary ones, so nothing of the user's Jupyter
@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LABEXTENSION = ROOT / "luminal_lab" / "labextension"
 BIN = Path(sys.executable).parent
 

@@ -1,8 +1,8 @@
 """End to end: the JupyterLab extension in headless Chromium, against a real JupyterLab.
 
-A module fixture writes the notebooks (``tests/lab_e2e_notebooks.py``: outputs made by executing
+A module fixture writes the notebooks (``tests/helpers/lab_notebooks.py``: outputs made by executing
 them with nbclient, then saved), starts an isolated JupyterLab on 127.0.0.1 with a random token
-(``tests/lab_e2e_server.py``) and stops it (its whole process group) afterwards. Each scenario runs
+(``tests/helpers/lab_server.py``) and stops it (its whole process group) afterwards. Each scenario runs
 once in ``extension/ui-tests/lab.mjs`` (playwright-core driving /usr/bin/chromium), which reports
 what the page showed; the tests below assert on that report:
 
@@ -36,8 +36,8 @@ import pytest
 
 from luminal_lab.compiler.provenance import Provenance
 
-from .lab_e2e_notebooks import LARGE_NODES, PAYLOADS, STAGES, write_notebooks
-from .lab_e2e_server import ROOT, Lab, labextension
+from tests.helpers.lab_notebooks import LARGE_NODES, PAYLOADS, STAGES, write_notebooks
+from tests.helpers.lab_server import ROOT, Lab, labextension
 
 pytestmark = pytest.mark.browser
 

@@ -1,4 +1,4 @@
-"""The notebooks the JupyterLab end-to-end test opens (see ``tests/test_lab_e2e.py``).
+"""The notebooks the JupyterLab end-to-end test opens (see ``tests/extension/test_lab_e2e.py``).
 
 Each one is written by executing its cells with nbclient (kernel ``python3``, this environment's
 interpreter), so the stored outputs are exactly what a user's kernel produces; the kernel is shut
@@ -167,7 +167,7 @@ def write_notebooks(directory: Path) -> dict[str, Any]:
     return expected
 
 
-if __name__ == "__main__":  # python tests/lab_e2e_notebooks.py DIR: write them for a manual look
+if __name__ == "__main__":  # python tests/helpers/lab_notebooks.py DIR: write them for a manual look
     import sys
     import time
 

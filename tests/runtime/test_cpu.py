@@ -1,8 +1,9 @@
 """The CPU runtime (numba kernels generated from an LLIR) against the reference runtime.
 
 Until genome extraction exists, LLIRs come from HLIR graphs converted one node to one kernel
-(``llir_of``). Kernels are cached in pytest's cache directory (or ``$LUMINAL_LAB_KERNEL_CACHE``
-when set), so a second run of this file starts warm and nothing is written to the home directory.
+(``llir_of``, tests/helpers/llir.py). Kernels are cached in pytest's cache directory (or
+``$LUMINAL_LAB_KERNEL_CACHE`` when set), so a second run of this file starts warm and nothing is
+written to the home directory.
 """
 
 from __future__ import annotations
@@ -23,40 +24,20 @@ import torch
 import luminal_lab as ll
 from luminal_lab.core.arrays import to_numpy
 from luminal_lab.core.dtypes import from_torch
-from luminal_lab.core.ops import REDUCE_OPS, Op
 from luminal_lab.core.shape_tracker import ShapeTracker
 from luminal_lab.hlir.graph import Graph
 from luminal_lab.llir.llir import LLIR, Kernel
 from luminal_lab.runtime.cache import CACHE_ENV, KernelCache, kernel_cache
 from luminal_lab.runtime.cpu import PARALLEL_THRESHOLD, CPURuntime
-from tests.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
-from tests.test_ops import CASES, Case, _random, index_ops_graph
+from tests.helpers.llir import llir_of
+from tests.helpers.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
+from tests.helpers.op_cases import CASES, Case, index_ops_graph, random_tensor
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # (atol, rtol) against the reference: the kernels sum in another order and carry their own exp2/log2/sin
 # (within 2 ulp), and f16/bf16 round after every op, so one differently rounded intermediate moves a result
 # by an ulp of the storage type
 TOLERANCE = {ll.f32: (2e-5, 2e-5), ll.f64: (1e-12, 1e-12), ll.f16: (4e-3, 4e-3), ll.bf16: (3e-2, 3e-2)}
-
-
-def llir_of(graph: Graph, commute: bool = False) -> LLIR:
-    """The HLIR as an LLIR, one kernel per live node; a reduction's source is permuted so its axis is last.
-    With ``commute`` every Add and Mul takes its operands the other way round (as an extraction may)."""
-    names = list(graph.outputs)
-    kernels = []
-    for node in graph.live_nodes():
-        sources = tuple((src.id, tracker) for src, tracker in node.sources)
-        if commute and node.op in (Op.ADD, Op.MUL):
-            sources = sources[::-1]
-        arg = node.arg
-        if node.op in REDUCE_OPS:
-            ((src, tracker),) = node.sources
-            axes = [i for i in range(tracker.rank) if i != node.arg] + [node.arg]
-            sources, arg = ((src.id, tracker.permute(axes)),), None
-        elif node.op == Op.OUTPUT:
-            arg = names.index(node.arg)
-        kernels.append(Kernel(node.id, node.op.value, sources, node.shape, node.dtype, arg, hlir=(node.id,)))
-    return LLIR(kernels, [graph.outputs[name].id for name in names])
 
 
 def assert_matches(got: np.ndarray, expected: np.ndarray, dtype: ll.DType, scale: float = 1.0, what: str = "") -> None:
@@ -86,9 +67,9 @@ def check_graph(graph: Graph, inputs: Mapping[str, np.ndarray], bindings: Mappin
 
 
 def _case_graph(case: Case, dtype: torch.dtype, transposed: bool) -> tuple[Graph, dict[str, np.ndarray]]:
-    """The graph and inputs that tests/test_ops.py builds for ``case``."""
+    """The graph and inputs that tests/hlir/test_ops.py builds for ``case``."""
     generator = torch.Generator().manual_seed(hash(case.name) % 2**31)
-    inputs = [_random(s, dtype, case.low, case.high, generator) for s in case.shapes]
+    inputs = [random_tensor(s, dtype, case.low, case.high, generator) for s in case.shapes]
     if transposed:
         inputs = [x.transpose(-1, -2).contiguous() if x.ndim >= 2 else x for x in inputs]
     g = ll.Graph()

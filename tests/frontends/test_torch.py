@@ -17,9 +17,9 @@ import torch.nn.functional as F
 import luminal_lab as ll
 from luminal_lab.compiler.dynamo import DynamoProgram, luminal_lab_backend
 from luminal_lab.frontends.aten import TABLE
-from tests.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
+from tests.helpers.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 F32 = {"atol": 1e-4, "rtol": 1e-4}
 
 MODELS = {
@@ -131,7 +131,7 @@ def test_unsupported_op_names_the_op_and_the_source_line() -> None:
         ll.compile(bessel, (torch.randn(3),))
     message = str(info.value)
     assert "aten.special_bessel_j0.default" in message
-    assert f"test_frontend_torch.py:{BESSEL_LINE}: return torch.special.bessel_j0(x) + 1" in message
+    assert f"test_torch.py:{BESSEL_LINE}: return torch.special.bessel_j0(x) + 1" in message
     assert info.value.op == "aten.special_bessel_j0.default"
 
 
@@ -140,7 +140,7 @@ def test_unsupported_op_through_torch_compile(dynamo_calls: list[int]) -> None:
         torch.compile(bessel, backend="luminal_lab")(torch.randn(3))
     error = info.value.inner_exception
     assert isinstance(error, ll.UnsupportedOpError) and error.op == "aten.special_bessel_j0.default"
-    assert error.where == f"test_frontend_torch.py:{BESSEL_LINE}: return torch.special.bessel_j0(x) + 1"
+    assert error.where == f"test_torch.py:{BESSEL_LINE}: return torch.special.bessel_j0(x) + 1"
     assert not dynamo_calls
 
 
@@ -232,7 +232,7 @@ def test_outputs_keep_torchs_pytree_and_order() -> None:
 def test_backend_is_found_by_name_without_importing_luminal_lab() -> None:
     script = textwrap.dedent("""
         import sys, torch
-        from tests.models import MLP, mlp_inputs
+        from tests.helpers.models import MLP, mlp_inputs
         assert "luminal_lab" not in sys.modules
         model, (x,) = MLP(16, 32, 8), mlp_inputs(3, 16)
         out = torch.compile(model, backend="luminal_lab")(x)

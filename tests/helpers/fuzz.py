@@ -1,4 +1,6 @@
-"""Random HLIR graphs for fuzzing: elementwise chains, broadcasts, reductions, views, gathers.
+"""Random HLIR graphs for fuzzing: elementwise chains, broadcasts, reductions, views, gathers; and
+``check_genomes``, which runs random genomes of one against the reference (tests/runtime/test_fuzz.py
+runs a bounded number, benchmarks/fuzz.py thousands).
 
 Values stay finite: the unary ops used are bounded (sin, exp of a sine, sqrt of 1 + x^2,
 a reciprocal of 1 + x^2), so any genome's kernels can be compared with the reference.
@@ -6,10 +8,17 @@ a reciprocal of 1 + x^2), so any genome's kernels can be compared with the refer
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 from hypothesis import strategies as st
 
 import luminal_lab as ll
+from luminal_lab.egraph import EGraph
+from luminal_lab.hlir.reference import ReferenceRuntime
+from luminal_lab.llir.genome import ChoiceSpace, Refused, children, extract
+from luminal_lab.runtime.cpu import CPURuntime
+from luminal_lab.search.search import compare
 
 UNARY = {
     "sin": lambda t: t.sin(),
@@ -78,3 +87,36 @@ def graphs(draw, max_ops: int = 8) -> tuple[ll.Graph, dict[str, np.ndarray]]:
     inputs = {name: rng.uniform(-1, 1, [d.value for d in spec.node.shape]).astype(np.float32)
               for name, spec in g.inputs.items()}
     return g, inputs
+
+
+GENOMES_PER_GRAPH = 6
+
+
+def check_genomes(graph, inputs, genomes: int = GENOMES_PER_GRAPH, seed: int = 0) -> dict[str, int]:
+    """Run ``genomes`` random genomes (and mutants of them) of ``graph``; count outcomes.
+    Raises AssertionError on any viable genome that disagrees with the reference."""
+    reference = ReferenceRuntime(graph).run(inputs)
+    expected = [reference[name] for name in graph.outputs]
+    egraph = EGraph(graph)
+    counts = {"ok": 0, "refused": 0}
+    try:
+        egraph.saturate()
+        space = ChoiceSpace(egraph.snapshot, graph)
+        rng = random.Random(seed)
+        tried = [space.random_genome(rng.randrange(2**32)) for _ in range(genomes // 2)]
+        seen = {g.hash for g in tried}
+        for parent in list(tried):
+            tried.extend(children(parent, 1, 3, rng, seen))
+        for genome in tried[:genomes]:
+            try:
+                llir = extract(genome)
+            except Refused:
+                counts["refused"] += 1
+                continue
+            outputs = CPURuntime(llir).run(inputs, graph.weights, {})
+            outcome, reason = compare(outputs, expected)
+            assert outcome == "ok", f"genome {genome.hash:016x}: {reason}\n{llir.kernels}"
+            counts["ok"] += 1
+    finally:
+        egraph.close()
+    return counts

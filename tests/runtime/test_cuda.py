@@ -24,9 +24,9 @@ from luminal_lab.llir.llir import LLIR, Kernel
 from luminal_lab.runtime.cpu import CPURuntime
 from luminal_lab.runtime.cuda import CUDARuntime, cuda_available, cuda_unavailable_reason, device_dtype, schedule
 from luminal_lab.search.search import compare
-from tests.fuzz_graphs import graphs
-from tests.models import MLP, mlp_inputs
-from tests.test_cpu_runtime import llir_of
+from tests.helpers.fuzz import graphs
+from tests.helpers.llir import llir_of
+from tests.helpers.models import MLP, mlp_inputs
 
 GPU = cuda_available()
 needs_gpu = pytest.mark.skipif(not GPU, reason=f"needs a CUDA GPU through numba-cuda: {cuda_unavailable_reason()}")
@@ -250,7 +250,7 @@ def test_every_kernel_kind_and_dtype_matches_the_cpu_runtime() -> None:
 @pytest.mark.gpu
 @needs_gpu
 def test_index_ops_and_integers() -> None:
-    from tests.test_ops import index_ops_graph
+    from tests.helpers.op_cases import index_ops_graph
 
     rng = np.random.default_rng(2)
     g = index_ops_graph()

@@ -22,9 +22,9 @@ from luminal_lab.core.ops import IN_REGION
 from luminal_lab.llir.genome import extract
 from luminal_lab.llir.llir import LLIR
 from luminal_lab.llir.regions import find_regions
-from tests.fuzz_graphs import graphs
-from tests.models import MLP, LlamaBlock, llama_inputs, mlp_inputs
-from tests.test_ops import CASES
+from tests.helpers.fuzz import graphs
+from tests.helpers.models import MLP, LlamaBlock, llama_inputs, mlp_inputs
+from tests.helpers.op_cases import CASES
 
 pytestmark = pytest.mark.skipif(_nvrtc() is None and not os.path.exists("/usr/local/cuda/bin/nvcc")
                                 and shutil.which("nvcc") is None, reason="neither NVRTC nor nvcc available")

@@ -13,7 +13,7 @@ from luminal_lab.core.ops import FUSED_OPS, IN_REGION
 from luminal_lab.llir.genome import Refused, extract
 from luminal_lab.llir.regions import find_regions
 from luminal_lab.runtime.cpu import CPURuntime
-from tests.models import LlamaBlock, llama_inputs
+from tests.helpers.models import LlamaBlock, llama_inputs
 
 SHAPE = (8, 16)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,15 +12,10 @@ from luminal_lab.compiler.provenance import STAGES, TITLES
 from luminal_lab.notebook.assets import NO_PICTURE
 from luminal_lab.notebook.report import script_json
 from luminal_lab.notebook.workbench import Workbench
-from tests.test_provenance import LAYOUT, REGION, Fused, compile_fused
-from tests.test_report import dump_dom, needs_chromium, node_ids
+from tests.helpers.dom import dump_dom, needs_chromium, node_ids
+from tests.helpers.fused import LAYOUT, REGION, Fused
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
-
-
-@pytest.fixture(scope="module")
-def fused() -> Iterator[Fused]:
-    yield from compile_fused()
 
 
 @pytest.fixture

@@ -26,10 +26,10 @@ import luminal_lab as ll
 from luminal_lab.core.dtypes import from_torch
 from luminal_lab.core.ops import Op
 from luminal_lab.egraph import EGraph, Saturation, snapshot
-from tests.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
-from tests.test_ops import CASES
+from tests.helpers.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
+from tests.helpers.op_cases import CASES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NO_KERNEL = (Op.INPUT, Op.OUTPUT)
 
 Make = Callable[..., EGraph]
@@ -95,7 +95,7 @@ def assert_saturated_within_budget(egraph: EGraph) -> Saturation:
 
 
 def ops_graph(dtype: torch.dtype, transposed: bool) -> ll.Graph:
-    """Every case of ``tests/test_ops.py`` that runs in ``dtype``, built as that test builds it, in
+    """Every op case (tests/helpers/op_cases.py) that runs in ``dtype``, built as tests/hlir/test_ops.py builds it, in
     one graph (straight, and with inputs declared transposed and transposed back when asked)."""
     g = ll.Graph()
     for case in CASES:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LABEXT = ROOT / "luminal_lab" / "labextension"
 SHARE = "share/jupyter/labextensions/luminal-lab"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
