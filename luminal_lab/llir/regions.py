@@ -4,7 +4,9 @@ A region is everything a ``FusionEnd`` reaches through fused ops, down to the
 ``FusionStart`` markers where it reads outside kernels. Each region runs as one kernel:
 every start reads its source through its own view, the fused ops run on values in
 topological order, the end writes once. A fused op reached from two ends is computed by
-both regions (it has no buffer to share).
+both regions (it has no buffer to share). A region computes element by element in row-major
+order: a fused op reads its operands contiguously but may do so in another shape of as many
+elements (a reshape), so a start's view is over its own shape, which need not be the end's.
 
 ``RegionBody`` is that kernel in position-named form, the input of both code generators:
 starts are ``x0, x1, ...`` and op results ``t0, t1, ...`` in order, so regions that do the

@@ -405,10 +405,11 @@ class _Planner:
         return self._sequence(views, [self._launch(source, args)])
 
     def _region(self, end: Kernel) -> Step:
-        """A fused region as one loop nest: its starts' views in, the end's buffer out."""
+        """A fused region as one loop nest: its starts' views in, the end's buffer out. A region computes element by
+        element in row-major order and its ops may reshape, so each start's view is read in the end's shape."""
         body = self.regions[end.id].body(self.llir)
         out = self.buffers[end.id]
-        views = [self.view(source, tracker) for source, tracker, _ in body.inputs]
+        views = [_in_shape(self.view(source, tracker), out.shape) for source, tracker, _ in body.inputs]
         if out.size == 0:
             return self._sequence(views, [])
         rank, kinds, args = _loop_operands(out, views)
@@ -506,6 +507,22 @@ class _Planner:
             _check_indexes(indexes, flat_out.size, kernel)
             flat_out[indexes.reshape(-1)] = values.reshape(-1)
         return self._sequence(views, [scatter])
+
+
+def _in_shape(view: _View, shape: tuple[int, ...]) -> _View:
+    """``view`` read in row-major order as ``shape`` (of as many elements): over the same buffer where its strides
+    allow, else through a scratch copied into on each call."""
+    if view.shape == shape:
+        return view
+    reshaped = _reshaped(view.array, shape)
+    if reshaped is not None:  # the first element stays where it was, so the offset does too
+        return _View(view.flat, view.offset, shape, tuple(s // view.flat.itemsize for s in reshaped.strides),
+                     view.refresh)
+    array = view.array
+    scratch = np.empty(shape, view.flat.dtype)
+    target = scratch.reshape(view.shape)
+    return _View(scratch.reshape(-1), 0, shape, _contiguous_strides(shape),
+                 [*view.refresh, lambda: np.copyto(target, array)])
 
 
 def _flat(array: np.ndarray) -> tuple[np.ndarray, list[Step]]:

@@ -153,6 +153,11 @@ CASES = {
     "diamond": (lambda a: a.sin().sqrt() + a.sin().exp2(), lambda a: a.sin().sqrt() + torch.exp2(a.sin()), "a"),
     "three-starts": (lambda a, b, c: (a + b) * c, lambda a, b, c: (a + b) * c, "abc"),
     "transposed-start": (lambda a, b: (a.permute((1, 0)) + b).sin(), lambda a, b: (a.T + b).sin(), "ab"),
+    # a region computes element by element in row-major order, through reshapes of its values
+    "reshaped-inside": (lambda a, b: (a * b + 2.0).reciprocal().reshape((256,)).sin() + b.reshape((256,)),
+                        lambda a, b: (a * b + 2).reciprocal().reshape(256).sin() + b.reshape(256), "ab"),
+    "transposed-then-reshaped": (lambda a, b: (a.permute((1, 0)) + b).sin().reshape((4, 64)).sqrt(),
+                                 lambda a, b: (a.T + b).sin().reshape(4, 64).sqrt(), "ab"),
 }
 
 
@@ -173,6 +178,26 @@ def test_fused_matches_unfused_and_torch(case, dtype):
     results = [np.asarray(CPURuntime(llir).run(arrays)[0], np.float32) for llir in (fused, unfused)]
     for result in results:
         np.testing.assert_allclose(result, expected, rtol=tolerance, atol=tolerance, equal_nan=True)
+
+
+@pytest.mark.parametrize("case", ["reshaped-inside", "transposed-then-reshaped"])
+def test_regions_through_reshapes_match_the_reference_in_every_genome(case):
+    """A fused op may read its producer in another shape (a reshape of a contiguous value): the region's starts
+    then read in the shape of its end (through a scratch copy when a start's own view cannot be reshaped)."""
+    build, _, names = CASES[case]
+    comp = ll.compile(graph(build, names, shape=(16, 16)))
+    space = comp.choice_space()
+    fused = extract(space.fused_genome())
+    kernels = {k.id: k for k in fused.kernels}
+    assert any(kernels[s].shape != kernels[r.end].shape for r in find_regions(fused) for s in r.starts)
+    arrays = {n: np.random.default_rng(3).uniform(-1, 1, (16, 16)).astype(np.float32) for n in names}
+    (expected,) = comp.run_reference(*(arrays[n] for n in names)).numpy()[None]
+    runs = 0
+    for llir in [fused, *(extract(space.random_genome(seed)) for seed in range(16))]:
+        (out,) = CPURuntime(llir).run(arrays)
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6, equal_nan=True)
+        runs += bool(find_regions(llir))
+    assert runs >= 8
 
 
 def test_fused_sin_takes_libm_beyond_the_fast_range():

@@ -1,0 +1,116 @@
+"""The runtime base every device runtime shares (``luminal_lab.runtime.base``), on a device that only records.
+
+The CUDA runtime cannot run without a GPU, so what it inherits (plans per binding, inputs and weights
+copied in and checked, profiles) is checked here through a minimal subclass, as the CPU runtime uses it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import luminal_lab as ll
+from luminal_lab.core.shape_tracker import ShapeTracker
+from luminal_lab.core.symbolic import Expr
+from luminal_lab.llir.llir import LLIR, Kernel
+from luminal_lab.runtime.base import Plan, Runtime, Slot
+
+DIMS = (Expr.var("s"), Expr.num(3))
+
+
+def _llir() -> LLIR:
+    read = ShapeTracker.contiguous(DIMS)
+    return LLIR([Kernel(0, "Input", (), DIMS, ll.f32, "x"), Kernel(1, "Input", (), DIMS, ll.f32, "w"),
+                 Kernel(2, "Add", ((0, read), (1, read)), DIMS, ll.f32), Kernel(3, "Output", ((2, read),), DIMS,
+                                                                                   ll.f32, 0)], [3])
+
+
+@dataclass
+class ArrayPlan(Plan):
+    out: np.ndarray | None = None
+
+
+class Recorder(Runtime[ArrayPlan]):
+    """Buffers are numpy arrays; the one step adds them; every plan built and every copy made is recorded."""
+
+    def __init__(self, llir: LLIR) -> None:
+        super().__init__(llir)
+        self.built: list[dict[str, int]] = []
+        self.copies: list[str] = []
+
+    def _build(self, bindings: dict[str, int]) -> ArrayPlan:
+        self.built.append(bindings)
+        plan = ArrayPlan()
+        for kernel in self.llir.kernels[:2]:
+            shape = tuple(int(d.evaluate(bindings)) for d in kernel.shape)
+            slot = Slot(kernel.arg, np.zeros(shape, np.float32), kernel.dtype, shape)
+            (plan.weights if kernel.arg in self._weights else plan.inputs).append(slot)
+        (x,), (w,) = plan.inputs, plan.weights
+        plan.out = np.zeros_like(x.buffer)
+        plan.steps = [(2, lambda: np.add(x.buffer, w.buffer, out=plan.out))]
+        return plan
+
+    def _copy_in(self, plan: ArrayPlan, slot: Slot, value: np.ndarray) -> None:
+        self.copies.append(slot.name)
+        np.copyto(slot.buffer, value)
+
+    def _time_steps(self, plan: ArrayPlan) -> list[tuple[int, float]]:
+        self._launch(plan)
+        return [(2, 0.25)]
+
+    def _collect(self, plan: ArrayPlan) -> list[np.ndarray]:
+        return [plan.out.copy()]
+
+
+def _arrays(rows: int, value: float = 1.0) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    x = np.arange(rows * 3, dtype=np.float32).reshape(rows, 3)
+    return {"x": x}, {"w": np.full((rows, 3), value, np.float32)}
+
+
+def test_one_plan_per_binding_built_on_first_use() -> None:
+    runtime = Recorder(_llir())
+    for rows in (2, 2, 5, 2):
+        inputs, weights = _arrays(rows)
+        (y,) = runtime.run(inputs, weights, {"s": rows})
+        np.testing.assert_array_equal(y, inputs["x"] + 1)
+    assert runtime.built == [{"s": 2}, {"s": 5}]
+    assert list(runtime.plans) == [(("s", 2),), (("s", 5),)]
+    assert runtime.plan({"s": 5}) is runtime.plans[(("s", 5),)]
+
+
+def test_inputs_are_copied_every_call_and_weights_only_when_another_array_comes() -> None:
+    runtime = Recorder(_llir())
+    inputs, weights = _arrays(2)
+    runtime.run(inputs, weights, {"s": 2})
+    runtime.run(inputs, weights, {"s": 2})
+    (kept,) = runtime.run(inputs, {}, {"s": 2})  # the bound weight persists without being passed
+    assert runtime.copies == ["x", "w", "x", "x"]
+    np.testing.assert_array_equal(kept, inputs["x"] + 1)
+    (y,) = runtime.run(inputs, _arrays(2, value=10.0)[1], {"s": 2})
+    assert runtime.copies[-2:] == ["x", "w"]
+    np.testing.assert_array_equal(y, inputs["x"] + 10)
+
+
+def test_missing_and_mismatched_values_are_named_before_anything_is_copied() -> None:
+    runtime = Recorder(_llir())
+    inputs, weights = _arrays(2)
+    with pytest.raises(ll.LuminalError, match=r"missing input 'x'; the inputs are \['x'\]"):
+        runtime.run({}, weights, {"s": 2})
+    with pytest.raises(ll.DTypeBoundaryError, match=r"'x' is float64 but the LLIR declares float32; nothing is cast"):
+        runtime.run({"x": inputs["x"].astype(np.float64)}, weights, {"s": 2})
+    with pytest.raises(ll.ShapeError, match=r"'x' has shape \[3, 3\] but the plan expects \[2, 3\]"):
+        runtime.run({"x": np.zeros((3, 3), np.float32)}, weights, {"s": 2})
+    assert runtime.copies == []
+
+
+def test_profile_takes_medians_and_fills_the_llir_times() -> None:
+    llir = _llir()
+    runtime = Recorder(llir)
+    inputs, weights = _arrays(2)
+    profile = runtime.profile(inputs, weights, {"s": 2}, warmup=1, trials=3)
+    assert profile.kernels == {2: 0.25} == llir.times
+    assert profile.kernel_ops == {2: "Add"} and profile.trials == 3 and profile.total > 0
+    assert profile.hot_spots(1) == [(2, "Add", 0.25)]
+    assert runtime.copies.count("w") == 1  # warm-up, trials and timed steps all reuse the bound weight
