@@ -65,6 +65,7 @@ class Compiled:
 
     @property
     def hlir(self) -> HLIRStage:
+        """The HLIR stage of the program's graph."""
         return self.graph.hlir
 
     @functools.cached_property
