@@ -66,13 +66,14 @@ test: setup
 lint: setup
 	$(BIN)/ruff check luminal_lab tests benchmarks
 
-## Benchmarks: JSON figures under benchmarks/results/.
+## Benchmarks: JSON figures under benchmarks/results/ (benchmarks/gpu.py measures only where a GPU is present).
 bench: setup
 	$(BIN)/python benchmarks/reference_runtime.py
 	$(BIN)/python benchmarks/egraph.py
 	$(BIN)/python benchmarks/compiled_runtime.py
 	$(BIN)/python benchmarks/fuzz.py
 	$(BIN)/python benchmarks/fusion.py
+	$(BIN)/python benchmarks/gpu.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .ruff_cache $(LABEXT) extension/lib extension/node_modules

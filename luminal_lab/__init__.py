@@ -20,6 +20,7 @@ from .core.errors import (
     DTypeError,
     EgglogError,
     LuminalError,
+    MemoryBudgetError,
     NoDeviceError,
     ShapeError,
     UnsupportedOpError,
@@ -43,7 +44,7 @@ def load_ipython_extension(ipython) -> None:
 
 __all__ = [
     "BudgetExceeded", "Compiled", "DType", "DTypeBoundaryError", "DTypeError", "EgglogError", "Expr", "Graph",
-    "GraphTensor", "LuminalError", "NoDeviceError", "Node", "Op", "ReferenceRuntime", "ShapeError",
+    "GraphTensor", "LuminalError", "MemoryBudgetError", "NoDeviceError", "Node", "Op", "ReferenceRuntime", "ShapeError",
     "ShapeTracker", "Signature", "UnsupportedOpError", "bf16", "bool", "compile", "concat", "embedding", "f16",
     "f32", "f64", "i32", "i64", "maximum", "minimum", "stack", "where",
 ]

@@ -233,8 +233,7 @@ def reduce_source(op: str, dtype: DType, kind: str, rank: int, parallel: bool) -
     indent = "    " * (rank + 1)
     hoisted, (value,) = _operands("c" if kind == "c" else "s", dtype, rank, rank, indent)
     if op == "SumReduce":
-        init = {DType.F64: "0.0"}.get(dtype, "np.float32(0.0)" if dtype.is_float else "0")
-        body = [f"acc = {init}", f"for i{rank} in range(n):", f"    acc += {value}"]
+        body = [f"acc = {_zero(dtype)}", f"for i{rank} in range(n):", f"    acc += {value}"]
     elif dtype == DType.F64:  # MaxReduce: NaN wins, as np.max
         body = [f"i{rank} = 0", f"acc = {value}", f"for i{rank} in range(1, n):", f"    v = {value}",
                 "    acc = v if v > acc or v != v else acc"]
@@ -247,6 +246,25 @@ def reduce_source(op: str, dtype: DType, kind: str, rank: int, parallel: bool) -
     body.append(f"out[{_index(rank)}] = {_store(dtype, 'acc')}")
     lines += hoisted + [indent + line for line in body]
     return _header(parallel, "reassoc" if op == "SumReduce" and dtype.is_float else "") + "\n".join(lines) + "\n"
+
+
+def _zero(dtype: DType) -> str:
+    """A sum's starting value in ``dtype``'s compute type."""
+    return "0.0" if dtype == DType.F64 else "np.float32(0.0)" if dtype.is_float else "0"
+
+
+def contract_source(dtype: DType, kinds: str, rank: int, parallel: bool) -> str:
+    """``kernel(out, x0, x1, meta)``: ``out[...] = sum(x0[..., :] * x1[..., :])``, the products in the compute type
+    (never rounded to f16/bf16); ``out`` has ``rank`` contiguous axes, ``x0`` and ``x1`` are flat buffers each read
+    at ``meta``'s offset and ``rank + 1`` strides (the contracted one of ``kinds[j]``), then the contracted extent."""
+    lines = ["def kernel(out, x0, x1, meta):", *_prologue(2, rank + 1), f"    n = meta[{2 * (rank + 2)}]"]
+    lines += _outer(rank, parallel, 2, 1)
+    indent = "    " * (rank + 1)
+    hoisted, (a, b) = _operands("".join("c" if kind == "c" else "s" for kind in kinds), dtype, rank, rank, indent)
+    body = [f"acc = {_zero(dtype)}", f"for i{rank} in range(n):", f"    acc += {a} * {b}",
+            f"out[{_index(rank)}] = {_store(dtype, 'acc')}"]
+    lines += hoisted + [indent + line for line in body]
+    return _header(parallel, "reassoc" if dtype.is_float else "") + "\n".join(lines) + "\n"
 
 
 def take_source(kind: str, rank: int, parallel: bool) -> str:

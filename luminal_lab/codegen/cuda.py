@@ -26,7 +26,7 @@ from typing import Any
 
 from ..core.dtypes import DType
 from ..core.errors import LuminalError
-from ..core.ops import BINARY_KERNELS, IN_REGION, REDUCE_KERNELS, UNARY_KERNELS
+from ..core.ops import BINARY_KERNELS, CONTRACT_KERNELS, IN_REGION, REDUCE_KERNELS, UNARY_KERNELS
 from ..core.shape_tracker import ShapeTracker, numel
 from ..core.symbolic import Expr, ceil_div, max_, min_, mul
 from ..llir.llir import LLIR, Kernel
@@ -214,8 +214,8 @@ def kernel_source(kernel: Kernel, llir: LLIR) -> CudaKernel:
     w = _Writer()
     n_expr = numel(kernel.shape)
     name = "k_" + re.sub(r"(?<!^)(?=[A-Z])", "_", op).lower()
-    if op in REDUCE_KERNELS:
-        return _reduce_source(kernel, name, dtypes[0], views[0], reads, w)
+    if op in REDUCE_KERNELS or op in CONTRACT_KERNELS:
+        return _reduce_source(kernel, name, dtypes, views, reads, w)
     if op == "Scatter":
         return _scatter_source(kernel, name, dtypes, views, reads, w)
     n = w.c(n_expr)
@@ -260,14 +260,19 @@ def _combine(op: str, dtype: DType, a: str, b: str) -> str:
     return f"(({a}) > ({b})) ? ({a}) : ({b})"
 
 
-def _reduce_source(kernel: Kernel, name: str, source: DType, view: ShapeTracker, reads: tuple[int, ...],
+def _reduce_source(kernel: Kernel, name: str, dtypes: list[DType], views: list[ShapeTracker], reads: tuple[int, ...],
                    w: _Writer) -> CudaKernel:
+    """One block per output element, its threads striding over the reduced (last) axis of the views, then warp
+    shuffles and shared memory across warps: a sum or max of one view, or (``Matmul``) the sum of two views'
+    products, computed in the compute type."""
     op, out = kernel.op, kernel.dtype
     ctype = compute_type(out)
-    init = f"({ctype})0" if op == "SumReduce" else _lowest(out)
-    n_expr, length = numel(kernel.shape), view.dims[-1]
+    init = _lowest(out) if op == "MaxReduce" else f"({ctype})0"
+    n_expr, length = numel(kernel.shape), views[0].dims[-1]
     n, m = w.c(n_expr), w.c(length)
-    value = _convert(w.read(source, "in0", view, "zi"), source, out)
+    a, *b = (_convert(w.read(d, f"in{i}", v, "zi"), d, out) for i, (d, v) in enumerate(zip(dtypes, views)))
+    value = f"{a} * {b[0]}" if op in CONTRACT_KERNELS else a
+    op = "SumReduce" if op in CONTRACT_KERNELS else op
     lines = [
         f"  const long long n = {n};", f"  const long long m = {m};",
         "  long long o = blockIdx.x;", "  if (o >= n) return;",
@@ -287,7 +292,7 @@ def _reduce_source(kernel: Kernel, name: str, source: DType, view: ShapeTracker,
         f"      {ctype} other = __shfl_down_sync(0xffffffffu, acc, off);",
         f"      acc = {_combine(op, out, 'acc', 'other')};", "    }",
         f"    if (lane == 0) out[o] = {_store(out, 'acc')};", "  }", "}", ""]
-    prefix, dyn = w.header(name, out, [source])
+    prefix, dyn = w.header(name, out, dtypes)
     # block: a multiple of 32 threads (full-warp shuffles), at most BLOCK, no more than the reduced length needs
     block = max_(32, min_(BLOCK, mul(ceil_div(length, 32), 32)))
     return CudaKernel(name, prefix + "\n" + "\n".join(lines), n_expr, dyn, reads, kernel.id,

@@ -165,9 +165,11 @@ class Compiled:
 
     def search(self, generations: int = 5, generation_size: int = 30, mutations: int = 3, keep_best: int = 3,
                budget: float | None = None, seed: int = 0, device: str = "cpu", inputs: Sequence | None = None,
-               trials: int = 10, cost=None, progress: bool = True, on_candidate=None, stop=None) -> SearchResult:
+               trials: int = 10, cost=None, progress: bool = True, on_candidate=None, stop=None,
+               memory_budget: int | None = None) -> SearchResult:
         """Measure genomes and keep the fastest: see ``luminal_lab.search``. ``budget`` is in seconds;
-        ``on_candidate`` sees each candidate as it is measured, and setting the ``stop`` event ends early."""
+        ``on_candidate`` sees each candidate as it is measured, and setting the ``stop`` event ends early. A genome
+        whose buffers exceed ``memory_budget`` bytes (default: half the device's free memory) is refused unrun."""
         check_device(device)
         space = self.choice_space()
         arrays, bindings = self._profiling_inputs(inputs)
@@ -175,7 +177,7 @@ class Compiled:
         expected = [reference[name] for name in self.graph.outputs]
 
         def run(llir: LLIR):
-            runtime = new_runtime(llir, device)
+            runtime = new_runtime(llir, device, memory_budget)
             outputs = runtime.run(arrays, self.graph.weights, bindings)
             profile = runtime.profile(arrays, self.graph.weights, bindings, warmup=2, trials=trials)
             self._runtimes[(llir.genome_hash, device)] = runtime

@@ -46,6 +46,11 @@ class NoDeviceError(LuminalError, RuntimeError):
     """A device (e.g. ``"cuda"``) was asked for and none is present."""
 
 
+class MemoryBudgetError(LuminalError, MemoryError):
+    """A plan's buffers would not fit the memory budget, or their allocation failed; the message names the
+    largest buffer, what the plan needs in all and the budget. The search records such a genome as refused."""
+
+
 class DTypeError(LuminalError, TypeError):
     """An op applied to operands of a dtype it does not accept."""
 

@@ -2,8 +2,9 @@
 
 HLIR ops (``Op``) are the fifteen primitives plus ``Input``, ``Constant`` and ``Output``; their
 semantics are documented in ``luminal_lab.hlir.graph``. Kernel ops are named by strings, the
-HLIR op's name (``"Add"``) or ``Exp`` (e^x, recognised from the exp2 chain), plus the fusion
-markers: ``FusionStart``, ``FusionEnd`` and one ``Fused<Op>`` per fusable op.
+HLIR op's name (``"Add"``), ``Exp`` (e^x, recognised from the exp2 chain) or ``Matmul`` (a
+``Mul`` feeding a ``SumReduce``, recognised as one contraction), plus the fusion markers:
+``FusionStart``, ``FusionEnd`` and one ``Fused<Op>`` per fusable op.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ PRIMITIVE_OPS = (*UNARY_OPS, *BINARY_OPS, *REDUCE_OPS, Op.IOTA, Op.GATHER, Op.SC
 UNARY_KERNELS = ("Log2", "Exp2", "Sin", "Sqrt", "Recip", "Exp")
 BINARY_KERNELS = ("Add", "Mul", "Mod", "LessThan")
 REDUCE_KERNELS = ("SumReduce", "MaxReduce")
+CONTRACT_KERNELS = ("Matmul",)
 FUSABLE_UNARY = UNARY_KERNELS
 FUSABLE_BINARY = ("Add", "Mul")
 FUSED_OPS = {f"Fused{op}": op for op in (*FUSABLE_UNARY, *FUSABLE_BINARY)}  # kernel op -> the op it computes

@@ -18,7 +18,16 @@ Constant   value, dtype
 Gather     index shape, index view, data shape, data view, out strides
 Scatter    dest shape, dest view, index shape, index view, source view, out strides
 Cast       shape, view of x, out strides, target dtype
+Matmul     out shape, reduced extent, view of a, view of b (both over the out
+           shape with the reduced dim last), out strides (a kernel op only)
 =========  =====================================================================
+
+Contractions: a ``KernelSumReduce`` that reads a ``KernelMul``'s output in the product's own
+layout with the reduced dim last (the product's out strides are the reduction's kept strides
+with its reduced stride appended: the ``init-of`` relation, derived in ``expr``) gets a
+``KernelMatmul`` alternative in its e-class, reading the product's two operands directly, so the
+genome chooses between the contraction and materialising the product. ``contracts`` records the
+product's e-class, so the matmul keeps the HLIR provenance of both ops.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from dataclasses import dataclass, field
 from ..core.ops import LOG2_E, Op
 
 UNARY_FIELDS = ("EList", "View", "EList")
+MATMUL_FIELDS = ("EList", "Expression", "View", "View", "EList")
 BINARY_FIELDS = ("EList", "View", "View", "EList")
 REDUCE_FIELDS = ("EList", "Expression", "View", "Expression", "Expression", "EList")
 
@@ -158,6 +168,25 @@ EXP_CHAIN = Rule(
     " ((union ?e (Op (KernelExp ?s ?xv ?o ?dt) (ICons ?x (INil)))))"
     ' :ruleset kernel_lower :name "exp2-chain-to-KernelExp")')
 
+# (init-of l i x): list l is list i with x appended; derived for the lists that already exist, making no terms
+LIST_RULES = (
+    Rule("init-of-one", "expr", '(rule ((= ?l (ECons ?x (ENil))) (= ?n (ENil))) ((init-of ?l ?n ?x))'
+                                ' :ruleset expr :name "init-of-one")'),
+    Rule("init-of-cons", "expr", '(rule ((= ?l (ECons ?h ?t)) (init-of ?t ?i ?x) (= ?j (ECons ?h ?i)))'
+                                 ' ((init-of ?l ?j ?x)) :ruleset expr :name "init-of-cons")'),
+)
+
+CONTRACTION = Rule(
+    "matmul-of-mul-sum", "kernel_lower",
+    "(rule ((= ?e (Op (KernelSumReduce ?s ?k (Strided ?kept) ?ks (MNum 1) ?o ?dt) (ICons ?m (INil))))"
+    " (= ?m (Op (KernelMul ?ps ?va ?vb ?po ?mdt) (ICons ?a (ICons ?b (INil)))))"
+    " (init-of ?po ?kept ?ks))"
+    " ((union ?e (Op (KernelMatmul ?s ?k ?va ?vb ?o ?dt) (ICons ?a (ICons ?b (INil))))) (set (contracts ?e) ?m))"
+    ' :ruleset kernel_lower :name "matmul-of-mul-sum")')
+
+FUNCTIONS = ("(relation init-of (EList EList Expression))",
+             "(function contracts (IR) IR :merge old)")  # a matmul's e-class -> the product it replaces
+
 EXPR_RULES = tuple(Rule(name, "expr", f'{text} :ruleset expr :name "{name}")') for name, text in (
     ("expr-add-zero", "(rewrite (MAdd ?a (MNum 0)) ?a"),
     ("expr-zero-add", "(rewrite (MAdd (MNum 0) ?a) ?a"),
@@ -204,7 +233,8 @@ class OpRegistry:
         return [c for spec in self.specs.values() for c in spec.signatures()]
 
     def rules(self) -> list[Rule]:
-        return [*EXPR_RULES, *BOUNDARY_DTYPE_RULES, *(rule for spec in self.specs.values() for rule in spec.rules())]
+        return [*EXPR_RULES, *LIST_RULES, *BOUNDARY_DTYPE_RULES,
+                *(rule for spec in self.specs.values() for rule in spec.rules())]
 
 
 def default_registry() -> OpRegistry:
@@ -233,4 +263,5 @@ def default_registry() -> OpRegistry:
                              hlir_op=Op.SCATTER))
     registry.register(OpSpec("Cast", ("EList", "View", "EList", "DType"), "field", hlir_op=Op.CAST))
     registry.register(OpSpec("Exp", UNARY_FIELDS, "input0", rewrites=(EXP_CHAIN,)))
+    registry.register(OpSpec("Matmul", MATMUL_FIELDS, "input0", rewrites=(CONTRACTION,)))
     return registry

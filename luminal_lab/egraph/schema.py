@@ -19,7 +19,7 @@ from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import Expr, render_term
 from ..hlir.graph import Graph, Node
 from . import fusion
-from .ops import RULESETS, OpRegistry
+from .ops import FUNCTIONS, RULESETS, OpRegistry
 
 _BINARY_EXPRESSIONS = ("MAdd", "MSub", "MMul", "MDiv", "MMod", "MCeilDiv", "MMin", "MMax", "MAnd", "MOr", "MGte",
                        "MLt")
@@ -53,6 +53,7 @@ def schema(registry: OpRegistry) -> str:
         bodies = [f"({sort} {' '.join(_declaration(n, f) for n, f in sorts[sort])})" for sort in group]
         lines.append(f"(datatype* {' '.join(bodies)})" if len(group) > 1 else f"(datatype {bodies[0][1:]}")
     lines.append("(function dtype (IR) DType :merge new)")
+    lines.extend(FUNCTIONS)
     lines.extend(fusion.FUNCTIONS)
     lines.append("; ---- rulesets ----")
     lines.extend(f"(ruleset {name})" for name in RULESETS)

@@ -18,7 +18,8 @@ from functools import cached_property
 
 PRIMITIVE_SORTS = frozenset({"i64", "f64", "String", "bool", "Unit", "BigInt", "BigRat"})
 GENOME_SORTS = frozenset({"IR", "IList"})
-PROGRAM_FUNCTIONS = frozenset({"dtype", "largest-region", "region-of", "fused-origin"})  # the program's functions
+# the program's functions and relations: they annotate e-classes, they are not e-nodes
+PROGRAM_FUNCTIONS = frozenset({"dtype", "largest-region", "region-of", "fused-origin", "init-of", "contracts"})
 
 
 @dataclass(frozen=True)
@@ -79,10 +80,13 @@ class Snapshot:
             eclass = self.classes.setdefault(n["eclass"], EClass(n["eclass"], sort_of.get(n["eclass"], "")))
             eclass.nodes.append(node)
         origin_of: dict[str, str] = {}  # fused-origin(IR) rows: a fused op's e-class -> the kernel op's it mirrors
+        self.contracts: dict[str, str] = {}  # contracts(IR) rows: an e-class with a matmul -> the product it replaces
         for row in function_rows:  # dtype(IR) rows: the value's e-class holds the DType constructor
             target = raw[row["children"][0]]["eclass"] if row["children"] else None
             if row["op"] == "fused-origin":
                 origin_of[target] = row["eclass"]
+            if row["op"] == "contracts":
+                self.contracts[target] = row["eclass"]
             if row["op"] != "dtype":
                 continue  # fusion's region bookkeeping annotates nothing
             value = self.classes.get(row["eclass"])

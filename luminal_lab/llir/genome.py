@@ -17,6 +17,7 @@ import heapq
 import itertools
 import json
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -80,9 +81,10 @@ class ChoiceSpace:
         weights = {n.id: rng.random() + 0.01 if len(options) > 1 else 0.0 for options in self.options for n in options}
         return self.genome(self._cheapest(weights, rng))
 
-    def smallest_genome(self) -> Genome:
-        """The genome of the smallest terms (every e-node weighs 1)."""
-        return self.genome(self._cheapest({}, random.Random(0)))
+    def smallest_genome(self, without: Iterable[str] = ()) -> Genome:
+        """The genome of the smallest terms (every e-node weighs 1) that picks no kernel op in ``without``
+        (LLIR op names, e.g. ``("Matmul",)`` for every contraction as a product and a sum)."""
+        return self.genome(self._cheapest({}, random.Random(0), frozenset(without)))
 
     def fused_genome(self) -> Genome:
         """The genome that fuses most: each kernel that computes weighs one (a region's end for its region), while
@@ -95,16 +97,19 @@ class ChoiceSpace:
 
     def unfused_genome(self) -> Genome:
         """The smallest genome without fused regions (no ``FusionEnd`` picked)."""
-        return self.genome(self._cheapest({}, random.Random(0), skip_fusion=True))
+        return self.smallest_genome(without=_FUSION)
 
-    def _is_fusion(self, node: ENode) -> bool:
-        kind = self.kernel_of(node) if node.op == "Op" else None
-        return kind is not None and kind.op in _FUSION
+    def _skipped(self, node: ENode, without: frozenset[str]) -> bool:
+        """Whether an Op e-node runs no kernel, or one of the ``without`` ops."""
+        if node.op != "Op":
+            return False
+        kind = self.kernel_of(node)
+        return kind is None or kind.op.removeprefix("Kernel") in without
 
-    def _cheapest(self, weights: dict[str, float], rng: random.Random, skip_fusion: bool = False) -> list[int]:
-        """Knuth's extraction over IR/IList e-classes with kernel-backed e-nodes only (and, with
-        ``skip_fusion``, no fusion e-nodes), so the picks reachable from the root form no cycle;
-        unreached e-classes pick at random."""
+    def _cheapest(self, weights: dict[str, float], rng: random.Random,
+                  without: frozenset[str] = frozenset()) -> list[int]:
+        """Knuth's extraction over IR/IList e-classes with kernel-backed e-nodes only (none running an op in
+        ``without``), so the picks reachable from the root form no cycle; unreached e-classes pick at random."""
         best: dict[str, tuple[float, int]] = {}
         waiting: dict[tuple[int, int], int] = {}
         users: dict[str, list[tuple[int, int]]] = {}
@@ -112,7 +117,7 @@ class ChoiceSpace:
         order = itertools.count()
         for i, options in enumerate(self.options):
             for k, node in enumerate(options):
-                if node.op == "Op" and (self.kernel_of(node) is None or (skip_fusion and self._is_fusion(node))):
+                if self._skipped(node, without):
                     continue
                 deps = {c for c in node.children if c in self.position}
                 if not deps:
@@ -355,6 +360,14 @@ class _Extraction:
             shape = space.elist(f[0])
             views = (space.view(f[1], shape), space.view(f[2], shape))
             return Kernel(kernel_id, op, tuple(zip(sources, views)), shape, space.dtype(f[4]), None, cid, hlir)
+        if op == "Matmul":
+            shape = space.elist(f[0])
+            product = shape + (space.expr(f[1]),)
+            views = (space.view(f[2], product), space.view(f[3], product))
+            contracted = space.snapshot.contracts.get(cid)  # the product's HLIR nodes are computed here too
+            if contracted is not None:
+                hlir = tuple(sorted({*hlir, *space.snapshot.classes[contracted].hlir}))
+            return Kernel(kernel_id, op, tuple(zip(sources, views)), shape, space.dtype(f[5]), None, cid, hlir)
         if op in ("SumReduce", "MaxReduce"):
             shape = space.elist(f[0])
             kept = space.view(f[2], shape)

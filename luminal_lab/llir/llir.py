@@ -7,7 +7,11 @@ and writes one contiguous tensor of ``shape`` and ``dtype``. Kernels are listed 
 topological order; each remembers its e-class and the HLIR nodes behind it.
 
 Reductions reduce the *last* axis of their source view (the e-graph keeps the reduced
-dimension apart from the kept ones, so extraction puts it last).
+dimension apart from the kept ones, so extraction puts it last). A ``Matmul`` is a
+contraction: both sources are read over ``shape`` plus the reduced extent, and each output
+element is the sum over that last axis of their products (a ``SumReduce`` of a ``Mul``,
+without the product); batch, rows and columns follow from the two views' strides
+(``luminal_lab.hlir.contraction``).
 
 Fused regions appear as marker kernels: ``FusionStart`` reads an outside kernel through its
 view, ``Fused<Op>`` kernels (``FusedSin``, ``FusedAdd``, ...) compute on values inside the

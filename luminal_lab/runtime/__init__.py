@@ -27,14 +27,15 @@ def check_device(device: str) -> None:
                                 f"{reason} (the CPU runtime is device='cpu')")
 
 
-def new_runtime(llir: LLIR, device: str) -> Runtime:
-    """The runtime of ``llir`` on ``device`` (checked with ``check_device`` first)."""
+def new_runtime(llir: LLIR, device: str, memory_budget: int | None = None) -> Runtime:
+    """The runtime of ``llir`` on ``device`` (checked with ``check_device`` first); ``memory_budget`` bytes for a
+    plan's buffers (default: ``base.MEMORY_FRACTION`` of the device's free memory)."""
     check_device(device)
     if device == "cuda":
-        return CUDARuntime(llir)
+        return CUDARuntime(llir, memory_budget)
     from .cpu import CPURuntime  # numba loads on first use, not at import
 
-    return CPURuntime(llir)
+    return CPURuntime(llir, memory_budget=memory_budget)
 
 
 __all__ = ["DEVICES", "CUDARuntime", "Profile", "Runtime", "check_device", "cuda_unavailable_reason", "new_runtime"]

@@ -8,10 +8,16 @@ first (``DTypeBoundaryError``, ``ShapeError``; nothing is cast), runs the steps 
 outputs back as fresh arrays in ``llir.outputs`` order. ``profile`` times whole runs by wall
 clock and each kernel on its own (``_time_steps``: the CPU's clock, CUDA events on a GPU) and
 writes the medians into ``llir.times``. ``cpu.CPURuntime`` and ``cuda.CUDARuntime`` subclass it.
+
+Before a plan allocates anything, its kernels' buffers are checked against a memory budget (by
+default ``MEMORY_FRACTION`` of the device's free memory, ``_free_memory``): a genome that would
+materialise a huge intermediate (a matmul's broadcast product, say) raises ``MemoryBudgetError``
+naming the buffer, and so does an allocation that fails anyway.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from abc import ABC, abstractmethod
@@ -23,11 +29,23 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from ..core.dtypes import DType
-from ..core.errors import DTypeBoundaryError, LuminalError, ShapeError
+from ..core.errors import DTypeBoundaryError, LuminalError, MemoryBudgetError, ShapeError
+from ..core.ops import IN_REGION
 from ..core.plans import PlanCache
+from ..core.shape_tracker import format_shape
 from ..llir.llir import LLIR
 
 Step = Callable[[], None]
+MEMORY_FRACTION = 0.5  # of the device's free memory a plan's buffers may take, by default
+
+
+def format_bytes(count: float) -> str:
+    """``count`` bytes in B, KiB, MiB, GiB or TiB, three significant digits."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(count) < 1024:
+            return f"{count:.3g} {unit}"
+        count /= 1024
+    return f"{count:.3g} TiB"
 
 
 @dataclass
@@ -80,9 +98,12 @@ class Runtime(ABC, Generic[P]):
     times it. Subclasses build a binding's plan (``_build``), copy a checked value into a slot (``_copy_in``),
     time one run's steps (``_time_steps``) and read the outputs back (``_collect``)."""
 
-    def __init__(self, llir: LLIR):
+    device = "device"
+
+    def __init__(self, llir: LLIR, memory_budget: int | None = None):
         self.llir = llir
-        self.plans: PlanCache[P] = PlanCache(self._build)  # by sorted (dimension, size) pairs
+        self.memory_budget = memory_budget  # bytes a plan's buffers may take; None: MEMORY_FRACTION of what is free
+        self.plans: PlanCache[P] = PlanCache(self._planned)  # by sorted (dimension, size) pairs
         self._weights: dict[str, np.ndarray] = {}
 
     def plan(self, bindings: Mapping[str, int] | None = None) -> P:
@@ -116,6 +137,41 @@ class Runtime(ABC, Generic[P]):
         ops = {k.id: k.op for k in self.llir.kernels}
         return Profile(medians, statistics.median(totals), trials, {kid: ops[kid] for kid in medians})
 
+    def buffer_bytes(self, bindings: Mapping[str, int] | None = None) -> dict[int, int]:
+        """Bytes of each kernel's buffer for ``bindings`` (kernels inside a fused region have none; scratch copies
+        of views are not counted)."""
+        bindings = dict(bindings or {})
+        return {k.id: math.prod(int(d.evaluate(bindings)) for d in k.shape) * k.dtype.numpy.itemsize
+                for k in self.llir.kernels if k.op not in IN_REGION}
+
+    def _planned(self, bindings: dict[str, int]) -> P:
+        """``_build``, once the buffers are known to fit the budget; a failed allocation is a ``MemoryBudgetError``."""
+        sizes = self.buffer_bytes(bindings)
+        total = sum(sizes.values())
+        if self.memory_budget is not None:
+            budget, of = self.memory_budget, ""
+        else:
+            free = self._free_memory()
+            budget, of = int(free * MEMORY_FRACTION), f" ({MEMORY_FRACTION:.0%} of the {format_bytes(free)} free)"
+        if total > budget:
+            kid = max(sizes, key=sizes.__getitem__)
+            kernel = next(k for k in self.llir.kernels if k.id == kid)
+            raise MemoryBudgetError(
+                f"k{kid} ({kernel.op} {format_shape(kernel.shape)} {kernel.dtype.value}) needs "
+                f"{format_bytes(sizes[kid])}: the plan's buffers need {format_bytes(total)} in all, over the "
+                f"{self.device} memory budget of {format_bytes(budget)}{of}")
+        try:
+            return self._build(bindings)
+        except Exception as error:
+            if self._out_of_memory(error):
+                raise MemoryBudgetError(f"allocating the plan's buffers ({format_bytes(total)}) failed on the "
+                                        f"{self.device}: {error}") from error
+            raise
+
+    def _out_of_memory(self, error: Exception) -> bool:
+        """Whether ``error`` is the device running out of memory."""
+        return isinstance(error, MemoryError)
+
     def _prepare(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
                  bindings: Mapping[str, int] | None) -> P:
         """The plan, with this call's inputs (and any new weights) copied in."""
@@ -146,6 +202,10 @@ class Runtime(ABC, Generic[P]):
     def _launch(self, plan: P) -> None:
         for _, step in plan.steps:
             step()
+
+    @abstractmethod
+    def _free_memory(self) -> int:
+        """Bytes of memory free on the device now."""
 
     @abstractmethod
     def _build(self, bindings: dict[str, int]) -> P:

@@ -15,23 +15,31 @@ Elementwise ops, casts, reductions, fused regions and Gather run as generated so
 with ``numba.njit`` and cached by source (``cache``); each kernel's operands are passed as flat
 buffers with offsets and strides, the axes every operand steps through alike merged first.
 Kernels of ``PARALLEL_THRESHOLD`` elements or more get a ``prange`` variant. Casts to or from
-f16 and bf16 and Scatter are numpy host ops. A ``Mul`` read only by a ``SumReduce`` that
-contracts it like a matmul runs as one BLAS call into the reduction's buffer
-(``luminal_lab.hlir.contraction``), and the ``Mul`` itself is skipped.
+f16 and bf16 and Scatter are numpy host ops. A ``Matmul`` kernel (a contraction the e-graph
+recognised) runs as one BLAS call into its buffer when its views have rows or columns
+(``luminal_lab.hlir.contraction``; float products through torch's BLAS), else as one loop
+nest of dot products.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import time
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..codegen.cpu import elementwise_source, gather_source, reduce_source, region_source, take_source
+from ..codegen.cpu import (
+    contract_source,
+    elementwise_source,
+    gather_source,
+    reduce_source,
+    region_source,
+    take_source,
+)
 from ..core.dtypes import DType
 from ..core.errors import LuminalError, UnsupportedOpError
 from ..core.ops import BINARY_KERNELS, IN_REGION, REDUCE_KERNELS, UNARY_KERNELS
@@ -168,9 +176,22 @@ class CPUPlan(Plan):
 class CPURuntime(Runtime[CPUPlan]):
     """Runs an LLIR on the CPU: ``run(inputs, weights, bindings)`` returns the outputs in ``llir.outputs`` order."""
 
-    def __init__(self, llir: LLIR, cache: KernelCache | None = None):
-        super().__init__(llir)
+    device = "CPU"
+
+    def __init__(self, llir: LLIR, cache: KernelCache | None = None, memory_budget: int | None = None):
+        super().__init__(llir, memory_budget)
         self.cache = cache or kernel_cache()
+
+    def _free_memory(self) -> int:
+        """What the kernel reports available (``MemAvailable``), else the free pages."""
+        try:
+            with open("/proc/meminfo") as info:
+                for line in info:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
     def _build(self, bindings: dict[str, int]) -> CPUPlan:
         return _Planner(self, bindings).plan()
@@ -206,13 +227,8 @@ class _Planner:
         self.cache = runtime.cache
         self.bindings = bindings
         self.kernels = {k.id: k for k in self.llir.kernels}
-        self.consumers: dict[int, list[Kernel]] = defaultdict(list)
-        for kernel in self.llir.kernels:
-            for src, _ in kernel.sources:
-                self.consumers[src].append(kernel)
         self.regions = {region.end: region for region in find_regions(self.llir)}
         self.buffers: dict[int, np.ndarray] = {}
-        self.contractions: dict[int, tuple[Contraction, _View, _View]] = {}
         self.weight_names = set(runtime._weights)
         self.result = CPUPlan(buffers=self.buffers)
 
@@ -221,8 +237,8 @@ class _Planner:
 
     def plan(self) -> CPUPlan:
         for kernel in self.llir.kernels:
-            if kernel.op in IN_REGION or (kernel.op == "Mul" and self._contraction(kernel)):
-                continue  # computed by its region's end, or by its reduction's matmul
+            if kernel.op in IN_REGION:
+                continue  # computed by its region's end
             if kernel.op != "Output":
                 shape = tuple(self.size(d) for d in kernel.shape)
                 self.buffers[kernel.id] = np.zeros(shape, kernel.dtype.numpy)
@@ -368,7 +384,7 @@ class _Planner:
             return None
         if op == "Output":
             return self._output(kernel)
-        if op == "SumReduce" and kernel.id in self.contractions:
+        if op == "Matmul":
             return self._matmul(kernel)
         if op in UNARY_KERNELS or op in BINARY_KERNELS or op == "Cast":
             return self._elementwise(kernel)
@@ -432,28 +448,14 @@ class _Planner:
         return self._sequence([view], [self._launch(source, args)])
 
     # ---- matmul ---------------------------------------------------------------------
-    def _contraction(self, product: Kernel) -> bool:
-        """Plan ``product`` (a Mul) as part of its consumer's matmul when that is one; True when it was."""
-        consumers = self.consumers[product.id]
-        if len(consumers) != 1 or consumers[0].op != "SumReduce" or product.id in self.llir.outputs:
-            return False
-        reduce = consumers[0]
-        contiguous = ShapeTracker.contiguous(product.shape)
-        axes = list(range(len(product.shape)))
-        found = [a for a in axes if contiguous.permute([i for i in axes if i != a] + [a]) == reduce.sources[0][1]]
-        if not found:
-            return False
-        a, b = self._views(product)
-        contraction = Contraction.of(a.array, b.array, found[0])
-        if contraction is None or not (contraction.rows or contraction.cols):
-            return False  # not a matmul, or only dot products (a sum of squares): the kernels do those faster
-        self.contractions[reduce.id] = (contraction, a, b)
-        return True
-
     def _matmul(self, kernel: Kernel) -> Step:
-        """One BLAS matmul into the reduction's buffer (through scratch copies only where BLAS needs them)."""
-        contraction, a, b = self.contractions[kernel.id]
+        """A contraction: one BLAS matmul into the kernel's buffer when its views have rows or columns (through scratch
+        copies only where BLAS needs them), else one loop nest of dot products."""
         out = self.buffers[kernel.id]
+        a, b = self._views(kernel)
+        contraction = Contraction.of(a.array, b.array, len(a.shape) - 1)
+        if out.size == 0 or contraction is None or not (contraction.rows or contraction.cols):
+            return self._dot_products(kernel, out, a, b)
         compute = kernel.dtype.compute_numpy
         count, m, k, n = contraction.matmul_shape
         steps: list[Step] = []
@@ -478,6 +480,18 @@ class _Planner:
         arranged = contraction.arrange(product)
         steps += [_matmul_step(lhs, rhs, product), lambda: np.copyto(out, arranged, casting="unsafe")]
         return self._sequence([a, b], steps)
+
+    def _dot_products(self, kernel: Kernel, out: np.ndarray, a: _View, b: _View) -> Step:
+        """Each output element as one dot product of its two rows of the contracted axis."""
+        if out.size == 0:
+            return self._sequence([a, b], [])
+        dims, (_, left, right) = _collapse(a.shape, [_contiguous_strides(out.shape) + (0,), a.strides, b.strides],
+                                           keep_last=True)
+        meta = np.array([a.offset, *left, b.offset, *right, dims[-1]], np.int64)
+        args = [_numba_view(out.reshape(dims[:-1])), _numba_view(a.flat), _numba_view(b.flat), meta]
+        source = contract_source(kernel.dtype, _kind(left[-1]) + _kind(right[-1]), len(dims) - 1,
+                                 a.size >= PARALLEL_THRESHOLD)
+        return self._sequence([a, b], [self._launch(source, args)])
 
     # ---- host ops -------------------------------------------------------------------
     def _gather(self, kernel: Kernel) -> Step:

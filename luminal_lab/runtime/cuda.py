@@ -204,15 +204,24 @@ class CUDARuntime(Runtime[CUDAPlan]):
     """Runs an LLIR's generated CUDA on the current GPU: ``run(inputs, weights, bindings)`` returns the
     outputs in ``llir.outputs`` order; ``profile`` times each kernel with CUDA events."""
 
-    def __init__(self, llir: LLIR):
+    device = "GPU"
+
+    def __init__(self, llir: LLIR, memory_budget: int | None = None):
         reason = cuda_unavailable_reason()
         if reason is not None:
             raise NoDeviceError(f"CUDARuntime runs generated CUDA C on a GPU through numba-cuda, and cannot here: "
                                 f"{reason} (the CPU runtime is CPURuntime, device='cpu')")
-        super().__init__(llir)
+        super().__init__(llir, memory_budget)
         self.kernels = llir_sources(llir)
         major, minor = _cuda().get_current_device().compute_capability
         self.arch = f"sm_{major}{minor}"
+
+    def _free_memory(self) -> int:
+        free, _ = _cuda().current_context().get_memory_info()
+        return int(free)
+
+    def _out_of_memory(self, error: Exception) -> bool:
+        return isinstance(error, MemoryError) or "OUT_OF_MEMORY" in str(error)
 
     def _build(self, bindings: dict[str, int]) -> CUDAPlan:
         from cuda.core import LaunchConfig, Stream, launch

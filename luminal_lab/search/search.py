@@ -3,7 +3,8 @@
 A search finds a viable initial genome (up to 100 random tries), then runs generations of
 children of the best ``keep_best`` candidates so far. Each candidate's outputs are compared
 with the reference runtime's (tolerance by dtype) and checked for NaNs before its time
-counts; a failing candidate is recorded with its outcome and reason, never fatal. The
+counts; a failing candidate is recorded with its outcome and reason, never fatal. A candidate
+that would not fit the memory budget, or runs out of memory, is refused with the reason. The
 random choices are seeded, so the same seed and the same measurements give the same
 history; pass ``cost`` (a function of the LLIR) for measurements that do not vary.
 ``on_candidate`` sees each candidate as it joins the history (a live view), and setting the
@@ -131,6 +132,8 @@ def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generati
             outputs, seconds, per_kernel = run(llir)
         except Refused as refused:
             candidate.outcome, candidate.reason = "refused", str(refused)
+        except MemoryError as error:  # over the memory budget, or an allocation failed: refused, the search goes on
+            candidate.outcome, candidate.reason = "refused", str(error) or f"{type(error).__name__}"
         except Exception as error:  # a candidate that fails is recorded, never fatal
             candidate.outcome, candidate.reason = "error", f"{type(error).__name__}: {error}"
         else:

@@ -21,7 +21,7 @@ from luminal_lab.llir.llir import LLIR, Kernel
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
 SVG_NS = "{http://www.w3.org/2000/svg}"
 XLINK_TITLE = "{http://www.w3.org/1999/xlink}title"
-OPS = "Add 1, Constant 1, Exp 1, Input 2, MaxReduce 1, Mul 3, Output 1, Recip 1, SumReduce 2"
+OPS = "Add 1, Constant 1, Exp 1, Input 2, Matmul 1, MaxReduce 1, Mul 2, Output 1, Recip 1, SumReduce 1"
 IO = "inputs x[4, 8] f32, w[8, 3] f32 | outputs [4, 3] f32"
 
 
@@ -106,7 +106,7 @@ def groups(tree: ET.Element, kind: str) -> dict[str, ET.Element]:
 def test_summary_exact(llir: LLIR, built: tuple[LLIR, Genome]):
     genome = built[1]
     assert llir.genome_hash == genome.hash
-    assert llir.summary() == f"LLIR: 13 kernels ({OPS}) | {IO} | genome {genome.hash:016x} | not profiled"
+    assert llir.summary() == f"LLIR: 12 kernels ({OPS}) | {IO} | genome {genome.hash:016x} | not profiled"
     assert repr(llir) == llir.summary()
 
 
@@ -148,7 +148,7 @@ def test_json_nodes_links_and_edges(llir: LLIR):
     assert len({e["id"] for e in data["edges"]}) == len(expected) == data["meta"]["counts"]["edges"]
     meta = data["meta"]
     assert meta["genome"] == f"{llir.genome_hash:016x}"
-    assert meta["counts"]["kernels"] == 13 and meta["counts"]["ops"]["Mul"] == 3
+    assert meta["counts"]["kernels"] == 12 and meta["counts"]["ops"]["Matmul"] == 1
     assert [i["name"] for i in meta["inputs"]] == ["x", "w"]
     assert meta["outputs"] == [{"index": 0, "id": f"k{llir.outputs[0]}", "shape": ["4", "3"], "dtype": "f32"}]
     assert meta["profiled"] is False and "total_seconds" not in meta and "condensed" not in meta
@@ -157,8 +157,8 @@ def test_json_nodes_links_and_edges(llir: LLIR):
 
 def test_json_edges_describe_views(llir: LLIR):
     edges = llir.to_json()["edges"]
-    mul = next(k for k in llir.kernels if k.op == "Mul" and len(k.shape) == 3)  # the matmul's broadcast product
-    reads = [e for e in edges if e["target"] == f"k{mul.id}"]
+    matmul = next(k for k in llir.kernels if k.op == "Matmul")  # it reads x and w as the product would, broadcast
+    reads = [e for e in edges if e["target"] == f"k{matmul.id}"]
     assert {tuple(e["view"]) for e in reads} == {("broadcast",), ("broadcast", "permuted")}
     assert all(e["shape"] == ["4", "3", "8"] and not e["contiguous"] and e["dtype"] == "f32" for e in reads)
     out = next(e for e in edges if e["target"] == f"k{llir.outputs[0]}")
@@ -203,7 +203,7 @@ def test_svg_shows_times_when_profiled(llir: LLIR):
     words = texts(tree)
     last = llir.kernels[-1]
     assert f"{llir_view.format_seconds(llir.times[last.id])} · " in " ".join(words)
-    assert any(w.startswith("total 910 µs over 13 timed kernels") for w in words)
+    assert any(w.startswith("total 780 µs over 12 timed kernels") for w in words)
     fills = {g.get("id"): next(g.iter(f"{SVG_NS}path")).get("fill") for g in groups(tree, "node").values()}
     assert fills[f"k{last.id}"] == llir_view.HEAT[-1]  # the slowest kernel is the hottest
 

@@ -35,8 +35,8 @@ class ArrayPlan(Plan):
 class Recorder(Runtime[ArrayPlan]):
     """Buffers are numpy arrays; the one step adds them; every plan built and every copy made is recorded."""
 
-    def __init__(self, llir: LLIR) -> None:
-        super().__init__(llir)
+    def __init__(self, llir: LLIR, memory_budget: int | None = None) -> None:
+        super().__init__(llir, memory_budget)
         self.built: list[dict[str, int]] = []
         self.copies: list[str] = []
 
@@ -51,6 +51,9 @@ class Recorder(Runtime[ArrayPlan]):
         plan.out = np.zeros_like(x.buffer)
         plan.steps = [(2, lambda: np.add(x.buffer, w.buffer, out=plan.out))]
         return plan
+
+    def _free_memory(self) -> int:
+        return 1000
 
     def _copy_in(self, plan: ArrayPlan, slot: Slot, value: np.ndarray) -> None:
         self.copies.append(slot.name)
@@ -114,3 +117,26 @@ def test_profile_takes_medians_and_fills_the_llir_times() -> None:
     assert profile.kernel_ops == {2: "Add"} and profile.trials == 3 and profile.total > 0
     assert profile.hot_spots(1) == [(2, "Add", 0.25)]
     assert runtime.copies.count("w") == 1  # warm-up, trials and timed steps all reuse the bound weight
+
+
+def test_a_plan_over_the_memory_budget_is_refused_before_anything_is_built() -> None:
+    runtime = Recorder(_llir())
+    inputs, weights = _arrays(20)  # four buffers of 20 x 3 f32: 960 bytes, over half of the 1000 free
+    with pytest.raises(ll.MemoryBudgetError, match=r"^k0 \(Input \[s, 3\] f32\) needs 240 B: the plan's buffers "
+                                                   r"need 960 B in all, over the device memory budget of 500 B "
+                                                   r"\(50% of the 1e\+03 B free\)"):
+        runtime.run(inputs, weights, {"s": 20})
+    assert runtime.built == [] and not runtime.plans
+    runtime.run(*_arrays(2), {"s": 2})  # 96 bytes fit
+    assert Recorder(_llir(), memory_budget=2000).run(inputs, weights, {"s": 20})[0].shape == (20, 3)
+    assert runtime.buffer_bytes({"s": 20}) == dict.fromkeys(range(4), 240)
+
+
+def test_an_allocation_that_fails_anyway_is_a_memory_budget_error() -> None:
+    class Failing(Recorder):
+        def _build(self, bindings: dict[str, int]) -> ArrayPlan:
+            raise MemoryError("Unable to allocate 1.00 TiB")
+
+    with pytest.raises(ll.MemoryBudgetError, match=r"allocating the plan's buffers \(96 B\) failed on the device: "
+                                                   r"Unable to allocate 1.00 TiB"):
+        Failing(_llir()).run(*_arrays(2), {"s": 2})

@@ -26,6 +26,7 @@ from luminal_lab.core.arrays import to_numpy
 from luminal_lab.core.dtypes import from_torch
 from luminal_lab.core.shape_tracker import ShapeTracker
 from luminal_lab.hlir.graph import Graph
+from luminal_lab.llir.genome import extract
 from luminal_lab.llir.llir import LLIR, Kernel
 from luminal_lab.runtime.cache import CACHE_ENV, KernelCache, kernel_cache
 from luminal_lab.runtime.cpu import PARALLEL_THRESHOLD, CPURuntime
@@ -326,12 +327,59 @@ def test_buffers_are_reused_and_outputs_are_fresh() -> None:
     np.testing.assert_array_equal(runtime.run(inputs, graph.weights)[0], second[0])
 
 
-def test_matmul_runs_as_one_contraction_without_the_product() -> None:
-    graph, runtime, inputs = _mlp_runtime()
-    runtime.run(inputs, graph.weights)
-    ran = {kid for kid, _ in runtime.plan().steps}
-    products = [k for k in runtime.llir.kernels if k.op == "Mul" and len(k.shape) == 3]
-    assert products and not any(k.id in ran or k.id in runtime.plan().buffers for k in products)
+def test_a_contraction_runs_as_one_matmul_and_its_decomposed_form_agrees() -> None:
+    model, inputs = MLP(32, 64, 16), mlp_inputs(4, 32)
+    comp = ll.compile(model.eval(), inputs)
+    space = comp.choice_space()
+    contracted, decomposed = extract(space.smallest_genome()), extract(space.smallest_genome(without=("Matmul",)))
+    assert contracted.op_counts()["Matmul"] == 2 and not any(k.op == "Mul" and len(k.shape) == 3
+                                                             for k in contracted.kernels)
+    assert decomposed.op_counts()["Matmul"] == 0  # each linear layer as the broadcast product and its sum
+    products = [k for k in decomposed.kernels if k.op == "Mul" and len(k.shape) == 3]
+    assert len(products) == 2
+    arrays = {"x": to_numpy(inputs[0])}
+    expected = model(*inputs).detach().numpy()
+    runtime = CPURuntime(contracted)
+    (got,) = runtime.run(arrays, comp.graph.weights)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    # the contraction's buffer is its result: no product is materialised
+    assert {kid for kid, _ in runtime.plan().steps} == set(runtime.plan().buffers) - {
+        k.id for k in contracted.kernels if k.op in ("Input", "Constant", "Iota")} | set(contracted.outputs)
+    (slow,) = CPURuntime(decomposed).run(arrays, comp.graph.weights)
+    np.testing.assert_allclose(slow, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_materialised_product_over_the_memory_budget_is_refused_naming_it() -> None:
+    g = ll.Graph()
+    (g.tensor((256, 256), "a") @ g.tensor((256, 256), "b")).output("c")
+    space = ll.compile(g).choice_space()
+    decomposed, contracted = (extract(space.smallest_genome(without)) for without in (("Matmul",), ()))
+    arrays = {n: np.ones((256, 256), np.float32) for n in "ab"}
+    budget = 16 * 2**20
+    message = r"^k\d+ \(Mul \[256, 256, 256\] f32\) needs 64 MiB: the plan's buffers need 65 MiB in all, over the CPU "
+    with pytest.raises(ll.MemoryBudgetError, match=message + r"memory budget of 16 MiB$"):
+        CPURuntime(decomposed, memory_budget=budget).run(arrays)
+    (c,) = CPURuntime(contracted, memory_budget=budget).run(arrays)
+    np.testing.assert_array_equal(c, np.full((256, 256), 256, np.float32))
+
+
+@pytest.mark.parametrize("dtype", [ll.f32, ll.f16, ll.bf16, ll.f64, ll.i64])  # (an i32 sum casts to i64 first)
+def test_contractions_without_rows_or_columns_are_dot_products(dtype: ll.DType) -> None:
+    """``(x * y).sum(-1)`` is a contraction BLAS has no shape for: one loop nest of dot products, no product."""
+    g = ll.Graph()
+    x, y = g.tensor((5, 7), "x", dtype), g.tensor((5, 7), "y", dtype)
+    (x * y).sum(-1).output("d")
+    (x * x.permute((0, 1))).sum(-1).output("squares")
+    comp = ll.compile(g)
+    llir = extract(comp.choice_space().smallest_genome())
+    assert llir.op_counts()["Matmul"] == 2 and llir.op_counts()["Mul"] == 0
+    rng = np.random.default_rng(4)
+    inputs = {n: (rng.uniform(-2, 2, (5, 7)) if dtype.is_float else rng.integers(-9, 9, (5, 7))).astype(dtype.numpy)
+              for n in "xy"}
+    got = CPURuntime(llir).run(inputs)
+    expected = ll.ReferenceRuntime(g).run(inputs)
+    for value, name in zip(got, ("d", "squares")):
+        assert_matches(value, expected[name], dtype, what=name)
 
 
 def test_boundary_is_strict() -> None:

@@ -175,3 +175,14 @@ def test_a_stop_event_ends_the_search_before_its_next_candidate(llama) -> None:
     with pytest.raises(SearchStopped, match="after 0 candidate"):  # stopped before any viable genome
         search(space, lambda llir: ([e.copy() for e in expected], 1e-3, {}), expected, seed=0, progress=False,
                stop=stop)
+
+
+def test_genomes_over_the_memory_budget_are_refused_and_the_search_goes_on() -> None:
+    g = ll.Graph()
+    (g.tensor((256, 256), "a") @ g.tensor((256, 256), "b")).relu().output("c")
+    comp = ll.compile(g)
+    result = comp.search(generations=3, generation_size=6, seed=1, progress=False, memory_budget=16 * 2**20)
+    refused = [c for c in result.history if c.outcome == "refused"]
+    assert refused and all("(Mul [256, 256, 256] f32) needs 64 MiB" in c.reason and "memory budget" in c.reason
+                           for c in refused)
+    assert result.best.outcome == "ok" and comp.llir().op_counts()["Matmul"] == 1

@@ -1,0 +1,152 @@
+"""The GPU table: luminal_lab's generated CUDA against torch eager and ``torch.compile``, measured in one run.
+
+Writes benchmarks/results/gpu.json. Where no CUDA GPU can run the generated code (no torch CUDA
+build, no numba-cuda, no driver, no device) it prints why and exits 0 without measuring.
+
+For each workload (f32 unless named): the genome with the fewest kernels (or, with ``--search N``,
+the best of N generations measured on the GPU); its kernels timed with CUDA events, one after the
+other on inputs already on the device (``kernels_ms``: the sum of the per-kernel medians of
+``comp.profile(device="cuda")``); ``call_ms``, the wall time of a whole ``comp.run`` (copies
+included) and ``overhead_ms``, what the call adds to the kernels; torch eager and
+``torch.compile`` timed with CUDA events around ``REPEATS`` back-to-back calls on device tensors.
+Ratios are torch / luminal_lab kernels (above 1: luminal_lab is faster). f32 matmuls run without
+tf32 on both sides (``torch.backends.cuda.matmul.allow_tf32 = False``), so like is compared with like.
+Elementwise chains also report their bandwidth against a device copy of the same bytes.
+
+Targets on an H100: matmul >= 0.8x torch at the same precision; MLP >= 0.9x eager; llama block
+d=512 >= 1.0x eager; elementwise chains >= 90 % of copy bandwidth; ``comp.run`` overhead <= 50 us.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import luminal_lab as ll  # noqa: E402
+from benchmarks.common import RESULTS, write_result  # noqa: E402
+from luminal_lab.runtime import cuda_unavailable_reason  # noqa: E402
+from tests.helpers.models import MLP, LlamaBlock, RMSNorm, llama_inputs  # noqa: E402
+
+REPEATS, WARMUP = 50, 5
+
+
+def add_sin_sqrt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a + b).sin().sqrt()
+
+
+def silu_gated(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.silu(a) * b
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    return x.softmax(-1)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a @ b
+
+
+def _rand(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return (torch.rand(shape, generator=generator) * 2 - 1).to(dtype)
+
+
+def workloads() -> dict[str, tuple[Callable, tuple[torch.Tensor, ...], str]]:
+    """Name -> (program, CPU example inputs, kind: elementwise, matmul or model)."""
+    chain = (_rand(2048, 2048, seed=1), _rand(2048, 2048, seed=2))
+    return {
+        "add_sin_sqrt_2^22": (add_sin_sqrt, chain, "elementwise"),
+        "silu_gated_2^22": (silu_gated, chain, "elementwise"),
+        "softmax_4096x1024": (softmax, (_rand(4096, 1024),), "model"),
+        "rmsnorm_4096x1024": (RMSNorm(1024).eval(), (_rand(4096, 1024),), "model"),
+        "matmul_1024_f32": (matmul, (_rand(1024, 1024, seed=1), _rand(1024, 1024, seed=2)), "matmul"),
+        "matmul_4096_f32": (matmul, (_rand(4096, 4096, seed=1), _rand(4096, 4096, seed=2)), "matmul"),
+        "matmul_4096_bf16": (matmul, (_rand(4096, 4096, dtype=torch.bfloat16, seed=1),
+                                      _rand(4096, 4096, dtype=torch.bfloat16, seed=2)), "matmul"),
+        "mlp_512x1024x4096": (MLP(1024, 4096, 1024).eval(), (_rand(512, 1024),), "model"),
+        "llama_d256_s64": (LlamaBlock(256, 4, 688, 64).eval(), llama_inputs(1, 64, 256), "model"),
+        "llama_d512_s128": (LlamaBlock(512, 8, 1376, 128).eval(), llama_inputs(1, 128, 512), "model"),
+    }
+
+
+def cuda_ms(fn: Callable[[], object]) -> float:
+    """Milliseconds per call of ``fn``: CUDA events around ``REPEATS`` calls after ``WARMUP`` untimed ones."""
+    for _ in range(WARMUP):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(REPEATS):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / REPEATS
+
+
+def copy_ms(nbytes: int) -> float:
+    """A device copy of ``nbytes`` (read once, written once), for the bandwidth of elementwise chains."""
+    source = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda")
+    target = torch.empty_like(source)
+    return cuda_ms(lambda: target.copy_(source))
+
+
+def measure(name: str, program: Callable, inputs: tuple[torch.Tensor, ...], kind: str, generations: int) -> dict:
+    module = program.cuda() if isinstance(program, torch.nn.Module) else program
+    device_inputs = tuple(t.cuda() for t in inputs)
+    comp = ll.compile(program, inputs)
+    if generations:
+        comp.search(generations=generations, generation_size=10, device="cuda", inputs=inputs, progress=False)
+    else:
+        comp.genome = comp.choice_space().fused_genome()
+    profile = comp.profile(device="cuda", inputs=inputs, trials=20)
+    kernels_ms = sum(profile.kernels.values()) * 1e3
+    got = comp.run(*inputs, device="cuda")
+    expected = module(*device_inputs)
+    error = (got.to(expected.device).float() - expected.float()).abs().max().item()
+    eager_ms = cuda_ms(lambda: module(*device_inputs))
+    compiled = torch.compile(module)
+    compiled_ms = cuda_ms(lambda: compiled(*device_inputs))
+    result = {"kind": kind, "kernels": len(profile.kernels), "regions": len(comp.regions),
+              "kernels_ms": kernels_ms, "call_ms": profile.total * 1e3, "overhead_ms": profile.total * 1e3 - kernels_ms,
+              "eager_ms": eager_ms, "compile_ms": compiled_ms, "vs_eager": eager_ms / kernels_ms,
+              "vs_compile": compiled_ms / kernels_ms, "max_abs_error": error,
+              "hot_spots": [(op, seconds * 1e3) for _, op, seconds in profile.hot_spots(5)]}
+    if kind == "elementwise":
+        nbytes = sum(t.numel() * t.element_size() for t in inputs) + expected.numel() * expected.element_size()
+        result["copy_fraction"] = copy_ms(nbytes) / kernels_ms
+    comp.egraph.close()
+    print(f"{name}: {result}", file=sys.stderr)
+    return result
+
+
+def main() -> dict | None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--search", type=int, default=0, help="generations of measured search on the GPU (default: "
+                                                               "the genome with the fewest kernels)")
+    parser.add_argument("--only", nargs="*", help="names of the workloads to run (default: all)")
+    args = parser.parse_args()
+    reason = cuda_unavailable_reason() or (None if torch.cuda.is_available() else "torch has no CUDA device")
+    if reason is not None:
+        print(f"benchmarks/gpu.py: no GPU to measure on ({reason}); nothing measured")
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    cases = {name: measure(name, *spec, args.search) for name, spec in workloads().items()
+             if not args.only or name in args.only}
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "search_generations": args.search,
+              "cases": cases,
+              "targets": {"matmul vs torch": 0.8, "mlp vs eager": 0.9, "llama_d512 vs eager": 1.0,
+                          "elementwise copy_fraction": 0.9, "overhead_ms": 0.05}}
+    write_result(RESULTS / "gpu.json", result)
+    return result
+
+
+if __name__ == "__main__":
+    main()
