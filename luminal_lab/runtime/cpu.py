@@ -23,10 +23,10 @@ nest of dot products.
 
 from __future__ import annotations
 
-import functools
 import os
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,6 +75,7 @@ class _View:
     shape: tuple[int, ...]
     strides: tuple[int, ...]  # in elements
     refresh: list[Step] = field(default_factory=list)
+    input: int | None = None  # the Input kernel whose own buffer ``flat`` is (no scratch between)
 
     @property
     def array(self) -> np.ndarray:
@@ -164,13 +165,57 @@ def _arithmetic(values: np.ndarray) -> int | None:
     return step if np.array_equal(np.diff(values), np.full(values.size - 1, step)) else None
 
 
+class _Launch:
+    """A compiled kernel and the arguments it is called with; a plan rebinds some of them between calls."""
+
+    __slots__ = ("args", "function")
+
+    def __init__(self, function: Callable, args: list) -> None:
+        self.function = function
+        self.args = args
+
+    def __call__(self) -> None:
+        self.function(*self.args)
+
+
+@dataclass
+class _InPlace:
+    """An input that only loop kernels read, at these ``(launch, argument position)`` places: a C-contiguous array of
+    the caller's is read there in place; any other is copied into ``buffer`` first."""
+
+    reads: list[tuple[_Launch, int]]
+    buffer: np.ndarray
+
+    def bind(self, array: np.ndarray) -> None:
+        flat = _numba_view(array.reshape(-1))
+        for launch, position in self.reads:
+            launch.args[position] = flat
+
+
+@dataclass
+class _DirectOutput:
+    """An output that the kernel computing it writes straight into a fresh array of each call."""
+
+    launch: _Launch
+    dims: tuple[int, ...]  # the shape the kernel writes its out as
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    array: np.ndarray | None = None
+
+    def allocate(self) -> None:
+        self.array = np.empty(self.shape, self.dtype)
+        self.launch.args[0] = _numba_view(self.array.reshape(self.dims))
+
+
 @dataclass
 class CPUPlan(Plan):
-    """A CPU plan: besides the slots and steps, the buffers by kernel id and the fresh arrays the Output steps
-    make in a run."""
+    """A CPU plan: besides the slots and steps, the buffers by kernel id, the fresh arrays the Output steps make in a
+    run, the inputs read in place and the outputs written straight into fresh arrays."""
 
     buffers: dict[int, np.ndarray] = field(default_factory=dict)
     results: dict[int, np.ndarray] = field(default_factory=dict)
+    in_place: dict[str, _InPlace] = field(default_factory=dict)
+    direct: list[_DirectOutput] = field(default_factory=list)
 
 
 class CPURuntime(Runtime[CPUPlan]):
@@ -197,7 +242,21 @@ class CPURuntime(Runtime[CPUPlan]):
         return _Planner(self, bindings).plan()
 
     def _copy_in(self, plan: CPUPlan, slot: Slot, value: np.ndarray) -> None:
+        """An input that only loop kernels read is read in place when C-contiguous; anything else is copied."""
+        place = plan.in_place.get(slot.name)
+        if place is not None and value.flags.c_contiguous:
+            place.bind(value)
+            return
         np.copyto(slot.buffer, value)
+        if place is not None:
+            place.bind(slot.buffer)
+
+    def _prepare(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
+                 bindings: Mapping[str, int] | None) -> CPUPlan:
+        plan = super()._prepare(inputs, weights, bindings)
+        for output in plan.direct:
+            output.allocate()
+        return plan
 
     def _launch(self, plan: CPUPlan) -> None:
         with np.errstate(all="ignore"):
@@ -229,6 +288,11 @@ class _Planner:
         self.kernels = {k.id: k for k in self.llir.kernels}
         self.regions = {region.end: region for region in find_regions(self.llir)}
         self.buffers: dict[int, np.ndarray] = {}
+        self.readers = Counter(src for kernel in self.llir.kernels for src, _ in kernel.sources)
+        self.writers: dict[int, tuple[_Launch, tuple[int, ...]]] = {}  # loop kernels: their launch and out's shape
+        user_inputs = [k.id for k in self.llir.kernels if k.op == "Input" and k.arg not in runtime._weights]
+        self.input_reads: dict[int, list[tuple[_Launch, int]]] = {kid: [] for kid in user_inputs}
+        self.input_uses: Counter[int] = Counter()
         self.weight_names = set(runtime._weights)
         self.result = CPUPlan(buffers=self.buffers)
 
@@ -245,6 +309,9 @@ class _Planner:
             step = self._step(kernel)
             if step is not None:
                 self.result.steps.append((kernel.id, step))
+        for kid, reads in self.input_reads.items():
+            if reads and len(reads) == self.input_uses[kid]:  # every read of it is a loop kernel's argument
+                self.result.in_place[self.kernels[kid].arg] = _InPlace(reads, self.buffers[kid])
         return self.result
 
     # ---- views ----------------------------------------------------------------------
@@ -265,9 +332,14 @@ class _Planner:
             z = np.arange(d, dtype=np.int64)
             positions.append(np.broadcast_to(np.asarray(stride.evaluate(self.bindings, z), np.int64), (d,)))
             valids.append(np.broadcast_to(np.asarray(mask.evaluate(self.bindings, z)) != 0, (d,)))
-        return (self._strided(source, flat, dims, positions, valids)
+        view = (self._strided(source, flat, dims, positions, valids)
                 or self._nested(source, flat, dims, positions, valids)
                 or self._gathered(source, flat, dims, positions, valids))
+        if source in self.input_reads:
+            self.input_uses[source] += 1
+            if view.flat is flat:
+                view.input = source
+        return view
 
     def _strided(self, source: int, flat: np.ndarray, dims: tuple[int, ...], positions: list[np.ndarray],
                  valids: list[np.ndarray]) -> _View | None:
@@ -346,8 +418,20 @@ class _Planner:
             raise LuminalError(f"a view of k{source} reads elements {low}..{high} of its {view.flat.size}")
         return view
 
-    def _launch(self, source: str, args: list[np.ndarray]) -> Step:
-        return functools.partial(self.cache.compile(source, args), *args)
+    def _launch(self, source: str, args: list[np.ndarray]) -> _Launch:
+        return _Launch(self.cache.compile(source, args), list(args))
+
+    def _loop(self, kernel: Kernel, source: str, args: list, reads: Sequence[tuple[int, _View]],
+              views: Sequence[_View]) -> Step:
+        """A loop kernel writing ``args[0]`` (``kernel``'s buffer) and reading the ``reads`` views at their argument
+        positions: the plan may bind an input's array in place of its buffer, and a fresh output array in place of
+        ``kernel``'s buffer, between calls."""
+        launch = self._launch(source, args)
+        self.writers[kernel.id] = (launch, args[0].shape)
+        for position, view in reads:
+            if view.input is not None:
+                self.input_reads[view.input].append((launch, position))
+        return self._sequence(views, [launch])
 
     def _views(self, kernel: Kernel) -> list[_View]:
         return [self.view(src, tracker) for src, tracker in kernel.sources]
@@ -400,10 +484,21 @@ class _Planner:
                                  detail="the CPU runtime has no implementation of it")
 
     def _output(self, kernel: Kernel) -> Step:
+        """A fresh array per call, which the caller owns: written straight by the kernel that computes it when
+        that kernel's buffer is read by nothing else and in its own layout, else copied from the buffer."""
         (view,) = self._views(kernel)
-        array, results, kid = view.array, self.result.results, kernel.id
+        results, kid, source = self.result.results, kernel.id, kernel.sources[0][0]
+        array = view.array
+        writer = self.writers.get(source)
+        buffer = self.buffers[source]
+        if (writer is not None and self.readers[source] == 1 and view.offset == 0 and array.size == buffer.size
+                and array.flags.c_contiguous and np.shares_memory(array, buffer)):
+            launch, dims = writer
+            direct = _DirectOutput(launch, dims, array.shape, buffer.dtype)
+            self.result.direct.append(direct)
+            return lambda: results.__setitem__(kid, direct.array)
 
-        def output() -> None:  # a fresh array per call: the caller owns it
+        def output() -> None:
             results[kid] = np.array(array, order="C")
         return self._sequence([view], [output])
 
@@ -418,7 +513,7 @@ class _Planner:
             return self._sequence(views, [])
         rank, kinds, args = _loop_operands(out, views)
         source = elementwise_source(kernel.op, dtype, kernel.dtype, kinds, rank, out.size >= PARALLEL_THRESHOLD)
-        return self._sequence(views, [self._launch(source, args)])
+        return self._loop(kernel, source, args, list(enumerate(views, 1)), views)
 
     def _region(self, end: Kernel) -> Step:
         """A fused region as one loop nest: its starts' views in, the end's buffer out. A region computes element by
@@ -430,7 +525,7 @@ class _Planner:
             return self._sequence(views, [])
         rank, kinds, args = _loop_operands(out, views)
         source = region_source(body, kinds, rank, out.size >= PARALLEL_THRESHOLD)
-        return self._sequence(views, [self._launch(source, args)])
+        return self._loop(end, source, args, list(enumerate(views, 1)), views)
 
     def _reduce(self, kernel: Kernel) -> Step:
         out = self.buffers[kernel.id]
@@ -445,7 +540,7 @@ class _Planner:
         args = [_numba_view(out.reshape(dims[:-1])), _numba_view(view.flat), meta]
         source = reduce_source(kernel.op, kernel.dtype, _kind(strides[-1]), len(dims) - 1,
                                view.size >= PARALLEL_THRESHOLD)
-        return self._sequence([view], [self._launch(source, args)])
+        return self._loop(kernel, source, args, [(1, view)], [view])
 
     # ---- matmul ---------------------------------------------------------------------
     def _matmul(self, kernel: Kernel) -> Step:
@@ -491,7 +586,7 @@ class _Planner:
         args = [_numba_view(out.reshape(dims[:-1])), _numba_view(a.flat), _numba_view(b.flat), meta]
         source = contract_source(kernel.dtype, _kind(left[-1]) + _kind(right[-1]), len(dims) - 1,
                                  a.size >= PARALLEL_THRESHOLD)
-        return self._sequence([a, b], [self._launch(source, args)])
+        return self._loop(kernel, source, args, [(1, a), (2, b)], [a, b])
 
     # ---- host ops -------------------------------------------------------------------
     def _gather(self, kernel: Kernel) -> Step:
@@ -531,7 +626,7 @@ def _in_shape(view: _View, shape: tuple[int, ...]) -> _View:
     reshaped = _reshaped(view.array, shape)
     if reshaped is not None:  # the first element stays where it was, so the offset does too
         return _View(view.flat, view.offset, shape, tuple(s // view.flat.itemsize for s in reshaped.strides),
-                     view.refresh)
+                     view.refresh, view.input)
     array = view.array
     scratch = np.empty(shape, view.flat.dtype)
     target = scratch.reshape(view.shape)

@@ -382,6 +382,43 @@ def test_contractions_without_rows_or_columns_are_dot_products(dtype: ll.DType) 
         assert_matches(value, expected[name], dtype, what=name)
 
 
+def test_contiguous_inputs_are_read_in_place_and_outputs_written_straight_into_fresh_arrays() -> None:
+    g = ll.Graph()
+    a, b = g.tensor((64, 32), "a"), g.tensor((64, 32), "b")
+    (a + b).sin().output("y")
+    (a * 2.0).sum(-1).output("s")
+    runtime = CPURuntime(llir_of(g))
+    rng = np.random.default_rng(0)
+    inputs = {n: rng.standard_normal((64, 32)).astype(np.float32) for n in "ab"}
+    first = runtime.run(inputs)
+    second = runtime.run(inputs)
+    plan = runtime.plan()
+    assert set(plan.in_place) == {"a", "b"} and len(plan.direct) == 2
+    assert all(not slot.buffer.any() for slot in plan.inputs)  # nothing was copied into the plan's buffers
+    for got, name in zip(first, ("y", "s")):
+        np.testing.assert_allclose(got, ll.ReferenceRuntime(g).run(inputs)[name], rtol=1e-6, atol=1e-6)
+    assert all(not np.shares_memory(x, y) for x, y in zip(first, second))  # each call's outputs are its own
+    assert not any(np.shares_memory(x, buffer) for x in first for buffer in plan.buffers.values())
+    # a transposed (non-contiguous) input is copied in, and the result is the same
+    transposed = {"a": np.ascontiguousarray(inputs["a"].T).T, "b": inputs["b"]}
+    np.testing.assert_array_equal(runtime.run(transposed)[0], first[0])
+    assert np.array_equal(plan.inputs[0].buffer, inputs["a"]) and not plan.inputs[1].buffer.any()
+
+
+def test_an_input_read_by_more_than_loop_kernels_is_copied() -> None:
+    g = ll.Graph()
+    a = g.tensor((8, 4), "a")
+    a.sqrt().output("r")
+    a.output("same")  # the output reads the input's buffer itself
+    runtime = CPURuntime(llir_of(g))
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    r, same = runtime.run({"a": x})
+    assert runtime.plan().in_place == {} and np.array_equal(runtime.plan().inputs[0].buffer, x)
+    np.testing.assert_array_equal(same, x)
+    assert not np.shares_memory(same, x)
+    np.testing.assert_allclose(r, np.sqrt(x))
+
+
 def test_boundary_is_strict() -> None:
     graph, runtime, inputs = _mlp_runtime()
     with pytest.raises(ll.DTypeBoundaryError):
@@ -422,7 +459,7 @@ def test_each_source_compiles_once_per_process() -> None:
     runtime.run(inputs)
     steps = dict(runtime.plan().steps)
     first, second = (steps[k.id] for k in runtime.llir.kernels if k.op == "Add")
-    assert first.func is second.func  # one source, one dispatcher, compiled once for both Adds
+    assert first.function is second.function  # one source, one dispatcher, compiled once for both Adds
     stats = kernel_cache().stats
     before = (stats.compiled, stats.loaded)
     CPURuntime(llir_of(g)).run(inputs)  # a second runtime of the same LLIR compiles and loads nothing
