@@ -6,7 +6,8 @@ compiles to PTX (NVRTC, else nvcc); ``cuda_stage`` is ``comp.cuda``, drawn by ``
 """
 
 from . import cuda_view  # noqa: F401  (draws CudaStage)
-from .cuda import CudaKernel, llir_sources
+from .cuda import llir_sources
+from .cuda_c import CudaKernel
 from .cuda_stage import CudaStage
 from .ptx import compile_ptx
 

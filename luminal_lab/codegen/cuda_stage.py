@@ -16,7 +16,8 @@ from ..core.stage import Stage
 from ..core.symbolic import Expr
 from ..llir.llir import LLIR
 from ..llir.regions import Region, find_regions
-from .cuda import CudaKernel, llir_sources
+from .cuda import llir_sources
+from .cuda_c import CudaKernel
 from .ptx import compile_ptx
 
 _STORE = re.compile(r"\bout\[[^\]]+\] = ")  # a line that writes the kernel's output buffer

@@ -34,7 +34,7 @@ from typing import Any
 from ..core.ids import cuda_kernel_id as kernel_id
 from ..core.stage import register_view
 from ..core.symbolic import Expr
-from .cuda import BLOCK, CudaKernel
+from .cuda_c import BLOCK, CudaKernel
 from .cuda_stage import CudaStage
 
 OK_COLOUR, ERROR_COLOUR, MUTED = "#15803d", "#b91c1c", "#6b7280"

@@ -3,6 +3,10 @@
 No GPU is needed: PTX is what a driver JIT-compiles, so every generated kernel is checked by
 compiling it here, on machines without one. A compiler failure raises ``CudaCompileError`` with
 the compiler's log and the source; results are cached by ``(source, arch)`` in the process.
+``assemble`` goes one step further, as the driver would: ``ptxas`` (pip's ``nvidia-cuda-nvcc``,
+else the CUDA toolkit's) turns the PTX into machine code, which checks inline PTX (``asm``, such
+as the tensor-core ``mma.sync``) that NVRTC passes through unread, and reports registers and
+spills.
 """
 
 from __future__ import annotations
@@ -92,6 +96,36 @@ def _compile_nvcc(source: str, arch: str) -> str:
             raise CudaCompileError(done.stderr + done.stdout, source)
         with open(ptx) as f:
             return f.read()
+
+
+def _find_ptxas() -> str | None:
+    try:
+        import nvidia
+    except ImportError:
+        nvidia = None
+    roots = [os.path.join(root, sub) for root in getattr(nvidia, "__path__", []) for sub in ("cu13", "cuda_nvcc")]
+    for root in [*roots, "/usr/local/cuda"]:
+        path = os.path.join(root, "bin", "ptxas")
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def assemble(ptx: str, arch: str = "sm_90") -> str:
+    """Assemble ``ptx`` for ``arch`` with ``ptxas -v`` and return its report (registers, shared memory, spills);
+    raises ``CudaCompileError`` with ptxas's log when the PTX is wrong, ``LuminalError`` when there is no ptxas."""
+    ptxas = _find_ptxas()
+    if ptxas is None:
+        raise LuminalError("no ptxas: install nvidia-cuda-nvcc (pip install 'luminal_lab[test]') or the CUDA toolkit")
+    with tempfile.TemporaryDirectory() as tmp:
+        source = os.path.join(tmp, "kernel.ptx")
+        with open(source, "w") as f:
+            f.write(ptx)
+        done = subprocess.run([ptxas, "-v", f"-arch={arch}", source, "-o", os.path.join(tmp, "kernel.cubin")],
+                              capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CudaCompileError(done.stderr + done.stdout, ptx)
+    return done.stderr + done.stdout
 
 
 def compile_ptx(source: str, arch: str = "sm_90") -> str:

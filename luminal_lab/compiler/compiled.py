@@ -25,7 +25,7 @@ from ..hlir.reference import ReferenceRuntime
 from ..llir.genome import ChoiceSpace, Genome, extract
 from ..llir.llir import LLIR
 from ..llir.regions import Regions
-from ..runtime import Profile, Runtime, check_device, new_runtime
+from ..runtime import Profile, Runtime, check_device, foreign_kernels, new_runtime
 from ..search.search import SearchResult, random_inputs, search
 from .boundary import Boundary
 from .provenance import Pipeline
@@ -185,7 +185,7 @@ class Compiled:
             return outputs, profile.total, dict(profile.kernels)
 
         result = search(space, run, expected, generations, generation_size, mutations, keep_best, budget, seed,
-                        cost, progress, on_candidate, stop)
+                        cost, progress, on_candidate, stop, foreign_kernels(device))
         self._genome = result.best.genome
         self.last_search = result
         return result

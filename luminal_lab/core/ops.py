@@ -3,7 +3,8 @@
 HLIR ops (``Op``) are the fifteen primitives plus ``Input``, ``Constant`` and ``Output``; their
 semantics are documented in ``luminal_lab.hlir.graph``. Kernel ops are named by strings, the
 HLIR op's name (``"Add"``), ``Exp`` (e^x, recognised from the exp2 chain) or ``Matmul`` (a
-``Mul`` feeding a ``SumReduce``, recognised as one contraction), plus the fusion markers:
+``Mul`` feeding a ``SumReduce``, recognised as one contraction; ``MatmulTiled`` and
+``MatmulTensorCore`` are its generated GPU implementations, ``luminal_lab.core.tiling``), plus the fusion markers:
 ``FusionStart``, ``FusionEnd`` and one ``Fused<Op>`` per fusable op.
 """
 
@@ -49,7 +50,8 @@ PRIMITIVE_OPS = (*UNARY_OPS, *BINARY_OPS, *REDUCE_OPS, Op.IOTA, Op.GATHER, Op.SC
 UNARY_KERNELS = ("Log2", "Exp2", "Sin", "Sqrt", "Recip", "Exp")
 BINARY_KERNELS = ("Add", "Mul", "Mod", "LessThan")
 REDUCE_KERNELS = ("SumReduce", "MaxReduce")
-CONTRACT_KERNELS = ("Matmul",)
+CONTRACT_KERNELS = ("Matmul", "MatmulTiled", "MatmulTensorCore")  # a library call, generated tiles, tensor cores
+GPU_KERNELS = ("MatmulTiled", "MatmulTensorCore")  # generated for a GPU only: elsewhere they run as the library call
 FUSABLE_UNARY = UNARY_KERNELS
 FUSABLE_BINARY = ("Add", "Mul")
 FUSED_OPS = {f"Fused{op}": op for op in (*FUSABLE_UNARY, *FUSABLE_BINARY)}  # kernel op -> the op it computes

@@ -20,6 +20,8 @@ Scatter    dest shape, dest view, index shape, index view, source view, out stri
 Cast       shape, view of x, out strides, target dtype
 Matmul     out shape, reduced extent, view of a, view of b (both over the out
            shape with the reduced dim last), out strides (a kernel op only)
+MatmulTiled, MatmulTensorCore
+           Matmul's fields, then the tiling's numbers (``core.tiling``)
 =========  =====================================================================
 
 Contractions: a ``KernelSumReduce`` that reads a ``KernelMul``'s output in the product's own
@@ -28,6 +30,12 @@ with its reduced stride appended: the ``init-of`` relation, derived in ``expr``)
 ``KernelMatmul`` alternative in its e-class, reading the product's two operands directly, so the
 genome chooses between the contraction and materialising the product. ``contracts`` records the
 product's e-class, so the matmul keeps the HLIR provenance of both ops.
+
+A ``KernelMatmul`` of two strided views in which ``a`` does not vary along the output's last dim
+and ``b`` not along the one before it (rows times columns, batched over the dims before; the
+``last3`` relation reads a stride list's final three) gets one ``KernelMatmulTiled`` e-node per
+``TILINGS`` entry, and, for f16, bf16 and f32, one ``KernelMatmulTensorCore`` per ``MMA_TILINGS``
+entry: the implementations the genome chooses between.
 """
 
 from __future__ import annotations
@@ -35,9 +43,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core.ops import LOG2_E, Op
+from ..core.tiling import MMA_DTYPES, MMA_TILINGS, TILINGS, MmaTiling, Tiling
 
 UNARY_FIELDS = ("EList", "View", "EList")
 MATMUL_FIELDS = ("EList", "Expression", "View", "View", "EList")
+TILED_FIELDS = (*MATMUL_FIELDS, *("Expression",) * len(TILINGS[0].fields))
+MMA_FIELDS = (*MATMUL_FIELDS, *("Expression",) * len(MMA_TILINGS[0].fields))
 BINARY_FIELDS = ("EList", "View", "View", "EList")
 REDUCE_FIELDS = ("EList", "Expression", "View", "Expression", "Expression", "EList")
 
@@ -174,6 +185,10 @@ LIST_RULES = (
                                 ' :ruleset expr :name "init-of-one")'),
     Rule("init-of-cons", "expr", '(rule ((= ?l (ECons ?h ?t)) (init-of ?t ?i ?x) (= ?j (ECons ?h ?i)))'
                                  ' ((init-of ?l ?j ?x)) :ruleset expr :name "init-of-cons")'),
+    Rule("last3-end", "expr", '(rule ((= ?l (ECons ?x (ECons ?y (ECons ?z (ENil)))))) ((last3 ?l ?x ?y ?z))'
+                              ' :ruleset expr :name "last3-end")'),
+    Rule("last3-cons", "expr", '(rule ((= ?l (ECons ?h ?t)) (last3 ?t ?x ?y ?z)) ((last3 ?l ?x ?y ?z))'
+                               ' :ruleset expr :name "last3-cons")'),
 )
 
 CONTRACTION = Rule(
@@ -184,7 +199,26 @@ CONTRACTION = Rule(
     " ((union ?e (Op (KernelMatmul ?s ?k ?va ?vb ?o ?dt) (ICons ?a (ICons ?b (INil))))) (set (contracts ?e) ?m))"
     ' :ruleset kernel_lower :name "matmul-of-mul-sum")')
 
+# a matmul whose a is constant along the out columns and b along the out rows: a batch of row-by-column products
+_ROWS_BY_COLUMNS = ("(= ?e (Op (KernelMatmul ?s ?k (Strided ?sa) (Strided ?sb) ?o ?dt) ?ins))"
+                    " (last3 ?sa ?am (MNum 0) ?ak) (last3 ?sb (MNum 0) ?bn ?bk)")
+
+
+def _implementation(name: str, kernel: str, tiling: Tiling | MmaTiling, dtype: str = "?dt") -> Rule:
+    """A rule adding ``kernel`` with ``tiling``'s numbers to a row-by-column matmul's e-class."""
+    numbers = " ".join(f"(MNum {n})" for n in tiling.fields)
+    query = _ROWS_BY_COLUMNS if dtype == "?dt" else _ROWS_BY_COLUMNS + f" (= ?dt ({dtype}))"
+    return Rule(name, "kernel_lower",
+                f"(rule ({query}) ((union ?e (Op ({kernel} ?s ?k (Strided ?sa) (Strided ?sb) ?o {numbers} ?dt) ?ins)))"
+                f' :ruleset kernel_lower :name "{name}")')
+
+
+TILED = tuple(_implementation(f"matmul-tiled-{t.name}", "KernelMatmulTiled", t) for t in TILINGS)
+TENSOR_CORE = tuple(_implementation(f"matmul-mma-{t.name}-{d.value}", "KernelMatmulTensorCore", t, d.egglog)
+                    for t in MMA_TILINGS for d in MMA_DTYPES)
+
 FUNCTIONS = ("(relation init-of (EList EList Expression))",
+             "(relation last3 (EList Expression Expression Expression))",
              "(function contracts (IR) IR :merge old)")  # a matmul's e-class -> the product it replaces
 
 EXPR_RULES = tuple(Rule(name, "expr", f'{text} :ruleset expr :name "{name}")') for name, text in (
@@ -264,4 +298,6 @@ def default_registry() -> OpRegistry:
     registry.register(OpSpec("Cast", ("EList", "View", "EList", "DType"), "field", hlir_op=Op.CAST))
     registry.register(OpSpec("Exp", UNARY_FIELDS, "input0", rewrites=(EXP_CHAIN,)))
     registry.register(OpSpec("Matmul", MATMUL_FIELDS, "input0", rewrites=(CONTRACTION,)))
+    registry.register(OpSpec("MatmulTiled", TILED_FIELDS, "input0", rewrites=TILED))
+    registry.register(OpSpec("MatmulTensorCore", MMA_FIELDS, "input0", rewrites=TENSOR_CORE))
     return registry

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..core.dtypes import DType
-from ..core.ops import FUSED_OPS, IN_REGION
+from ..core.ops import CONTRACT_KERNELS, FUSED_OPS, GPU_KERNELS, IN_REGION
 from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import Expr, add, and_, ceil_div, div, gte, lt, max_, min_, mod, mul, or_
+from ..core.tiling import MmaTiling, Tiling
 from ..egraph.snapshot import GENOME_SORTS, ENode, Snapshot
 from ..hlir.graph import Graph
 from .llir import LLIR, Kernel
@@ -64,6 +65,13 @@ class ChoiceSpace:
                         for cid in self.classes]
         self.hashes = [[_node_hash(cid, n) for n in options] for cid, options in zip(self.classes, self.options)]
         self.mutable = [i for i, options in enumerate(self.options) if len(options) > 1]
+        self._mutable: dict[frozenset[str], list[int]] = {frozenset(): self.mutable}
+
+    def mutable_without(self, without: frozenset[str]) -> list[int]:
+        """The e-classes (by position) with more than one pick that runs no kernel op in ``without``."""
+        if without not in self._mutable:
+            self._mutable[without] = [i for i in self.mutable if len(self.allowed(i, without)) > 1]
+        return self._mutable[without]
 
     # ---- genomes --------------------------------------------------------------------------
     def genome(self, picks: list[int]) -> Genome:
@@ -73,18 +81,19 @@ class ChoiceSpace:
                 value ^= self.hashes[i][pick]
         return Genome(self, list(picks), value)
 
-    def random_genome(self, seed: int) -> Genome:
-        """A random genome that extracts: random weights on the e-nodes of e-classes with a choice (the rest
-        weigh nothing, so a big alternative such as a fused region is not penalised for its size), then the
-        cheapest pick per e-class."""
+    def random_genome(self, seed: int, without: Iterable[str] = ()) -> Genome:
+        """A random genome that extracts and picks no kernel op in ``without``: random weights on the e-nodes of
+        e-classes with a choice (the rest weigh nothing, so a big alternative such as a fused region is not
+        penalised for its size), then the cheapest pick per e-class."""
         rng = random.Random(seed)
         weights = {n.id: rng.random() + 0.01 if len(options) > 1 else 0.0 for options in self.options for n in options}
-        return self.genome(self._cheapest(weights, rng))
+        return self.genome(self._cheapest(weights, rng, frozenset(without)))
 
     def smallest_genome(self, without: Iterable[str] = ()) -> Genome:
         """The genome of the smallest terms (every e-node weighs 1) that picks no kernel op in ``without``
-        (LLIR op names, e.g. ``("Matmul",)`` for every contraction as a product and a sum)."""
-        return self.genome(self._cheapest({}, random.Random(0), frozenset(without)))
+        (LLIR op names, e.g. ``("Matmul",)`` for every contraction as a product and a sum). Like every default
+        genome it runs each contraction through the library (no ``GPU_KERNELS``)."""
+        return self.genome(self._cheapest({}, random.Random(0), frozenset((*without, *GPU_KERNELS))))
 
     def fused_genome(self) -> Genome:
         """The genome that fuses most: each kernel that computes weighs one (a region's end for its region), while
@@ -93,7 +102,7 @@ class ChoiceSpace:
         weightless = {*IN_REGION, "KernelInput", "KernelConstant"}
         weights = {n.id: 0.0 for options in self.options for n in options if n.op in ("ICons", "INil")
                    or (n.op == "Op" and getattr(self.kernel_of(n), "op", "") in weightless)}
-        return self.genome(self._cheapest(weights, random.Random(0)))
+        return self.genome(self._cheapest(weights, random.Random(0), frozenset(GPU_KERNELS)))
 
     def unfused_genome(self) -> Genome:
         """The smallest genome without fused regions (no ``FusionEnd`` picked)."""
@@ -105,6 +114,13 @@ class ChoiceSpace:
             return False
         kind = self.kernel_of(node)
         return kind is None or kind.op.removeprefix("Kernel") in without
+
+    def allowed(self, i: int, without: frozenset[str]) -> list[int]:
+        """The picks of e-class ``i`` (by position) that run no kernel op in ``without``."""
+        if not without:
+            return list(range(len(self.options[i])))
+        return [k for k, node in enumerate(self.options[i]) if node.op != "Op"
+                or getattr(self.kernel_of(node), "op", "").removeprefix("Kernel") not in without]
 
     def _cheapest(self, weights: dict[str, float], rng: random.Random,
                   without: frozenset[str] = frozenset()) -> list[int]:
@@ -213,13 +229,15 @@ class Genome:
             raise Refused("dead end", f"{cid} has no usable e-node")
         return self.space.options[i][self.picks[i]]
 
-    def mutate(self, n: int, rng: random.Random) -> Genome:
-        """A copy with ``n`` random e-classes (of those with a choice) picking another e-node."""
+    def mutate(self, n: int, rng: random.Random, without: frozenset[str] = frozenset()) -> Genome:
+        """A copy with ``n`` random e-classes (of those with a choice) picking another e-node, none that runs a
+        kernel op in ``without``."""
         space, picks, value = self.space, list(self.picks), self.hash
+        mutable = space.mutable_without(without)
         mutations = []
-        for i in rng.sample(space.mutable, min(n, len(space.mutable))):
+        for i in rng.sample(mutable, min(n, len(mutable))):
             old = picks[i]
-            new = rng.choice([k for k in range(len(space.options[i])) if k != old])
+            new = rng.choice([k for k in space.allowed(i, without) if k != old])
             value ^= space.hashes[i][old] ^ space.hashes[i][new]
             picks[i] = new
             mutations.append((space.classes[i], old, new))
@@ -229,14 +247,15 @@ class Genome:
         return f"<Genome {self.hash:016x}, {len(self.picks)} e-classes>"
 
 
-def children(parent: Genome, count: int, mutations: int, rng: random.Random, seen: set[int]) -> list[Genome]:
-    """Up to ``count`` new genomes, each 1..``mutations`` reassignments from ``parent``, none
-    whose hash is in ``seen`` (which is updated); at most ``100 * count`` attempts."""
+def children(parent: Genome, count: int, mutations: int, rng: random.Random, seen: set[int],
+             without: frozenset[str] = frozenset()) -> list[Genome]:
+    """Up to ``count`` new genomes, each 1..``mutations`` reassignments from ``parent`` (none to a kernel op in
+    ``without``), none whose hash is in ``seen`` (which is updated); at most ``100 * count`` attempts."""
     out = []
     for _ in range(100 * count):
-        if len(out) == count or not parent.space.mutable:
+        if len(out) == count or not parent.space.mutable_without(without):
             break
-        child = parent.mutate(rng.randint(1, max(mutations, 1)), rng)
+        child = parent.mutate(rng.randint(1, max(mutations, 1)), rng, without)
         if child.hash not in seen:
             seen.add(child.hash)
             out.append(child)
@@ -360,14 +379,16 @@ class _Extraction:
             shape = space.elist(f[0])
             views = (space.view(f[1], shape), space.view(f[2], shape))
             return Kernel(kernel_id, op, tuple(zip(sources, views)), shape, space.dtype(f[4]), None, cid, hlir)
-        if op == "Matmul":
+        if op in CONTRACT_KERNELS:
             shape = space.elist(f[0])
             product = shape + (space.expr(f[1]),)
             views = (space.view(f[2], product), space.view(f[3], product))
             contracted = space.snapshot.contracts.get(cid)  # the product's HLIR nodes are computed here too
             if contracted is not None:
                 hlir = tuple(sorted({*hlir, *space.snapshot.classes[contracted].hlir}))
-            return Kernel(kernel_id, op, tuple(zip(sources, views)), shape, space.dtype(f[5]), None, cid, hlir)
+            numbers = tuple(space.expr(c).value for c in f[5:-1])
+            tiling = {"MatmulTiled": Tiling, "MatmulTensorCore": MmaTiling}[op](*numbers) if numbers else None
+            return Kernel(kernel_id, op, tuple(zip(sources, views)), shape, space.dtype(f[-1]), tiling, cid, hlir)
         if op in ("SumReduce", "MaxReduce"):
             shape = space.elist(f[0])
             kept = space.view(f[2], shape)

@@ -37,7 +37,7 @@ class Kernel:
 
     ``arg`` by op: ``Input`` its name; ``Output`` its output index; ``Constant`` its value
     (a number or an ``Expr``); ``Iota`` ``(expr in z, length)``; ``Cast`` the target dtype;
-    others None.
+    ``MatmulTiled`` its ``Tiling``, ``MatmulTensorCore`` its ``MmaTiling``; others None.
     """
 
     id: int
@@ -57,6 +57,8 @@ class Kernel:
             return f"Constant {self.arg}"
         if self.op == "Cast":
             return f"Cast {self.arg.value}"
+        if self.op in ("MatmulTiled", "MatmulTensorCore"):
+            return f"{self.op} {self.arg.name}"
         return self.op
 
     def __repr__(self) -> str:

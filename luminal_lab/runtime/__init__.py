@@ -3,12 +3,14 @@
 ``base`` (``Runtime``: plans, inputs and weights, ``run``, ``profile``; ``Profile``), ``cpu``
 (numba kernels from ``luminal_lab.codegen.cpu``, BLAS matmuls), ``cuda`` (the generated CUDA C
 through numba-cuda on a GPU), ``cache`` (compiled CPU kernels in memory and on disk).
-``new_runtime(llir, device)`` picks one; ``check_device`` says why a device cannot run here.
+``new_runtime(llir, device)`` picks one; ``check_device`` says why a device cannot run here;
+``foreign_kernels`` are what a device's search leaves out.
 """
 
 from __future__ import annotations
 
 from ..core.errors import NoDeviceError
+from ..core.ops import GPU_KERNELS
 from ..llir.llir import LLIR
 from .base import Profile, Runtime
 from .cuda import CUDARuntime, cuda_unavailable_reason
@@ -27,6 +29,12 @@ def check_device(device: str) -> None:
                                 f"{reason} (the CPU runtime is device='cpu')")
 
 
+def foreign_kernels(device: str) -> frozenset[str]:
+    """Kernel ops ``device`` runs only as another implementation (the CPU runs the GPU tilings of a matmul as its
+    library call), so a search there leaves them out: measuring them would measure nothing new."""
+    return frozenset(GPU_KERNELS) if device == "cpu" else frozenset()
+
+
 def new_runtime(llir: LLIR, device: str, memory_budget: int | None = None) -> Runtime:
     """The runtime of ``llir`` on ``device`` (checked with ``check_device`` first); ``memory_budget`` bytes for a
     plan's buffers (default: ``base.MEMORY_FRACTION`` of the device's free memory)."""
@@ -38,4 +46,5 @@ def new_runtime(llir: LLIR, device: str, memory_budget: int | None = None) -> Ru
     return CPURuntime(llir, memory_budget=memory_budget)
 
 
-__all__ = ["DEVICES", "CUDARuntime", "Profile", "Runtime", "check_device", "cuda_unavailable_reason", "new_runtime"]
+__all__ = ["DEVICES", "CUDARuntime", "Profile", "Runtime", "check_device", "cuda_unavailable_reason", "foreign_kernels",
+           "new_runtime"]

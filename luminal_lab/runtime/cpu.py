@@ -18,7 +18,8 @@ Kernels of ``PARALLEL_THRESHOLD`` elements or more get a ``prange`` variant. Cas
 f16 and bf16 and Scatter are numpy host ops. A ``Matmul`` kernel (a contraction the e-graph
 recognised) runs as one BLAS call into its buffer when its views have rows or columns
 (``luminal_lab.hlir.contraction``; float products through torch's BLAS), else as one loop
-nest of dot products.
+nest of dot products. Its GPU implementations (``MatmulTiled``, ``MatmulTensorCore``) run the same way
+here: the CPU has one matmul.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from ..codegen.cpu import (
 )
 from ..core.dtypes import DType
 from ..core.errors import LuminalError, UnsupportedOpError
-from ..core.ops import BINARY_KERNELS, IN_REGION, REDUCE_KERNELS, UNARY_KERNELS
+from ..core.ops import BINARY_KERNELS, CONTRACT_KERNELS, IN_REGION, REDUCE_KERNELS, UNARY_KERNELS
 from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import Expr
 from ..hlir.contraction import Contraction
@@ -468,7 +469,7 @@ class _Planner:
             return None
         if op == "Output":
             return self._output(kernel)
-        if op == "Matmul":
+        if op in CONTRACT_KERNELS:  # the GPU tilings of a contraction run here as the library call
             return self._matmul(kernel)
         if op in UNARY_KERNELS or op in BINARY_KERNELS or op == "Cast":
             return self._elementwise(kernel)

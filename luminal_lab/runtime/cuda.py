@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from ..codegen.cuda import CudaKernel, llir_sources
+from ..codegen.cuda import llir_sources
+from ..codegen.cuda_c import CudaKernel
 from ..codegen.ptx import compile_ptx
 from ..core.dtypes import DType
 from ..core.errors import LuminalError, NoDeviceError

@@ -109,8 +109,9 @@ def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generati
            generation_size: int = 30, mutations: int = 3, keep_best: int = 3, budget: float | None = None,
            seed: int = 0, cost: Callable[[LLIR], float] | None = None, progress: bool = True,
            on_candidate: Callable[[Candidate], None] | None = None,
-           stop: threading.Event | None = None) -> SearchResult:
-    """Search ``space``; ``run`` executes an LLIR and returns (outputs, seconds, per-kernel seconds).
+           stop: threading.Event | None = None, without: frozenset[str] = frozenset()) -> SearchResult:
+    """Search ``space``; ``run`` executes an LLIR and returns (outputs, seconds, per-kernel seconds). No candidate
+    picks a kernel op in ``without`` (what the device runs only as another implementation).
 
     ``on_candidate`` is called with each candidate once it joins the history. ``stop`` is checked
     before each candidate: once set, the result so far comes back ``interrupted`` (or
@@ -151,7 +152,7 @@ def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generati
     initial = None
     try:
         for _ in range(100):
-            genome = space.random_genome(rng.randrange(2**32))
+            genome = space.random_genome(rng.randrange(2**32), without)
             if genome.hash in seen:
                 continue
             seen.add(genome.hash)
@@ -168,7 +169,7 @@ def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generati
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeoutError
                 parent = parents[slot % len(parents)]
-                brood = children(parent.genome, 1, mutations, rng, seen)
+                brood = children(parent.genome, 1, mutations, rng, seen, without)
                 if not brood:
                     continue
                 evaluate(brood[0], generation, parent.hash)

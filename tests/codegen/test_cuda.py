@@ -9,18 +9,17 @@ from __future__ import annotations
 import os
 import shutil
 
-import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
 import luminal_lab as ll
-from luminal_lab.codegen.cuda import CudaKernel, kernel_source, llir_sources, region_source
+from luminal_lab.codegen.cuda import kernel_source, llir_sources, region_source
+from luminal_lab.codegen.cuda_c import CudaKernel
 from luminal_lab.codegen.ptx import _nvrtc, compile_ptx
 from luminal_lab.core.dtypes import DType, from_torch
 from luminal_lab.core.errors import CudaCompileError
 from luminal_lab.core.ops import IN_REGION
-from luminal_lab.core.shape_tracker import numel
 from luminal_lab.llir.genome import extract
 from luminal_lab.llir.llir import LLIR
 from luminal_lab.llir.regions import find_regions
@@ -48,6 +47,9 @@ def _llir(graph: ll.Graph) -> LLIR:
 def _check_all(llir: LLIR) -> list[CudaKernel]:
     kernels = llir_sources(llir)
     for kernel in kernels:
+        if kernel.library:  # cuBLAS: nothing generated (tests/codegen/test_cuda_matmul.py)
+            assert kernel.source.startswith("// k") and not kernel.dyn
+            continue
         ptx = compile_ptx(kernel.source)
         assert f".entry {kernel.name}(" in ptx, kernel.source
         if not kernel.dyn:
@@ -268,40 +270,3 @@ def test_report_distinct_sources() -> None:
     """Runs last in file order: at least a few dozen distinct kernels were compiled."""
     print(f"\n{len(COMPILED)} distinct CUDA kernels compiled")
     assert len(COMPILED) >= 20
-
-
-@pytest.mark.parametrize("case", ["matrix", "batched-transposed", "vector", "f16"])
-def test_matmul_kernels_compile_and_their_index_arithmetic_agrees_on_the_cpu(case: str) -> None:
-    """``k_matmul`` runs one block per output element ``o``, its threads reading element ``zi = o * K + r`` of both
-    views for the contracted index ``r``. The same index and validity expressions, evaluated with numpy over every
-    ``(o, r)``, reproduce the reference's result: the kernel's index arithmetic, checked without a GPU."""
-    dtype = ll.f16 if case == "f16" else ll.f32
-    g = ll.Graph()
-    if case == "batched-transposed":
-        a, b = g.tensor((2, 3, 5), "a", dtype), g.tensor((2, 4, 5), "b", dtype)
-        (a @ b.transpose(-1, -2)).output("y")
-    elif case == "vector":
-        a, b = g.tensor((5,), "a", dtype), g.tensor((5, 4), "b", dtype)
-        (a @ b).output("y")
-    else:
-        a, b = g.tensor((3, 5), "a", dtype), g.tensor((5, 4), "b", dtype)
-        (a @ b).output("y")
-    llir = _llir(g)
-    (kernel,) = (k for k in llir.kernels if k.op == "Matmul")
-    source = kernel_source(kernel, llir)
-    assert source.name == "k_matmul" and source.reads == tuple(s for s, _ in kernel.sources)
-    assert ".entry k_matmul(" in compile_ptx(source.source)
-    rng = np.random.default_rng(2)
-    arrays = {n: rng.uniform(-1, 1, tuple(d.value for d in g.inputs[n].node.shape)).astype(dtype.numpy)
-              for n in ("a", "b")}
-    buffers = {k.id: arrays[k.arg].reshape(-1).astype(np.float32) for k in llir.kernels if k.op == "Input"}
-    outputs, extent = numel(kernel.shape).value, kernel.sources[0][1].dims[-1].value
-    zi = (np.arange(outputs)[:, None] * extent + np.arange(extent)[None, :]).reshape(-1)
-    terms = np.ones(zi.shape, np.float32)
-    for source_id, view in kernel.sources:
-        index = np.broadcast_to(view.index_expr().evaluate({}, zi), zi.shape)
-        valid = np.broadcast_to(view.valid_expr().evaluate({}, zi) != 0, zi.shape)
-        terms *= np.where(valid, buffers[source_id][np.where(valid, index, 0)], 0)
-    twin = terms.reshape(outputs, extent).sum(1).astype(dtype.numpy)
-    (expected,) = ll.ReferenceRuntime(g).run(arrays).values()
-    np.testing.assert_allclose(twin.astype(np.float32), expected.reshape(-1).astype(np.float32), rtol=2e-3, atol=2e-3)
