@@ -3,15 +3,18 @@
 Writes benchmarks/results/gpu.json. Where no CUDA GPU can run the generated code (no torch CUDA
 build, no numba-cuda, no driver, no device) it prints why and exits 0 without measuring.
 
-For each workload (f32 unless named): the genome with the fewest kernels (or, with ``--search N``,
-the best of N generations measured on the GPU); its kernels timed with CUDA events, one after the
-other on inputs already on the device (``kernels_ms``: the sum of the per-kernel medians of
-``comp.profile(device="cuda")``); ``call_ms``, the wall time of a whole ``comp.run`` (copies
-included) and ``overhead_ms``, what the call adds to the kernels; torch eager and
-``torch.compile`` timed with CUDA events around ``REPEATS`` back-to-back calls on device tensors.
-Ratios are torch / luminal_lab kernels (above 1: luminal_lab is faster). f32 matmuls run without
-tf32 on both sides (``torch.backends.cuda.matmul.allow_tf32 = False``), so like is compared with like.
-Elementwise chains also report their bandwidth against a device copy of the same bytes.
+For each workload (f32 unless named): the most-fused genome (or, with ``--search N``, the best of N
+generations measured on the GPU, ranked by kernel time); ``kernels_ms``, its kernels back to back
+between two CUDA events on inputs already on the device (``Profile.total`` of
+``comp.profile(device="cuda")``); ``call_ms``, the wall time per device-resident ``comp.run`` (CUDA
+tensors in and out, synchronised after ``REPEATS`` calls) and ``overhead_ms``, what the call adds to
+the kernels; torch eager and ``torch.compile`` timed with CUDA events around ``REPEATS`` back-to-back
+calls on device tensors. Ratios are torch / luminal_lab kernels (above 1: luminal_lab is faster).
+f32 matmuls run without tf32 on both sides (``torch.backends.cuda.matmul.allow_tf32 = False``), so
+like is compared with like, and the f32 tensor-core tilings are refused. For matmuls every
+implementation the e-graph offers (cuBLAS, each tiling, each tensor-core tiling) is timed too
+(``implementations_ms``). Elementwise chains also report their bandwidth against a device copy of
+the same bytes.
 
 Targets on an H100: matmul >= 0.8x torch at the same precision; MLP >= 0.9x eager; llama block
 d=512 >= 1.0x eager; elementwise chains >= 90 % of copy bandwidth; ``comp.run`` overhead <= 50 us.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 import luminal_lab as ll  # noqa: E402
 from benchmarks.common import RESULTS, write_result  # noqa: E402
+from luminal_lab.llir.genome import Refused, extract  # noqa: E402
 from luminal_lab.runtime import cuda_unavailable_reason  # noqa: E402
 from tests.helpers.models import MLP, LlamaBlock, RMSNorm, llama_inputs  # noqa: E402
 
@@ -97,6 +102,36 @@ def copy_ms(nbytes: int) -> float:
     return cuda_ms(lambda: target.copy_(source))
 
 
+def call_ms(fn: Callable[[], object]) -> float:
+    """Wall milliseconds per call of ``fn`` (synchronised after ``REPEATS`` calls): what a caller waits."""
+    for _ in range(WARMUP):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(REPEATS):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) * 1e3 / REPEATS
+
+
+def implementations(comp: ll.Compiled, inputs: tuple[torch.Tensor, ...]) -> dict[str, float | str]:
+    """Milliseconds of each implementation of the program's contraction (by kernel label), or why it was refused."""
+    space = comp.choice_space()
+    genome = space.fused_genome()
+    (matmul,) = (k for k in extract(genome).kernels if k.op == "Matmul")
+    times: dict[str, float | str] = {}
+    for candidate in space.alternatives(genome, matmul.eclass):
+        try:
+            (label,) = (k.label for k in extract(candidate).kernels if k.op.startswith("Matmul"))
+        except (Refused, ValueError):  # the product and its sum, or an e-node with no kernel
+            continue
+        try:
+            times[label] = comp.profile(candidate, device="cuda", inputs=inputs, trials=10).total * 1e3
+        except Refused as refused:
+            times[label] = f"refused: {refused}"
+    return times
+
+
 def measure(name: str, program: Callable, inputs: tuple[torch.Tensor, ...], kind: str, generations: int) -> dict:
     module = program.cuda() if isinstance(program, torch.nn.Module) else program
     device_inputs = tuple(t.cuda() for t in inputs)
@@ -106,21 +141,24 @@ def measure(name: str, program: Callable, inputs: tuple[torch.Tensor, ...], kind
     else:
         comp.genome = comp.choice_space().fused_genome()
     profile = comp.profile(device="cuda", inputs=inputs, trials=20)
-    kernels_ms = sum(profile.kernels.values()) * 1e3
-    got = comp.run(*inputs, device="cuda")
+    kernels_ms = profile.total * 1e3
+    got = comp.run(*device_inputs, device="cuda")
     expected = module(*device_inputs)
-    error = (got.to(expected.device).float() - expected.float()).abs().max().item()
+    error = (got.float() - expected.float()).abs().max().item()
+    per_call = call_ms(lambda: comp.run(*device_inputs, device="cuda"))
     eager_ms = cuda_ms(lambda: module(*device_inputs))
     compiled = torch.compile(module)
     compiled_ms = cuda_ms(lambda: compiled(*device_inputs))
     result = {"kind": kind, "kernels": len(profile.kernels), "regions": len(comp.regions),
-              "kernels_ms": kernels_ms, "call_ms": profile.total * 1e3, "overhead_ms": profile.total * 1e3 - kernels_ms,
-              "eager_ms": eager_ms, "compile_ms": compiled_ms, "vs_eager": eager_ms / kernels_ms,
-              "vs_compile": compiled_ms / kernels_ms, "max_abs_error": error,
+              "kernels_ms": kernels_ms, "call_ms": per_call, "overhead_ms": per_call - kernels_ms,
+              "output_on_device": got.is_cuda, "eager_ms": eager_ms, "compile_ms": compiled_ms,
+              "vs_eager": eager_ms / kernels_ms, "vs_compile": compiled_ms / kernels_ms, "max_abs_error": error,
               "hot_spots": [(op, seconds * 1e3) for _, op, seconds in profile.hot_spots(5)]}
     if kind == "elementwise":
         nbytes = sum(t.numel() * t.element_size() for t in inputs) + expected.numel() * expected.element_size()
         result["copy_fraction"] = copy_ms(nbytes) / kernels_ms
+    if kind == "matmul":
+        result["implementations_ms"] = implementations(comp, inputs)
     comp.egraph.close()
     print(f"{name}: {result}", file=sys.stderr)
     return result

@@ -1,7 +1,8 @@
 """The CUDA stage: the CUDA C generated for one LLIR, kernel by kernel; ``comp.cuda``.
 
 One ``CudaKernel`` per LLIR kernel that writes a buffer (``llir_sources``): each fused
-region is a single ``k_region`` kernel at its ``FusionEnd``. Kernels compile to PTX lazily,
+region is a single ``k_region`` kernel at its ``FusionEnd``; a library matmul (cuBLAS) has a
+comment for its source and nothing to compile. Kernels compile to PTX lazily,
 the first time their status is asked for (the summary asks for all of them); a compiler
 failure is kept and shown, never raised. ``luminal_lab.codegen.cuda_view`` draws the stage.
 """
@@ -35,14 +36,18 @@ class Compilation:
     ptx: str | None
     log: str = ""
     failed: bool = False
+    library: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.ptx is not None
+        return self.ptx is not None or bool(self.library)
 
     @property
     def status(self) -> str:
-        """``compiled (N lines of PTX)``, ``compile error:`` and the log, or ``not compiled:`` and why."""
+        """``compiled (N lines of PTX)``, ``library call (...)``, ``compile error:`` and the log, or
+        ``not compiled:`` and why."""
+        if self.library:
+            return f"library call ({self.library}): nothing to compile"
         if self.ptx is not None:
             return f"compiled ({len(self.ptx.splitlines())} lines of PTX)"
         return f"{'compile error' if self.failed else 'not compiled'}:\n{self.log}"
@@ -101,6 +106,8 @@ class CudaStage(Stage):
 
     def compilation(self, kernel: CudaKernel) -> Compilation:
         """``kernel`` compiled to PTX for ``arch`` (on the first call; then remembered)."""
+        if kernel.writes not in self._compiled and kernel.library:
+            self._compiled[kernel.writes] = Compilation(None, library=f"{kernel.library} through torch.matmul")
         if kernel.writes not in self._compiled:
             try:
                 result = Compilation(compile_ptx(kernel.source, self.arch))

@@ -49,7 +49,8 @@ def label(stage: CudaStage, kernel: CudaKernel) -> str:
 def _counts(stage: CudaStage) -> dict[str, int]:
     compiled = [stage.compilation(k) for k in stage.kernels]
     return {"kernels": len(stage.kernels), "regions": sum(stage.region(k) is not None for k in stage.kernels),
-            "compiled": sum(c.ok for c in compiled), "failed": sum(c.failed for c in compiled),
+            "compiled": sum(c.ok and not c.library for c in compiled),
+            "library": sum(bool(c.library) for c in compiled), "failed": sum(c.failed for c in compiled),
             "not_compiled": sum(not c.ok and not c.failed for c in compiled)}
 
 
@@ -59,10 +60,13 @@ def _plural(count: int, word: str) -> str:
 
 # ---- summary -----------------------------------------------------------------------------------
 def summary(stage: CudaStage) -> str:
-    """``CUDA: N kernels (R fused regions), C compiled to <arch> PTX[, F failed][, U not compiled]``."""
+    """``CUDA: N kernels (R fused regions), C compiled to <arch> PTX[, L library calls][, F failed][, U not
+    compiled]``."""
     counts = _counts(stage)
     text = (f"CUDA: {_plural(counts['kernels'], 'kernel')} ({_plural(counts['regions'], 'fused region')}), "
             f"{counts['compiled']} compiled to {stage.arch} PTX")
+    if counts["library"]:
+        text += f", {counts['library']} library call{'s' * (counts['library'] != 1)}"
     if counts["failed"]:
         text += f", {counts['failed']} failed"
     if counts["not_compiled"]:

@@ -56,6 +56,11 @@ class Boundary:
 
     def check(self, values: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
         """Check the inputs' dtypes and shapes, bind the symbolic dimensions, and convert to numpy."""
+        bindings = self.bind(values)
+        return {name: to_numpy(value) for name, value in values.items()}, bindings
+
+    def bind(self, values: Mapping[str, Any]) -> dict[str, int]:
+        """Check the inputs' dtypes and shapes and bind the symbolic dimensions; the values stay where they are."""
         import torch
 
         declared = {name: self.graph.inputs[name].node for name in values}
@@ -92,30 +97,36 @@ class Boundary:
             if expected != list(value.shape):
                 raise ShapeError(f"input {name!r} has shape {list(value.shape)} but the graph declares "
                                  f"{format_shape(dims)} = {expected} with {bindings}")
-        return {name: to_numpy(value) for name, value in values.items()}, bindings
+        return bindings
 
-    def write_back(self, values: dict[str, Any], results: dict[str, np.ndarray]) -> None:
-        """Write in-place mutations back: into the caller's inputs, the graph's weights and the module's buffers."""
+    def write_back(self, values: dict[str, Any], results: dict[str, Any]) -> None:
+        """Write in-place mutations back: into the caller's inputs, the graph's weights and the module's buffers.
+        ``results`` are numpy arrays, or torch tensors (a device-resident call)."""
         for output, input_name in self.signature.mutated_inputs.items():
             target = values[input_name]
             if isinstance(target, np.ndarray):
-                target[...] = results[output]
+                target[...] = to_numpy(results[output])
             else:
-                target.copy_(to_torch(results[output]))
+                target.copy_(_tensor(results[output]))
         for output, weight in self.signature.mutated_weights.items():
-            self.graph.weights[weight] = results[output].copy()
+            self.graph.weights[weight] = to_numpy(results[output]).copy()
             if self.module is not None:
                 buffer = self.module.get_buffer(weight)
-                buffer.copy_(to_torch(results[output]))
+                buffer.copy_(_tensor(results[output]))
 
-    def pack(self, results: dict[str, np.ndarray]) -> Any:
+    def pack(self, results: dict[str, Any]) -> Any:
         """The outputs as the program returns them: torch tensors, in its order and structure."""
-        tensors = [to_torch(results[name]) for name in self.signature.outputs]
+        tensors = [_tensor(results[name]) for name in self.signature.outputs]
         if self.signature.out_spec is not None:
             import torch.utils._pytree as pytree
 
             return pytree.tree_unflatten(tensors, self.signature.out_spec)
         return tensors[0] if len(tensors) == 1 else tuple(tensors)
+
+
+def _tensor(value: Any) -> Any:
+    """A torch tensor as it is, or one over a numpy array."""
+    return value if not isinstance(value, np.ndarray) else to_torch(value)
 
 
 def _positional_spec(count: int):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..codegen.cuda_stage import CudaStage
+from ..core.arrays import to_torch
 from ..core.errors import LuminalError
 from ..core.stage import Stage
 from ..egraph import EGraph
@@ -136,11 +137,19 @@ class Compiled:
 
     # ---- running ------------------------------------------------------------------------
     def run(self, *inputs, device: str = "cpu", **named_inputs):
-        """Run on torch tensors (or numpy arrays) and return torch tensors, in the program's order."""
+        """Run on torch tensors (or numpy arrays) and return torch tensors, in the program's order. On
+        ``device="cuda"`` the call is device-resident: CUDA tensors in (CPU ones copied once), CUDA tensors out,
+        ordered on torch's current stream."""
         check_device(device)
         values = self.boundary.match(inputs, named_inputs)
-        arrays, bindings = self.boundary.check(values)
-        outputs = self._runtime(self.genome, device).run(arrays, self.graph.weights, bindings)
+        if device == "cuda":
+            bindings = self.boundary.bind(values)
+            tensors = {name: (to_torch(value) if isinstance(value, np.ndarray) else value).to("cuda")
+                       for name, value in values.items()}
+            outputs = self._runtime(self.genome, device).run_device(tensors, self.graph.weights, bindings)
+        else:
+            arrays, bindings = self.boundary.check(values)
+            outputs = self._runtime(self.genome, device).run(arrays, self.graph.weights, bindings)
         results = dict(zip(self.graph.outputs, outputs))
         self.boundary.write_back(values, results)
         return self.boundary.pack(results)

@@ -108,6 +108,13 @@ class ChoiceSpace:
         """The smallest genome without fused regions (no ``FusionEnd`` picked)."""
         return self.smallest_genome(without=_FUSION)
 
+    def alternatives(self, genome: Genome, cid: str) -> list[Genome]:
+        """``genome`` with e-class ``cid`` picking each of its e-nodes in turn (one genome per e-node, the rest
+        unchanged): for example every implementation of one contraction."""
+        i = self.position[cid]
+        return [self.genome([pick if j == i else old for j, old in enumerate(genome.picks)])
+                for pick in range(len(self.options[i]))]
+
     def _skipped(self, node: ENode, without: frozenset[str]) -> bool:
         """Whether an Op e-node runs no kernel, or one of the ``without`` ops."""
         if node.op != "Op":

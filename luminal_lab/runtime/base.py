@@ -6,8 +6,9 @@ steps that launch them in order. A call copies every input into its ``Slot`` and
 only when it is first seen or the caller passes a different array, checking dtype and shape
 first (``DTypeBoundaryError``, ``ShapeError``; nothing is cast), runs the steps and reads the
 outputs back as fresh arrays in ``llir.outputs`` order. ``profile`` times whole runs by wall
-clock and each kernel on its own (``_time_steps``: the CPU's clock, CUDA events on a GPU) and
-writes the medians into ``llir.times``. ``cpu.CPURuntime`` and ``cuda.CUDARuntime`` subclass it.
+clock (``Profile.call``), the kernels back to back (``Profile.total``, what a search ranks by) and
+each kernel on its own (``_time_steps``), on the CPU's clock or with CUDA events on a GPU, and
+writes the per-kernel medians into ``llir.times``. ``cpu.CPURuntime`` and ``cuda.CUDARuntime`` subclass it.
 
 Before a plan allocates anything, its kernels' buffers are checked against a memory budget (by
 default ``MEMORY_FRACTION`` of the device's free memory, ``_free_memory``): a genome that would
@@ -74,12 +75,19 @@ class Plan:
 
 @dataclass
 class Profile:
-    """Median seconds per kernel id (each kernel call timed on its own) and per whole run (timed separately)."""
+    """Median seconds per kernel id (each kernel call timed on its own), of all kernels run back to back (``total``,
+    on the device's clock: CUDA events on a GPU), and of a whole call (``call``: copies in and out included)."""
 
     kernels: dict[int, float]
     total: float
     trials: int
     kernel_ops: dict[int, str] = field(default_factory=dict)
+    call: float = 0.0
+
+    @property
+    def copies(self) -> float:
+        """Seconds a call spends beyond its kernels: copies in and out, and the call's own overhead."""
+        return max(self.call - self.total, 0.0)
 
     def hot_spots(self, n: int = 10) -> list[tuple[int, str, float]]:
         """The ``n`` slowest kernels as ``(kernel id, op, seconds)``."""
@@ -87,7 +95,8 @@ class Profile:
         return [(kid, self.kernel_ops.get(kid, ""), seconds) for kid, seconds in ranked]
 
     def __repr__(self) -> str:
-        return f"<Profile {len(self.kernels)} kernels, {self.total * 1e3:.3f} ms per run (median of {self.trials})>"
+        return (f"<Profile {len(self.kernels)} kernels, {self.total * 1e3:.3f} ms of kernels per run, "
+                f"{self.call * 1e3:.3f} ms per call (median of {self.trials})>")
 
 
 P = TypeVar("P", bound=Plan)
@@ -120,22 +129,25 @@ class Runtime(ABC, Generic[P]):
 
     def profile(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray] | None = None,
                 bindings: Mapping[str, int] | None = None, warmup: int = 2, trials: int = 10) -> Profile:
-        """Median seconds per kernel and per whole run (wall clock of ``run``, copies included) over ``trials``
-        runs after ``warmup`` runs; fills ``llir.times``."""
+        """Median seconds per kernel, of the kernels back to back (``_time_launch``), and per call (wall clock of
+        ``run``, copies included) over ``trials`` runs after ``warmup`` runs; fills ``llir.times``."""
         for _ in range(warmup):
             self.run(inputs, weights, bindings)
         per_kernel: dict[int, list[float]] = defaultdict(list)
-        totals = []
+        totals, calls = [], []
         for _ in range(trials):
             start = time.perf_counter()
             self.run(inputs, weights, bindings)
-            totals.append(time.perf_counter() - start)
-            for kid, seconds in self._time_steps(self._prepare(inputs, weights or {}, bindings)):
+            calls.append(time.perf_counter() - start)
+            plan = self._prepare(inputs, weights or {}, bindings)
+            totals.append(self._time_launch(plan))
+            for kid, seconds in self._time_steps(plan):
                 per_kernel[kid].append(seconds)
         medians = {kid: statistics.median(times) for kid, times in per_kernel.items()}
         self.llir.times = dict(medians)
         ops = {k.id: k.op for k in self.llir.kernels}
-        return Profile(medians, statistics.median(totals), trials, {kid: ops[kid] for kid in medians})
+        return Profile(medians, statistics.median(totals), trials, {kid: ops[kid] for kid in medians},
+                       statistics.median(calls))
 
     def buffer_bytes(self, bindings: Mapping[str, int] | None = None) -> dict[int, int]:
         """Bytes of each kernel's buffer for ``bindings`` (kernels inside a fused region have none; scratch copies
@@ -202,6 +214,12 @@ class Runtime(ABC, Generic[P]):
     def _launch(self, plan: P) -> None:
         for _, step in plan.steps:
             step()
+
+    def _time_launch(self, plan: P) -> float:
+        """Seconds the plan's steps take back to back (the CPU's clock; a GPU runtime times them with events)."""
+        start = time.perf_counter()
+        self._launch(plan)
+        return time.perf_counter() - start
 
     @abstractmethod
     def _free_memory(self) -> int:

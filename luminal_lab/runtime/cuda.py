@@ -12,7 +12,13 @@ bits and bool as uint8; the ``dyn`` array of each kernel; Constant and Iota kern
 Every Input, Constant, Iota and every kernel a ``CudaKernel`` writes has a buffer; kernels inside a
 fused region have none, and an Output with no kernel (a contiguous read) is its source's buffer.
 A run copies the inputs in (weights only when first seen or replaced), launches the kernels in
-order on one stream, copies the outputs back and synchronises.
+order on one stream, copies the outputs back and synchronises. ``run_device`` does the same on
+torch tensors without the host: inputs copied on the device, outputs fresh CUDA tensors, the
+plan's stream ordered after torch's current stream and before its next work. A library kernel
+(a ``Matmul``: cuBLAS) is ``torch.matmul`` on torch tensors over the plan's buffers (zero-copy,
+``torch.as_tensor`` on the device arrays), queued on the plan's stream. ``profile`` times the
+kernels back to back and each one with CUDA events; f32 tensor-core kernels (tf32) are refused
+unless torch allows tf32.
 
 numba-cuda is optional (``pip install 'luminal_lab[gpu]'``): this module imports without it and
 without a GPU; constructing a ``CUDARuntime`` then raises ``NoDeviceError`` saying why.
@@ -34,10 +40,13 @@ from ..codegen.cuda import llir_sources
 from ..codegen.cuda_c import CudaKernel
 from ..codegen.ptx import compile_ptx
 from ..core.dtypes import DType
-from ..core.errors import LuminalError, NoDeviceError
+from ..core.errors import DTypeBoundaryError, LuminalError, NoDeviceError, ShapeError
 from ..core.ops import IN_REGION
-from ..llir.llir import LLIR
-from .base import Plan, Runtime, Slot
+from ..core.shape_tracker import ShapeTracker
+from ..hlir.contraction import Contraction
+from ..llir.genome import Refused
+from ..llir.llir import LLIR, Kernel
+from .base import Plan, Runtime, Slot, Step
 
 SETUP_OPS = ("Constant", "Iota")  # their buffers depend on the bindings only: filled once per plan
 _BITS = {DType.F16: np.dtype(np.uint16), DType.BF16: np.dtype(np.uint16), DType.BOOL: np.dtype(np.uint8)}
@@ -185,19 +194,97 @@ def _function(kernel: CudaKernel, arch: str) -> Any:
     return _FUNCTIONS[key]
 
 
+def _on(stream: Any, step: Step) -> Step:
+    """``step`` with torch's work queued on ``stream`` (a torch stream over the plan's)."""
+    import torch
+
+    def run() -> None:
+        with torch.cuda.stream(stream):
+            step()
+    return run
+
+
 def _pointer(array: Any) -> int:
     """A device array's address, as the int ``cuda.core.launch`` passes as a pointer argument."""
     return int(array.__cuda_array_interface__["data"][0])
 
 
+def tf32_allowed() -> bool:
+    """Whether the user lets f32 matmuls run as tf32, as torch asks: ``torch.backends.cuda.matmul.allow_tf32`` (or a
+    float32 matmul precision other than ``"highest"``)."""
+    import torch
+
+    return bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
+
+
+def _torch_dtype(dtype: DType) -> Any:
+    import torch
+
+    return {DType.F32: torch.float32, DType.F16: torch.float16, DType.BF16: torch.bfloat16, DType.F64: torch.float64,
+            DType.I32: torch.int32, DType.I64: torch.int64, DType.BOOL: torch.bool}[dtype]
+
+
+def _strided(flat: Any, view: ShapeTracker, bindings: Mapping[str, int], what: str) -> Any:
+    """``flat`` (a torch tensor) read through ``view`` as a strided tensor, sharing its memory."""
+    linear = view.linear_strides()
+    if linear is None:
+        raise LuminalError(f"{what} reads a padded or non-linear view {view}; the cuBLAS matmul reads strided views "
+                           "only (pick a generated implementation for it)")
+    sizes = [int(d.evaluate(bindings)) for d in view.dims]
+    steps = [int(step.evaluate(bindings)) for step, _ in linear]
+    offset = sum(int(offset.evaluate(bindings)) for _, offset in linear)
+    return flat.as_strided(sizes, steps, offset)
+
+
+def _library_matmul(kernel: Kernel, tensors: dict[int, Any], bindings: Mapping[str, int]) -> Step:
+    """A contraction through cuBLAS: ``torch.matmul`` of the two views (batch, rows, k) x (batch, k, cols), written
+    into the kernel's buffer (straight into it where its layout allows, else through the product). Integer and bool
+    contractions multiply in f64, which cuBLAS has."""
+    import torch
+
+    (a_id, a_view), (b_id, b_view) = kernel.sources
+    a = _strided(tensors[a_id], a_view, bindings, f"k{kernel.id}")
+    b = _strided(tensors[b_id], b_view, bindings, f"k{kernel.id}")
+    out = tensors[kernel.id].view([int(d.evaluate(bindings)) for d in kernel.shape])
+    plan = Contraction(tuple(a.shape), a.stride(), b.stride(), a.dim() - 1)
+    count, m, k, n = plan.matmul_shape
+    compute = out.dtype if out.dtype.is_floating_point else torch.float64
+
+    def compact(x: Any, present: list[bool], order: list[int]) -> Any:
+        x = x[tuple(slice(None) if p else 0 for p in present)]
+        kept = [i for i in range(len(present)) if present[i]]
+        return x.permute([kept.index(i) for i in order])
+
+    lhs = compact(a, plan.present_a, plan.batch + plan.rows + [plan.axis])
+    rhs = compact(b, plan.present_b, plan.batch + [plan.axis] + plan.cols)
+    if out.numel() == 0:
+        return lambda: None
+    order = [plan.others.index(i) for i in plan.batch + plan.rows + plan.cols]
+    target = out.permute(order) if out.dim() and not plan.neither else out
+    if not plan.neither and compute == out.dtype and target.is_contiguous():
+        target = target.view(count, m, n)
+        return lambda: torch.matmul(lhs.reshape(count, m, k).to(compute), rhs.reshape(count, k, n).to(compute),
+                                    out=target)
+
+    def through_product() -> None:
+        product = torch.matmul(lhs.reshape(count, m, k).to(compute), rhs.reshape(count, k, n).to(compute))
+        sizes = [plan.shape[i] for i in plan.batch + plan.rows + plan.cols] + [1] * len(plan.neither)
+        arranged = product.reshape(sizes).permute([plan.result_order.index(i) for i in plan.others])
+        out.copy_(arranged.expand([plan.shape[i] for i in plan.others]))
+    return through_product
+
+
 @dataclass
 class CUDAPlan(Plan):
-    """A CUDA plan: besides the slots and steps, its schedule, its stream, the device buffers by kernel id and the
-    ``dyn`` arrays its steps point to."""
+    """A CUDA plan: besides the slots and steps, its schedule, its stream (and torch's handle on it), the device
+    buffers by kernel id (and torch tensors over them, in their own dtypes) and the ``dyn`` arrays its steps
+    point to."""
 
     schedule: Schedule | None = None
     stream: Any = None  # numba-cuda Stream
+    torch_stream: Any = None  # torch.cuda.ExternalStream over ``stream``
     buffers: dict[int, Any] = field(default_factory=dict)  # kernel id -> flat numba device array
+    tensors: dict[int, Any] = field(default_factory=dict)  # kernel id -> flat torch tensor over the same memory
     keep: list[Any] = field(default_factory=list)
 
 
@@ -212,6 +299,10 @@ class CUDARuntime(Runtime[CUDAPlan]):
         if reason is not None:
             raise NoDeviceError(f"CUDARuntime runs generated CUDA C on a GPU through numba-cuda, and cannot here: "
                                 f"{reason} (the CPU runtime is CPURuntime, device='cpu')")
+        tf32 = [k for k in llir.kernels if k.op == "MatmulTensorCore" and k.dtype == DType.F32]
+        if tf32 and not tf32_allowed():
+            raise Refused("tf32 not allowed", f"k{tf32[0].id} multiplies f32 as tf32 on tensor cores, which torch "
+                          "allows only with torch.backends.cuda.matmul.allow_tf32 = True")
         super().__init__(llir, memory_budget)
         self.kernels = llir_sources(llir)
         major, minor = _cuda().get_current_device().compute_capability
@@ -225,6 +316,7 @@ class CUDARuntime(Runtime[CUDAPlan]):
         return isinstance(error, MemoryError) or "OUT_OF_MEMORY" in str(error)
 
     def _build(self, bindings: dict[str, int]) -> CUDAPlan:
+        import torch
         from cuda.core import LaunchConfig, Stream, launch
 
         layout = schedule(self.llir, bindings, self.kernels)
@@ -234,7 +326,10 @@ class CUDARuntime(Runtime[CUDAPlan]):
         buffers = {kid: cuda.device_array(math.prod(shape), dtype, stream=stream)
                    for kid, (shape, dtype) in layout.buffers.items()}
         by_id = {k.id: k for k in self.llir.kernels}
-        plan = CUDAPlan(schedule=layout, stream=stream, buffers=buffers)
+        tensors = {kid: torch.as_tensor(buffer, device="cuda").view(_torch_dtype(by_id[kid].dtype))
+                   for kid, buffer in buffers.items()}
+        plan = CUDAPlan(schedule=layout, stream=stream, torch_stream=torch.cuda.ExternalStream(int(stream.handle)),
+                        buffers=buffers, tensors=tensors)
         for kid, name in layout.inputs:
             slot = Slot(name, buffers[kid], by_id[kid].dtype, layout.buffers[kid][0])
             (plan.weights if name in self._weights else plan.inputs).append(slot)
@@ -243,6 +338,10 @@ class CUDARuntime(Runtime[CUDAPlan]):
         steps = []
         for item in layout.setup + layout.launches:
             kernel = item.kernel
+            if kernel.library:
+                steps.append((kernel.writes, _on(plan.torch_stream, _library_matmul(by_id[kernel.writes], tensors,
+                                                                                     bindings))))
+                continue
             dyn = no_dyn
             if item.dyn:
                 dyn = cuda.to_device(np.array(item.dyn, np.int64), stream=stream)
@@ -264,6 +363,56 @@ class CUDARuntime(Runtime[CUDAPlan]):
     def _copy_in(self, plan: CUDAPlan, slot: Slot, value: np.ndarray) -> None:
         flat = np.ascontiguousarray(value).reshape(-1).view(slot.buffer.dtype)  # f16/bf16 as bits, bool as bytes
         slot.buffer.copy_to_device(flat, stream=plan.stream)
+
+    def _time_launch(self, plan: CUDAPlan) -> float:
+        """The steps back to back, between two CUDA events on the plan's stream."""
+        cuda = _cuda()
+        begin, end = cuda.event(), cuda.event()
+        begin.record(plan.stream)
+        self._launch(plan)
+        end.record(plan.stream)
+        end.synchronize()
+        return cuda.event_elapsed_time(begin, end) / 1e3
+
+    def run_device(self, inputs: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None,
+                   bindings: Mapping[str, int] | None = None) -> list[Any]:
+        """Run on torch tensors and return torch CUDA tensors, without a host round trip: CUDA inputs are copied on
+        the device into the plan's buffers (CPU ones once from the host), the outputs are fresh CUDA tensors, and
+        the work is ordered after what torch's current stream has queued and before what it queues next. Nothing
+        waits for the GPU."""
+        import torch
+
+        _cuda().current_context()
+        self._weights.update(weights or {})
+        plan = self.plan(bindings)
+        current = torch.cuda.current_stream()
+        plan.torch_stream.wait_stream(current)
+        with torch.cuda.stream(plan.torch_stream):
+            for slot in plan.inputs:
+                if slot.name not in inputs:
+                    raise LuminalError(f"missing input {slot.name!r}; the inputs are {[s.name for s in plan.inputs]}")
+                value = inputs[slot.name]
+                if value.dtype != _torch_dtype(slot.dtype):
+                    raise DTypeBoundaryError(f"{slot.name!r} is {value.dtype} but the LLIR declares "
+                                             f"{slot.dtype.value}; nothing is cast implicitly")
+                if tuple(value.shape) != slot.shape:
+                    raise ShapeError(f"{slot.name!r} has shape {list(value.shape)} but the plan expects "
+                                     f"{list(slot.shape)}")
+                kid = next(k for k, name in plan.schedule.inputs if name == slot.name)
+                plan.tensors[kid].view(slot.shape).copy_(value, non_blocking=True)
+            for slot in plan.weights:
+                value = self._weights.get(slot.name)
+                if value is None:
+                    raise LuminalError(f"missing weight {slot.name!r}")
+                if value is not slot.bound:
+                    self._fill(plan, slot, value)
+                    slot.bound = value
+            self._launch(plan)
+            outputs = [plan.tensors[kid].view(shape).clone() for kid, shape, _ in plan.schedule.outputs]
+        current.wait_stream(plan.torch_stream)
+        for output in outputs:
+            output.record_stream(current)  # allocated on the plan's stream, used on torch's
+        return outputs
 
     def _time_steps(self, plan: CUDAPlan) -> list[tuple[int, float]]:
         """Each step between two CUDA events recorded around it on the plan's stream."""

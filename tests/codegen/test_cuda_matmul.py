@@ -48,12 +48,9 @@ def _variants(graph: ll.Graph) -> tuple[ll.Compiled, dict[str, LLIR]]:
     space = comp.choice_space()
     genome = space.fused_genome()
     (matmul,) = (k for k in extract(genome).kernels if k.op == "Matmul")
-    i = space.position[matmul.eclass]
     llirs = {}
-    for pick in range(len(space.options[i])):
-        picks = list(genome.picks)
-        picks[i] = pick
-        llir = extract(space.genome(picks))
+    for alternative in space.alternatives(genome, matmul.eclass):
+        llir = extract(alternative)
         for kernel in llir.kernels:
             if kernel.op.startswith("Matmul"):
                 llirs[kernel.label] = llir
@@ -173,5 +170,5 @@ def test_wrong_inline_ptx_is_caught_by_assembling() -> None:
     llir = llirs[f"MatmulTensorCore {MMA_TILINGS[0].name}"]
     (source,) = (s for s in llir_sources(llir) if s.name == "k_matmul_tensor_core")
     wrong = source.source.replace("m16n8k16", "m16n16k16")
-    with pytest.raises(CudaCompileError, match="m16n16k16|mma"):
+    with pytest.raises(CudaCompileError, match=r"m16n16k16|mma"):
         assemble(compile_ptx(wrong))

@@ -108,7 +108,7 @@ def test_to_json_nodes_edges_and_links(llir: LLIR) -> None:
     ids = {n["id"] for n in nodes}
     assert data["edges"] and all(e["source"] in ids and e["target"] in ids for e in data["edges"])
     assert data["meta"]["counts"] == {"kernels": len(kernels), "regions": len(regions), "compiled": len(kernels),
-                                      "failed": 0, "not_compiled": 0}
+                                      "library": 0, "failed": 0, "not_compiled": 0}
     bundle = stage._repr_mimebundle_()
     assert set(bundle) == {"text/plain", STAGE_MIME} and stage.to_svg() is None
 
@@ -181,3 +181,24 @@ def test_html_lists_launch_status_and_highlighted_source(llir: LLIR, monkeypatch
     plain = stage._repr_html_()
     assert plain.count('<pre style="margin:0">#include &lt;cuda_fp16.h&gt;') == len(stage)
     assert '<span style="color: #' not in plain
+
+
+def test_a_library_matmul_is_listed_not_compiled() -> None:
+    """The default genome runs a contraction through cuBLAS: a kernel whose source says so and whose status is a
+    library call, counted apart from the compiled kernels; the tiled implementation compiles instead."""
+    g = ll.Graph()
+    (g.tensor((7, 5), "a") @ g.tensor((5, 6), "b")).relu().output("y")
+    comp = ll.compile(g)
+    stage = comp.cuda
+    (matmul,) = (k for k in stage.kernels if k.library)
+    assert matmul.library == "cublas" and matmul.source.startswith("// k") and "torch.matmul" in matmul.source
+    assert stage.status(matmul) == "library call (cublas through torch.matmul): nothing to compile"
+    assert stage.compilation(matmul).ok and not stage.compilation(matmul).failed
+    assert repr(stage).endswith(f"{len(stage.kernels) - 1} compiled to sm_90 PTX, 1 library call")
+    space = comp.choice_space()
+    eclass = next(k.eclass for k in comp.llir().kernels if k.op == "Matmul")
+    tiled = next(a for a in space.alternatives(space.fused_genome(), eclass)
+                 if any(k.op == "MatmulTiled" for k in extract(a).kernels))
+    comp.genome = tiled
+    assert not any(k.library for k in comp.cuda.kernels)
+    assert any(k.name == "k_matmul_tiled" for k in comp.cuda.kernels)

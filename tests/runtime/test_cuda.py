@@ -14,7 +14,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 import luminal_lab as ll
-from luminal_lab.codegen.cuda import CudaKernel, llir_sources
+from luminal_lab.codegen.cuda import llir_sources
+from luminal_lab.codegen.cuda_c import CudaKernel
 from luminal_lab.core.arrays import to_numpy
 from luminal_lab.core.ops import IN_REGION
 from luminal_lab.core.shape_tracker import ShapeTracker
@@ -316,3 +317,69 @@ def test_fuzz_graphs_match_the_reference(case) -> None:
     for llir in llirs:
         outcome, reason = compare(CUDARuntime(llir).run(inputs, graph.weights), expected)
         assert outcome == "ok", f"{reason}\n{llir.kernels}"
+
+
+def _implementations(graph: Graph) -> dict[str, LLIR]:
+    """The LLIR of each implementation of the graph's one contraction, by kernel label."""
+    comp = ll.compile(graph)
+    space = comp.choice_space()
+    genome = space.fused_genome()
+    (matmul,) = (k for k in extract(genome).kernels if k.op == "Matmul")
+    llirs = {}
+    for alternative in space.alternatives(genome, matmul.eclass):
+        llir = extract(alternative)
+        llirs.update({k.label: llir for k in llir.kernels if k.op.startswith("Matmul")})
+    return llirs
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("dtype", [ll.f32, ll.f16, ll.bf16])
+def test_every_matmul_implementation_matches_the_reference(dtype, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cuBLAS, every tiling and every tensor-core tiling, on sizes no tile divides; f32 on tensor cores (tf32) only
+    where torch allows tf32."""
+    g = ll.Graph()
+    a, b = g.tensor((2, 70, 37), "a", dtype), g.tensor((37, 50), "b", dtype)
+    (a @ b).output("y")
+    rng = np.random.default_rng(3)
+    inputs = {"a": rng.uniform(-1, 1, (2, 70, 37)).astype(dtype.numpy),
+              "b": rng.uniform(-1, 1, (37, 50)).astype(dtype.numpy)}
+    (expected,) = ll.ReferenceRuntime(g).run(inputs).values()
+    tolerance = 1e-4 if dtype == ll.f32 else 3e-2
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+    for label, llir in _implementations(g).items():
+        (got,) = CUDARuntime(llir).run(inputs)
+        np.testing.assert_allclose(got.astype(np.float32), expected.astype(np.float32), err_msg=label,
+                                   atol=3e-2 if "TensorCore" in label else tolerance,
+                                   rtol=3e-2 if "TensorCore" in label else tolerance)
+    if dtype == ll.f32:
+        monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+        llir = next(llir for label, llir in _implementations(g).items() if "TensorCore" in label)
+        with pytest.raises(Refused, match="tf32"):
+            CUDARuntime(llir)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_device_resident_calls_keep_data_on_the_gpu() -> None:
+    """CUDA tensors in, CUDA tensors out, ordered on torch's stream; CPU tensors are copied in once; a profile
+    reports the kernels and the whole call apart."""
+    model, inputs = MLP(32, 64, 16), mlp_inputs(4, 32)
+    comp = ll.compile(model.eval(), inputs)
+    with torch.no_grad():
+        expected = model(*inputs)
+    x = inputs[0].cuda()
+    got = comp.run(x, device="cuda")
+    assert got.is_cuda and got.device == x.device
+    torch.testing.assert_close(got.cpu(), expected, atol=TOLERANCE, rtol=TOLERANCE)
+    from_host = comp.run(inputs[0], device="cuda")
+    assert from_host.is_cuda
+    torch.testing.assert_close(from_host, got)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):  # work queued on another current stream is ordered with it
+        y = x * 2
+        twice = comp.run(y / 2, device="cuda")
+    side.synchronize()
+    torch.testing.assert_close(twice, got)
+    profile = comp.profile(device="cuda", trials=3)
+    assert 0 < profile.total <= profile.call and profile.copies >= 0

@@ -137,14 +137,15 @@ def test_torch_compile_leaves_no_idle_egglog_worker() -> None:
 
 
 def _egglog_workers() -> set[int]:
-    """Process ids of running egglog workers."""
+    """Process ids of running egglog workers started by this process (not by other test runs on the machine)."""
     found = set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                if b"luminal_lab.egraph.worker" in cmdline.read():
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline, open(f"/proc/{pid}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+                if b"luminal_lab.egraph.worker" in cmdline.read() and parent == os.getpid():
                     found.add(int(pid))
-        except OSError:
+        except (OSError, IndexError, ValueError):
             continue
     return found
 

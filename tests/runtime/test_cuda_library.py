@@ -1,0 +1,70 @@
+"""The cuBLAS matmul step of the CUDA runtime, run on CPU torch tensors: the same views over flat buffers, the
+same ``torch.matmul`` into the kernel's buffer (straight in, or through the product), checked against the
+reference without a GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import luminal_lab as ll
+from luminal_lab.core.arrays import to_torch
+from luminal_lab.runtime.cuda import _library_matmul, _torch_dtype
+
+
+def _graph(case: str, dtype) -> ll.Graph:
+    g = ll.Graph()
+    if case == "matrix":
+        (g.tensor((7, 5), "a", dtype) @ g.tensor((5, 6), "b", dtype)).output("y")
+    elif case == "batched-transposed":
+        a, b = g.tensor((2, 3, 4, 5), "a", dtype), g.tensor((2, 3, 6, 5), "b", dtype)
+        (a @ b.transpose(-1, -2)).output("y")
+    elif case == "transposed-out":  # the product read back transposed: written through the product
+        ((g.tensor((7, 5), "a", dtype) @ g.tensor((5, 6), "b", dtype)).transpose(0, 1) + 1.0).output("y")
+    elif case == "vector":
+        (g.tensor((5,), "a", dtype) * g.tensor((4, 5), "b", dtype)).sum(-1).output("y")
+    elif case == "dot":
+        (g.tensor((5,), "a", dtype) * g.tensor((5,), "b", dtype)).sum(-1).output("y")
+    elif case == "broadcast-neither":  # an output dim neither operand varies along
+        a, b = g.tensor((3, 1, 5), "a", dtype), g.tensor((5, 4), "b", dtype)
+        (a.expand((3, 2, 5)) @ b).output("y")
+    elif case == "sliced":
+        (g.tensor((6, 9), "a", dtype)[:, 2:7] @ g.tensor((8, 3), "b", dtype)[1:6]).output("y")
+    return g
+
+
+def _read(flat: np.ndarray, view) -> np.ndarray:
+    z = np.arange(int(view.n_elements.evaluate({})), dtype=np.int64)
+    index = np.broadcast_to(view.index_expr().evaluate({}, z), z.shape)
+    valid = np.broadcast_to(view.valid_expr().evaluate({}, z) != 0, z.shape)
+    values = np.where(valid, flat.astype(np.float64)[np.where(valid, index, 0)], 0)
+    return values.reshape([d.value for d in view.dims])
+
+
+CASES = ["matrix", "batched-transposed", "transposed-out", "vector", "dot", "broadcast-neither", "sliced"]
+
+
+# an integer .sum() widens to i64 (as torch's does), so integer contractions come from @ only
+@pytest.mark.parametrize(("case", "dtype"), [(c, d) for d in (ll.f32, ll.f16, ll.i32) for c in CASES
+                                             if d != ll.i32 or c not in ("vector", "dot")])
+def test_library_matmul_step_matches_the_reference(case: str, dtype) -> None:
+    graph = _graph(case, dtype)
+    comp = ll.compile(graph)
+    llir = comp.llir()
+    comp.egraph.close()
+    rng = np.random.default_rng(0)
+    inputs = {name: (rng.uniform(-1, 1, tuple(d.value for d in t.node.shape)) * (4 if dtype == ll.i32 else 1))
+              .astype(dtype.numpy) for name, t in graph.inputs.items()}
+    by_id = {k.id: k for k in llir.kernels}
+    (kernel,) = (k for k in llir.kernels if k.op == "Matmul")
+    tensors = {k.id: to_torch(inputs[k.arg].reshape(-1)).clone() for k in llir.kernels if k.op == "Input"}
+    tensors[kernel.id] = torch.full((int(np.prod([d.value for d in kernel.shape])),), -7,
+                                    dtype=_torch_dtype(kernel.dtype))
+    _library_matmul(kernel, tensors, {})()
+    (a_id, a_view), (b_id, b_view) = kernel.sources
+    # this kernel alone, from its views' index expressions: the product of the two views, summed over the last dim
+    a, b = (_read(inputs[by_id[sid].arg].reshape(-1), view) for sid, view in ((a_id, a_view), (b_id, b_view)))
+    expected = (a * b).sum(-1)
+    got = tensors[kernel.id].float().numpy().astype(np.float64).reshape(expected.shape)
+    np.testing.assert_allclose(got, expected, rtol=2e-3 if dtype == ll.f16 else 1e-5, atol=2e-3)
