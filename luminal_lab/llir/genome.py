@@ -66,6 +66,7 @@ class ChoiceSpace:
         self.hashes = [[_node_hash(cid, n) for n in options] for cid, options in zip(self.classes, self.options)]
         self.mutable = [i for i, options in enumerate(self.options) if len(options) > 1]
         self._mutable: dict[frozenset[str], list[int]] = {frozenset(): self.mutable}
+        self._allowed: dict[tuple[int, frozenset[str]], list[int]] = {}
 
     def mutable_without(self, without: frozenset[str]) -> list[int]:
         """The e-classes (by position) with more than one pick that runs no kernel op in ``without``."""
@@ -126,8 +127,10 @@ class ChoiceSpace:
         """The picks of e-class ``i`` (by position) that run no kernel op in ``without``."""
         if not without:
             return list(range(len(self.options[i])))
-        return [k for k, node in enumerate(self.options[i]) if node.op != "Op"
-                or getattr(self.kernel_of(node), "op", "").removeprefix("Kernel") not in without]
+        if (i, without) not in self._allowed:  # asked on every mutation: kept
+            self._allowed[(i, without)] = [k for k, node in enumerate(self.options[i]) if node.op != "Op" or getattr(
+                self.kernel_of(node), "op", "").removeprefix("Kernel") not in without]
+        return self._allowed[(i, without)]
 
     def _cheapest(self, weights: dict[str, float], rng: random.Random,
                   without: frozenset[str] = frozenset()) -> list[int]:

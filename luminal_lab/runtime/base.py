@@ -184,15 +184,16 @@ class Runtime(ABC, Generic[P]):
         """Whether ``error`` is the device running out of memory."""
         return isinstance(error, MemoryError)
 
-    def _prepare(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
-                 bindings: Mapping[str, int] | None) -> P:
-        """The plan, with this call's inputs (and any new weights) copied in."""
+    def _prepare(self, inputs: Mapping[str, Any], weights: Mapping[str, np.ndarray],
+                 bindings: Mapping[str, int] | None, fill: Callable[[P, Slot, Any], None] | None = None) -> P:
+        """The plan, with this call's inputs copied in by ``fill`` (default ``_fill``: checked host arrays) and any
+        new weights by ``_fill``."""
         self._weights.update(weights)
         plan = self.plan(bindings)
         for slot in plan.inputs:
             if slot.name not in inputs:
                 raise LuminalError(f"missing input {slot.name!r}; the inputs are {[s.name for s in plan.inputs]}")
-            self._fill(plan, slot, inputs[slot.name])
+            (fill or self._fill)(plan, slot, inputs[slot.name])
         for slot in plan.weights:
             value = self._weights.get(slot.name)
             if value is None:

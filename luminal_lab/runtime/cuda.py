@@ -355,10 +355,10 @@ class CUDARuntime(Runtime[CUDAPlan]):
         plan.steps = steps[len(layout.setup):]
         return plan
 
-    def _prepare(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
-                 bindings: Mapping[str, int] | None) -> CUDAPlan:
+    def _prepare(self, inputs: Mapping[str, Any], weights: Mapping[str, np.ndarray],
+                 bindings: Mapping[str, int] | None, fill: Any = None) -> CUDAPlan:
         _cuda().current_context()  # makes the context current in this thread (cuda.core launches need it)
-        return super()._prepare(inputs, weights, bindings)
+        return super()._prepare(inputs, weights, bindings, fill)
 
     def _copy_in(self, plan: CUDAPlan, slot: Slot, value: np.ndarray) -> None:
         flat = np.ascontiguousarray(value).reshape(-1).view(slot.buffer.dtype)  # f16/bf16 as bits, bool as bytes
@@ -383,36 +383,27 @@ class CUDARuntime(Runtime[CUDAPlan]):
         import torch
 
         _cuda().current_context()
-        self._weights.update(weights or {})
         plan = self.plan(bindings)
         current = torch.cuda.current_stream()
         plan.torch_stream.wait_stream(current)
         with torch.cuda.stream(plan.torch_stream):
-            for slot in plan.inputs:
-                if slot.name not in inputs:
-                    raise LuminalError(f"missing input {slot.name!r}; the inputs are {[s.name for s in plan.inputs]}")
-                value = inputs[slot.name]
-                if value.dtype != _torch_dtype(slot.dtype):
-                    raise DTypeBoundaryError(f"{slot.name!r} is {value.dtype} but the LLIR declares "
-                                             f"{slot.dtype.value}; nothing is cast implicitly")
-                if tuple(value.shape) != slot.shape:
-                    raise ShapeError(f"{slot.name!r} has shape {list(value.shape)} but the plan expects "
-                                     f"{list(slot.shape)}")
-                kid = next(k for k, name in plan.schedule.inputs if name == slot.name)
-                plan.tensors[kid].view(slot.shape).copy_(value, non_blocking=True)
-            for slot in plan.weights:
-                value = self._weights.get(slot.name)
-                if value is None:
-                    raise LuminalError(f"missing weight {slot.name!r}")
-                if value is not slot.bound:
-                    self._fill(plan, slot, value)
-                    slot.bound = value
+            self._prepare(inputs, weights or {}, bindings, self._fill_tensor)
             self._launch(plan)
             outputs = [plan.tensors[kid].view(shape).clone() for kid, shape, _ in plan.schedule.outputs]
         current.wait_stream(plan.torch_stream)
         for output in outputs:
             output.record_stream(current)  # allocated on the plan's stream, used on torch's
         return outputs
+
+    def _fill_tensor(self, plan: CUDAPlan, slot: Slot, value: Any) -> None:
+        """Copy a torch tensor (checked against the slot's dtype and shape) into the slot's buffer, on the device."""
+        if value.dtype != _torch_dtype(slot.dtype):
+            raise DTypeBoundaryError(f"{slot.name!r} is {value.dtype} but the LLIR declares {slot.dtype.value}; "
+                                     "nothing is cast implicitly")
+        if tuple(value.shape) != slot.shape:
+            raise ShapeError(f"{slot.name!r} has shape {list(value.shape)} but the plan expects {list(slot.shape)}")
+        kid = next(k for k, name in plan.schedule.inputs if name == slot.name)
+        plan.tensors[kid].view(slot.shape).copy_(value, non_blocking=True)
 
     def _time_steps(self, plan: CUDAPlan) -> list[tuple[int, float]]:
         """Each step between two CUDA events recorded around it on the plan's stream."""

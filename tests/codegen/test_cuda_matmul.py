@@ -18,7 +18,6 @@ from luminal_lab.core.errors import CudaCompileError
 from luminal_lab.core.ops import GPU_KERNELS
 from luminal_lab.core.tiling import MMA_TILINGS, TILINGS
 from luminal_lab.llir.genome import extract
-from luminal_lab.llir.llir import LLIR
 from luminal_lab.runtime import foreign_kernels
 from tests.helpers import matmul_twin
 
@@ -42,21 +41,6 @@ def _graph(case: str, dtype: DType) -> ll.Graph:
     return g
 
 
-def _variants(graph: ll.Graph) -> tuple[ll.Compiled, dict[str, LLIR]]:
-    """The LLIR of each implementation of the graph's one contraction (by kernel label), from the fused genome."""
-    comp = ll.compile(graph)
-    space = comp.choice_space()
-    genome = space.fused_genome()
-    (matmul,) = (k for k in extract(genome).kernels if k.op == "Matmul")
-    llirs = {}
-    for alternative in space.alternatives(genome, matmul.eclass):
-        llir = extract(alternative)
-        for kernel in llir.kernels:
-            if kernel.op.startswith("Matmul"):
-                llirs[kernel.label] = llir
-    return comp, llirs
-
-
 def _inputs(graph: ll.Graph, dtype: DType) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
     return {name: rng.uniform(-1, 1, tuple(int(d.evaluate(BINDINGS)) for d in t.node.shape)).astype(dtype.numpy)
@@ -65,10 +49,10 @@ def _inputs(graph: ll.Graph, dtype: DType) -> dict[str, np.ndarray]:
 
 def test_the_e_graph_offers_every_tiling_for_row_by_column_products() -> None:
     """f32 row-by-column: the library call, each ``TILINGS`` entry and each ``MMA_TILINGS`` entry (tf32)."""
-    _, llirs = _variants(_graph("matrix", ll.f32))
+    _, llirs = matmul_twin.implementations(_graph("matrix", ll.f32))
     assert set(llirs) == {"Matmul", *(f"MatmulTiled {t.name}" for t in TILINGS),
                           *(f"MatmulTensorCore {t.name}" for t in MMA_TILINGS)}
-    _, ints = _variants(_graph("matrix", ll.i32))
+    _, ints = matmul_twin.implementations(_graph("matrix", ll.i32))
     assert set(ints) == {"Matmul", *(f"MatmulTiled {t.name}" for t in TILINGS)}  # no tensor cores for integers
 
 
@@ -92,7 +76,7 @@ def test_default_genomes_and_cpu_searches_use_the_library_call() -> None:
     """Default genomes never pick a GPU tiling, and a CPU search never tries one; a genome that picks one still runs
     on the CPU (as the library call) and matches the reference."""
     graph = _graph("matrix", ll.f32)
-    comp, llirs = _variants(graph)
+    comp, llirs = matmul_twin.implementations(graph)
     space = comp.choice_space()
     for genome in (space.fused_genome(), space.smallest_genome(), space.unfused_genome()):
         assert not {k.op for k in extract(genome).kernels} & set(GPU_KERNELS)
@@ -121,7 +105,7 @@ def test_every_tiling_computes_the_reference_on_its_cpu_twin(case: str, dtype: D
     offsets, the same lanes' fragments), gives the reference's result: rows, columns and depths no tile divides,
     batch dims, transposed and sliced views, a symbolic dim."""
     graph = _graph(case, dtype)
-    _, llirs = _variants(graph)
+    _, llirs = matmul_twin.implementations(graph)
     inputs = _inputs(graph, dtype)
     (expected,) = ll.ReferenceRuntime(graph).run(inputs, BINDINGS).values()
     expected = expected.astype(np.float32).reshape(-1)
@@ -153,7 +137,7 @@ def test_every_tiling_computes_the_reference_on_its_cpu_twin(case: str, dtype: D
 def test_every_variant_assembles_without_spills(dtype: DType) -> None:
     """``ptxas`` assembles each implementation for sm_90 (the inline tensor-core PTX included) with no register
     spills."""
-    _, llirs = _variants(_graph("broadcast-symbolic", dtype))
+    _, llirs = matmul_twin.implementations(_graph("broadcast-symbolic", dtype))
     for label, llir in llirs.items():
         for source in llir_sources(llir):
             if source.library:
@@ -166,7 +150,7 @@ def test_every_variant_assembles_without_spills(dtype: DType) -> None:
 @needs_ptxas
 def test_wrong_inline_ptx_is_caught_by_assembling() -> None:
     """NVRTC passes ``asm`` through unread; assembling catches a wrong instruction (the mma shape m16n16k16)."""
-    _, llirs = _variants(_graph("matrix", ll.f16))
+    _, llirs = matmul_twin.implementations(_graph("matrix", ll.f16))
     llir = llirs[f"MatmulTensorCore {MMA_TILINGS[0].name}"]
     (source,) = (s for s in llir_sources(llir) if s.name == "k_matmul_tensor_core")
     wrong = source.source.replace("m16n8k16", "m16n16k16")

@@ -1,4 +1,5 @@
-"""CPU twins of the generated matmul kernels: the same tiling, run with numpy, block by block.
+"""CPU twins of the generated matmul kernels: the same tiling, run with numpy, block by block; and the LLIR of
+each implementation of a graph's contraction (``implementations``).
 
 A twin walks the tiles in the kernel's launch order, fills the shared tiles element by element
 through ``MatmulLayout`` (the offsets the CUDA C computes) with the kernel's guards, and
@@ -11,12 +12,28 @@ from __future__ import annotations
 
 import numpy as np
 
+import luminal_lab as ll
 from luminal_lab.codegen.cuda_c import CudaKernel
 from luminal_lab.codegen.cuda_matmul import WARP_TILES, MatmulLayout, fragments
 from luminal_lab.core.dtypes import DType
 from luminal_lab.core.shape_tracker import numel
 from luminal_lab.core.tiling import MMA_SHAPE
-from luminal_lab.llir.llir import Kernel
+from luminal_lab.llir.genome import extract
+from luminal_lab.llir.llir import LLIR, Kernel
+
+
+def implementations(graph: ll.Graph) -> tuple[ll.Compiled, dict[str, LLIR]]:
+    """The compiled graph and the LLIR of each implementation of its one contraction (by kernel label: ``Matmul``,
+    ``MatmulTiled 64x64x8-4x4-v4``, ...), from the fused genome."""
+    comp = ll.compile(graph)
+    space = comp.choice_space()
+    genome = space.fused_genome()
+    (matmul,) = (k for k in extract(genome).kernels if k.op == "Matmul")
+    llirs = {}
+    for alternative in space.alternatives(genome, matmul.eclass):
+        llir = extract(alternative)
+        llirs.update({k.label: llir for k in llir.kernels if k.op.startswith("Matmul")})
+    return comp, llirs
 
 
 def _offset(terms, values: dict[str, np.ndarray | int], bindings: dict[str, int]) -> np.ndarray:

@@ -25,6 +25,7 @@ from luminal_lab.llir.llir import LLIR, Kernel
 from luminal_lab.runtime.cpu import CPURuntime
 from luminal_lab.runtime.cuda import CUDARuntime, cuda_available, cuda_unavailable_reason, device_dtype, schedule
 from luminal_lab.search.search import compare
+from tests.helpers import matmul_twin
 from tests.helpers.fuzz import graphs
 from tests.helpers.llir import llir_of
 from tests.helpers.models import MLP, mlp_inputs
@@ -319,19 +320,6 @@ def test_fuzz_graphs_match_the_reference(case) -> None:
         assert outcome == "ok", f"{reason}\n{llir.kernels}"
 
 
-def _implementations(graph: Graph) -> dict[str, LLIR]:
-    """The LLIR of each implementation of the graph's one contraction, by kernel label."""
-    comp = ll.compile(graph)
-    space = comp.choice_space()
-    genome = space.fused_genome()
-    (matmul,) = (k for k in extract(genome).kernels if k.op == "Matmul")
-    llirs = {}
-    for alternative in space.alternatives(genome, matmul.eclass):
-        llir = extract(alternative)
-        llirs.update({k.label: llir for k in llir.kernels if k.op.startswith("Matmul")})
-    return llirs
-
-
 @pytest.mark.gpu
 @needs_gpu
 @pytest.mark.parametrize("dtype", [ll.f32, ll.f16, ll.bf16])
@@ -347,14 +335,14 @@ def test_every_matmul_implementation_matches_the_reference(dtype, monkeypatch: p
     (expected,) = ll.ReferenceRuntime(g).run(inputs).values()
     tolerance = 1e-4 if dtype == ll.f32 else 3e-2
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
-    for label, llir in _implementations(g).items():
+    for label, llir in matmul_twin.implementations(g)[1].items():
         (got,) = CUDARuntime(llir).run(inputs)
         np.testing.assert_allclose(got.astype(np.float32), expected.astype(np.float32), err_msg=label,
                                    atol=3e-2 if "TensorCore" in label else tolerance,
                                    rtol=3e-2 if "TensorCore" in label else tolerance)
     if dtype == ll.f32:
         monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
-        llir = next(llir for label, llir in _implementations(g).items() if "TensorCore" in label)
+        llir = next(llir for label, llir in matmul_twin.implementations(g)[1].items() if "TensorCore" in label)
         with pytest.raises(Refused, match="tf32"):
             CUDARuntime(llir)
 
