@@ -44,16 +44,22 @@ class Contraction:
         """``(batch, rows, k, cols)`` of the batched matmul."""
         return self._size(self.batch), self._size(self.rows), self.shape[self.axis], self._size(self.cols)
 
+    def compaction(self) -> tuple[tuple[tuple, list[int]], tuple[tuple, list[int]]]:
+        """For ``a`` and ``b``: the index that drops its broadcast axes and the permutation that then orders it as
+        ``batch + rows + [axis]`` (``a``) or ``batch + [axis] + cols`` (``b``). Array-library neutral: numpy
+        ``transpose`` and torch ``permute`` both take it."""
+
+        def steps(present: list[bool], order: list[int]) -> tuple[tuple, list[int]]:
+            kept = [i for i in range(len(present)) if present[i]]
+            return tuple(slice(None) if p else 0 for p in present), [kept.index(i) for i in order]
+
+        return (steps(self.present_a, self.batch + self.rows + [self.axis]),
+                steps(self.present_b, self.batch + [self.axis] + self.cols))
+
     def compact_operands(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Views of ``a`` as ``batch + rows + [axis]``, ``b`` as ``batch + [axis] + cols`` (broadcast axes dropped)."""
-
-        def compact(x: np.ndarray, present: list[bool], order: list[int]) -> np.ndarray:
-            x = x[tuple(slice(None) if p else 0 for p in present)]
-            kept = [i for i in range(len(present)) if present[i]]
-            return x.transpose([kept.index(i) for i in order])
-
-        return (compact(a, self.present_a, self.batch + self.rows + [self.axis]),
-                compact(b, self.present_b, self.batch + [self.axis] + self.cols))
+        (index_a, order_a), (index_b, order_b) = self.compaction()
+        return a[index_a].transpose(order_a), b[index_b].transpose(order_b)
 
     def operands(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``lhs [batch, rows, k]`` and ``rhs [batch, k, cols]`` (copies only where a reshape needs one)."""
@@ -66,12 +72,17 @@ class Contraction:
         """The axes of the matmul product, ``batch + rows + cols + neither``."""
         return self.batch + self.rows + self.cols + self.neither
 
+    def arrangement(self) -> tuple[list[int], list[int], list[int]]:
+        """How the ``[batch, rows, cols]`` product becomes the reduction's result: the shape to reshape it to, the
+        permutation then, and the shape to broadcast to (axes neither operand varies on)."""
+        sizes = [self.shape[i] for i in self.batch + self.rows + self.cols] + [1] * len(self.neither)
+        current = self.result_order
+        return sizes, [current.index(i) for i in self.others], [self.shape[i] for i in self.others]
+
     def arrange(self, product: np.ndarray) -> np.ndarray:
         """The ``[batch, rows, cols]`` product as the reduction's result (the other axes in order; a view)."""
-        product = product.reshape([self.shape[i] for i in self.batch + self.rows + self.cols] + [1] * len(self.neither))
-        current = self.result_order
-        product = product.transpose([current.index(i) for i in self.others])
-        return np.broadcast_to(product, [self.shape[i] for i in self.others])
+        sizes, order, shape = self.arrangement()
+        return np.broadcast_to(product.reshape(sizes).transpose(order), shape)
 
 
 def contract(a: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:

@@ -39,7 +39,7 @@ import numpy as np
 from ..codegen.cuda import llir_sources
 from ..codegen.cuda_c import CudaKernel
 from ..codegen.ptx import compile_ptx
-from ..core.dtypes import DType
+from ..core.dtypes import DType, to_torch
 from ..core.errors import DTypeBoundaryError, LuminalError, NoDeviceError, ShapeError
 from ..core.ops import IN_REGION
 from ..core.shape_tracker import ShapeTracker
@@ -217,13 +217,6 @@ def tf32_allowed() -> bool:
     return bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
 
 
-def _torch_dtype(dtype: DType) -> Any:
-    import torch
-
-    return {DType.F32: torch.float32, DType.F16: torch.float16, DType.BF16: torch.bfloat16, DType.F64: torch.float64,
-            DType.I32: torch.int32, DType.I64: torch.int64, DType.BOOL: torch.bool}[dtype]
-
-
 def _strided(flat: Any, view: ShapeTracker, bindings: Mapping[str, int], what: str) -> Any:
     """``flat`` (a torch tensor) read through ``view`` as a strided tensor, sharing its memory."""
     linear = view.linear_strides()
@@ -250,28 +243,21 @@ def _library_matmul(kernel: Kernel, tensors: dict[int, Any], bindings: Mapping[s
     count, m, k, n = plan.matmul_shape
     compute = out.dtype if out.dtype.is_floating_point else torch.float64
 
-    def compact(x: Any, present: list[bool], order: list[int]) -> Any:
-        x = x[tuple(slice(None) if p else 0 for p in present)]
-        kept = [i for i in range(len(present)) if present[i]]
-        return x.permute([kept.index(i) for i in order])
-
-    lhs = compact(a, plan.present_a, plan.batch + plan.rows + [plan.axis])
-    rhs = compact(b, plan.present_b, plan.batch + [plan.axis] + plan.cols)
+    (index_a, order_a), (index_b, order_b) = plan.compaction()
+    lhs, rhs = a[index_a].permute(order_a), b[index_b].permute(order_b)
     if out.numel() == 0:
         return lambda: None
-    order = [plan.others.index(i) for i in plan.batch + plan.rows + plan.cols]
-    target = out.permute(order) if out.dim() and not plan.neither else out
+
+    def product(**into: Any) -> Any:  # reshaped on each call: a reshape may copy, and the buffers change per call
+        return torch.matmul(lhs.reshape(count, m, k).to(compute), rhs.reshape(count, k, n).to(compute), **into)
+
+    direct = [plan.others.index(i) for i in plan.batch + plan.rows + plan.cols]
+    target = out.permute(direct) if out.dim() and not plan.neither else out
     if not plan.neither and compute == out.dtype and target.is_contiguous():
         target = target.view(count, m, n)
-        return lambda: torch.matmul(lhs.reshape(count, m, k).to(compute), rhs.reshape(count, k, n).to(compute),
-                                    out=target)
-
-    def through_product() -> None:
-        product = torch.matmul(lhs.reshape(count, m, k).to(compute), rhs.reshape(count, k, n).to(compute))
-        sizes = [plan.shape[i] for i in plan.batch + plan.rows + plan.cols] + [1] * len(plan.neither)
-        arranged = product.reshape(sizes).permute([plan.result_order.index(i) for i in plan.others])
-        out.copy_(arranged.expand([plan.shape[i] for i in plan.others]))
-    return through_product
+        return lambda: product(out=target)
+    sizes, order, shape = plan.arrangement()
+    return lambda: out.copy_(product().reshape(sizes).permute(order).expand(shape))
 
 
 @dataclass
@@ -326,7 +312,7 @@ class CUDARuntime(Runtime[CUDAPlan]):
         buffers = {kid: cuda.device_array(math.prod(shape), dtype, stream=stream)
                    for kid, (shape, dtype) in layout.buffers.items()}
         by_id = {k.id: k for k in self.llir.kernels}
-        tensors = {kid: torch.as_tensor(buffer, device="cuda").view(_torch_dtype(by_id[kid].dtype))
+        tensors = {kid: torch.as_tensor(buffer, device="cuda").view(to_torch(by_id[kid].dtype))
                    for kid, buffer in buffers.items()}
         plan = CUDAPlan(schedule=layout, stream=stream, torch_stream=torch.cuda.ExternalStream(int(stream.handle)),
                         buffers=buffers, tensors=tensors)
@@ -397,7 +383,7 @@ class CUDARuntime(Runtime[CUDAPlan]):
 
     def _fill_tensor(self, plan: CUDAPlan, slot: Slot, value: Any) -> None:
         """Copy a torch tensor (checked against the slot's dtype and shape) into the slot's buffer, on the device."""
-        if value.dtype != _torch_dtype(slot.dtype):
+        if value.dtype != to_torch(slot.dtype):
             raise DTypeBoundaryError(f"{slot.name!r} is {value.dtype} but the LLIR declares {slot.dtype.value}; "
                                      "nothing is cast implicitly")
         if tuple(value.shape) != slot.shape:

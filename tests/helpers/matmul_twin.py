@@ -72,21 +72,24 @@ class _Tiles:
     def load(self, m0: int, n0: int, k0: int, block_m: int, block_n: int, k_step: int,
              batch: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
         """This step's tiles as ``a [row, k]`` and ``b [k, col]``, 0 outside the matrices."""
-        i = np.arange(block_m * k_step)
-        r, c = i // k_step, i % k_step
-        gm, gk = m0 + r, k0 + c
-        valid = (gm < self.rows) & (gk < self.depth)
-        index = _offset(self.layout.a_terms(), {**batch, "gm": gm, "gk": gk}, self.bindings)
-        a_tile = np.zeros((block_m, k_step), np.float32)
-        a_tile[r, c] = np.where(valid, self.a[np.where(valid, index, 0)], 0)
-        i = np.arange(k_step * block_n)
-        r, c = i // block_n, i % block_n
-        gk, gn = k0 + r, n0 + c
-        valid = (gk < self.depth) & (gn < self.cols)
-        index = _offset(self.layout.b_terms(), {**batch, "gk": gk, "gn": gn}, self.bindings)
-        b_tile = np.zeros((k_step, block_n), np.float32)
-        b_tile[r, c] = np.where(valid, self.b[np.where(valid, index, 0)], 0)
-        return a_tile, b_tile
+        return (self._tile(self.a, self.layout.a_terms(), batch, ("gm", m0, self.rows), ("gk", k0, self.depth), k_step,
+                           block_m),
+                self._tile(self.b, self.layout.b_terms(), batch, ("gk", k0, self.depth), ("gn", n0, self.cols),
+                           block_n, k_step))
+
+    def _tile(self, matrix: np.ndarray, terms, batch: dict[str, int], first: tuple[str, int, int],
+              second: tuple[str, int, int], width: int, height: int) -> np.ndarray:
+        """A ``height x width`` tile of ``matrix``: its two dims named, started and bounded by ``first`` and ``second``
+        (``(local, origin, extent)``), read through the layout's offset ``terms``, 0 outside."""
+        i = np.arange(height * width)
+        (name_r, origin_r, extent_r), (name_c, origin_c, extent_c) = first, second
+        r, c = i // width, i % width
+        gr, gc = origin_r + r, origin_c + c
+        valid = (gr < extent_r) & (gc < extent_c)
+        index = _offset(terms, {**batch, name_r: gr, name_c: gc}, self.bindings)
+        tile = np.zeros((height, width), np.float32)
+        tile[r, c] = np.where(valid, matrix[np.where(valid, index, 0)], 0)
+        return tile
 
     def store(self, bz: int, gm: np.ndarray, gn: np.ndarray, values: np.ndarray) -> None:
         valid = (gm < self.rows) & (gn < self.cols)

@@ -10,7 +10,8 @@ import torch
 
 import luminal_lab as ll
 from luminal_lab.core.arrays import to_torch
-from luminal_lab.runtime.cuda import _library_matmul, _torch_dtype
+from luminal_lab.core.dtypes import to_torch as to_torch_dtype
+from luminal_lab.runtime.cuda import _library_matmul
 
 
 def _graph(case: str, dtype) -> ll.Graph:
@@ -60,7 +61,7 @@ def test_library_matmul_step_matches_the_reference(case: str, dtype) -> None:
     (kernel,) = (k for k in llir.kernels if k.op == "Matmul")
     tensors = {k.id: to_torch(inputs[k.arg].reshape(-1)).clone() for k in llir.kernels if k.op == "Input"}
     tensors[kernel.id] = torch.full((int(np.prod([d.value for d in kernel.shape])),), -7,
-                                    dtype=_torch_dtype(kernel.dtype))
+                                    dtype=to_torch_dtype(kernel.dtype))
     _library_matmul(kernel, tensors, {})()
     (a_id, a_view), (b_id, b_view) = kernel.sources
     # this kernel alone, from its views' index expressions: the product of the two views, summed over the last dim
