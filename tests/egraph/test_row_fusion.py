@@ -1,0 +1,202 @@
+"""Row regions: a reduction fused with its producers and its readers (softmax, norms, the attention row), their
+structure, their numbers against the reference runtime and torch, and their CUDA compiled with NVRTC."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import luminal_lab as ll
+from luminal_lab.codegen.cuda import llir_sources
+from luminal_lab.codegen.ptx import compile_ptx
+from luminal_lab.core.arrays import to_numpy
+from luminal_lab.core.errors import LuminalError
+from luminal_lab.core.ops import IN_REGION
+from luminal_lab.llir.genome import extract
+from luminal_lab.llir.regions import find_regions
+from luminal_lab.runtime.cpu import CPURuntime
+
+
+def attention_row(scores, w, b, mask):
+    """Scores, scaled and masked, then their softmax: the weights of attention rows."""
+    return (scores * (1 / math.sqrt(scores.shape[-1].value)) + mask).softmax(-1)
+
+
+PATTERNS = {
+    "softmax": lambda x, w, b, mask: x.softmax(-1),
+    "log_softmax": lambda x, w, b, mask: x.log_softmax(-1),
+    "rmsnorm": lambda x, w, b, mask: x.rms_norm(w),
+    "layernorm": lambda x, w, b, mask: x.layer_norm(1, w, b),
+    "attention": attention_row,
+}
+# the ops of each pattern's one region, in kernel order (exp is exp2 of x * log2(e); division is a reciprocal)
+REGION_OPS = {
+    "softmax": ["MaxReduce", "Mul", "Add", "Mul", "Exp2", "SumReduce", "Recip", "Mul"],
+    "log_softmax": ["MaxReduce", "Mul", "Add", "Mul", "Exp2", "SumReduce", "Log2", "Mul", "Mul", "Add"],
+    "rmsnorm": ["Mul", "SumReduce", "Mul", "Add", "Sqrt", "Recip", "Mul", "Mul"],
+    "layernorm": ["SumReduce", "Mul", "Mul", "Add", "Mul", "SumReduce", "Mul", "Add", "Sqrt", "Recip", "Mul", "Mul",
+                  "Add"],
+    "attention": ["Mul", "Add", "MaxReduce", "Mul", "Add", "Mul", "Exp2", "SumReduce", "Recip", "Mul"],
+}
+
+
+def build(pattern: str, rows: int = 6, length: int = 10, dtype=ll.f32) -> ll.Graph:
+    g = ll.Graph()
+    x = g.tensor((rows, length), name="x", dtype=dtype)
+    w = g.tensor((length,), name="w", dtype=dtype)
+    b = g.tensor((length,), name="b", dtype=dtype)
+    mask = g.tensor((rows, length), name="mask", dtype=dtype)
+    PATTERNS[pattern](x, w, b, mask).output("y")
+    return g
+
+
+def fused(g: ll.Graph):
+    comp = ll.compile(g)
+    comp.genome = comp.choice_space().fused_genome()
+    return comp, comp.llir()
+
+
+def causal_mask(rows: int, length: int) -> np.ndarray:
+    return np.triu(np.full((rows, length), -np.inf, np.float32), 1)
+
+
+def inputs(pattern: str, rows: int, length: int, dtype: torch.dtype, seed: int = 0) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    values = {"x": torch.randn(rows, length, generator=generator), "w": torch.randn(length, generator=generator),
+              "b": torch.randn(length, generator=generator), "mask": torch.from_numpy(causal_mask(rows, length))}
+    return {name: value.to(dtype) for name, value in values.items()}
+
+
+# ---- structure -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+def test_pattern_is_one_region(pattern: str) -> None:
+    _comp, llir = fused(build(pattern))
+    (region,) = find_regions(llir)
+    assert region.op_names(llir) == REGION_OPS[pattern]
+    computing = [k.op for k in llir.kernels if k.op not in ("Input", "Constant", "Output", *IN_REGION)]
+    assert computing == ["FusionEnd"]
+    body = region.body(llir)
+    assert body.rows == llir.kernels[region.end].shape[:1]
+    assert {body.extent(f"t{i}") for i, (op, _) in enumerate(body.steps) if op.endswith("Reduce")} == {None}
+
+
+def test_region_keeps_the_provenance_of_every_op() -> None:
+    comp, llir = fused(build("softmax"))
+    (region,) = find_regions(llir)
+    hlir = {h for kid in region.kernels() for h in llir.kernels[kid].hlir}
+    computed = {n.id for n in comp.graph.live_nodes() if n.op.value not in ("Input", "Output", "Constant")}
+    assert computed <= hlir
+
+
+def test_rows_of_two_lengths_fuse_and_compute() -> None:
+    g = ll.Graph()
+    a = g.tensor((4, 6), name="a")
+    c = g.tensor((4, 9), name="c")
+    (a.exp().sum(-1) * c.sin().max(-1)).output("y")
+    comp, llir = fused(g)
+    (region,) = find_regions(llir)
+    body = region.body(llir)
+    assert {str(e) for e in body.extents if e is not None} == {"6", "9"}
+    values = {"a": torch.randn(4, 6), "c": torch.randn(4, 9)}
+    torch.testing.assert_close(comp.run(**values), values["a"].exp().sum(-1) * values["c"].sin().amax(-1))
+
+
+def test_nested_reductions_stay_apart() -> None:
+    """A sum of row sums reduces per-row values: no region holds both reductions."""
+    g = ll.Graph()
+    a = g.tensor((4, 5, 6), name="a")
+    a.sum(-1).sum(-1).output("y")
+    comp, llir = fused(g)
+    for region in find_regions(llir):
+        assert sum(op.endswith("Reduce") for op in region.op_names(llir)) <= 1
+    values = torch.randn(4, 5, 6)
+    torch.testing.assert_close(comp.run(values), values.sum((-1, -2)), rtol=1e-5, atol=1e-5)
+
+
+def test_a_region_of_two_row_shapes_is_refused_by_its_body() -> None:
+    _comp, llir = fused(build("softmax"))
+    (region,) = find_regions(llir)
+    kernels = list(llir.kernels)
+    total = next(k for k in kernels if k.op == "FusedSumReduce")
+    kernels[total.id] = type(total)(total.id, total.op, total.sources, (ll.Expr.num(3),), total.dtype, total.arg,
+                                    total.eclass, total.hlir)
+    broken = type(llir)(kernels, llir.outputs)
+    with pytest.raises(LuminalError, match="reduces to more than one shape"):
+        region.body(broken)
+
+
+# ---- numbers -------------------------------------------------------------------------------------
+DTYPES = {ll.f32: (torch.float32, 1e-5), ll.f64: (torch.float64, 1e-12), ll.f16: (torch.float16, 2e-2),
+          ll.bf16: (torch.bfloat16, 5e-2)}
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES), ids=lambda d: d.value)
+@pytest.mark.parametrize("shape", [(6, 10), (5, 7), (3, 1), (2, 33)], ids=str)
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+def test_fused_matches_reference(pattern: str, shape: tuple[int, int], dtype) -> None:
+    torch_dtype, tolerance = DTYPES[dtype]
+    comp, llir = fused(build(pattern, *shape, dtype=dtype))
+    assert any(k.op == "FusionEnd" for k in llir.kernels)
+    values = inputs(pattern, *shape, torch_dtype)
+    got = comp.run(**values)
+    expected = comp.run_reference(**values).double()
+    torch.testing.assert_close(got.double(), expected, rtol=tolerance, atol=tolerance, equal_nan=True)
+
+
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+def test_fused_matches_torch_with_nan_rows(pattern: str) -> None:
+    """A NaN poisons its own row only, in the fused kernel as in torch."""
+    comp, _ = fused(build(pattern, 6, 10))
+    values = inputs(pattern, 6, 10, torch.float32)
+    values["x"][2, 3] = float("nan")
+    x, w, b, mask = values["x"], values["w"], values["b"], values["mask"]
+    expected = {"softmax": lambda: torch.softmax(x, -1), "log_softmax": lambda: torch.log_softmax(x, -1),
+                "rmsnorm": lambda: torch.nn.functional.rms_norm(x, (10,), w, 1e-6),
+                "layernorm": lambda: torch.nn.functional.layer_norm(x, (10,), w, b, 1e-5),
+                "attention": lambda: torch.softmax(x / math.sqrt(10) + mask, -1)}[pattern]()
+    got = comp.run(**values)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5, equal_nan=True)
+    assert torch.isnan(got).any(-1).tolist() == torch.isnan(expected).any(-1).tolist()
+
+
+def test_causal_attention_rows_are_masked() -> None:
+    comp, _ = fused(build("attention", 6, 6))
+    values = inputs("attention", 6, 6, torch.float32)
+    weights = comp.run(**values)
+    assert (weights[np.triu_indices(6, 1)] == 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(6))
+
+
+def test_scores_of_a_matmul_stay_a_matmul() -> None:
+    """q @ k^T then the attention row: the fused genome keeps the matmul and fuses what follows it."""
+    g = ll.Graph()
+    q = g.tensor((6, 10), name="q")
+    mask = g.tensor((6, 6), name="mask")
+    attention_row(q @ q.transpose(0, 1), None, None, mask).output("y")
+    comp, llir = fused(g)
+    assert next(k.op for k in llir.kernels if k.op in ("Matmul", "SumReduce", "FusedSumReduce")) == "Matmul"
+    values = {"q": torch.randn(6, 10), "mask": torch.from_numpy(causal_mask(6, 6))}
+    expected = torch.softmax(values["q"] @ values["q"].T / math.sqrt(6) + values["mask"], -1)
+    torch.testing.assert_close(comp.run(**values), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_large_rows_run_in_parallel_and_match() -> None:
+    """Rows past the parallel threshold: the prange variant, against the unfused kernels."""
+    comp, llir = fused(build("layernorm", 96, 1000))
+    values = inputs("layernorm", 96, 1000, torch.float32)
+    arrays = {name: to_numpy(value) for name, value in values.items()}
+    unfused = CPURuntime(extract(comp.choice_space().unfused_genome())).run(arrays)[0]
+    np.testing.assert_allclose(CPURuntime(llir).run(arrays)[0], unfused, rtol=1e-4, atol=1e-4)
+
+
+# ---- CUDA ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", list(DTYPES), ids=lambda d: d.value)
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+def test_row_regions_compile_with_nvrtc(pattern: str, dtype) -> None:
+    _, llir = fused(build(pattern, 6, 10, dtype))
+    (kernel,) = [k for k in llir_sources(llir) if k.name == "k_row_region"]
+    assert kernel.per_output_block and kernel.threads == llir.kernels[find_regions(llir)[0].end].shape[0]
+    assert ".entry k_row_region" in compile_ptx(kernel.source)
