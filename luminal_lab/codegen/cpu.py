@@ -26,7 +26,6 @@ import numpy as np
 from ..core.dtypes import DType
 from ..core.errors import UnsupportedOpError
 from ..core.ops import REDUCE_KERNELS, UNARY_KERNELS
-from ..core.symbolic import Expr
 from ..llir.regions import RegionBody
 from . import cpu_math
 
@@ -251,34 +250,43 @@ def _row_steps(body: RegionBody, indexes: list[int]) -> list[str]:
 def _row_pass(body: RegionBody, kinds: str, rank: int, extent: str, name: str) -> list[str]:
     """A loop along the row computing value ``name`` at each position ``j``, preceded by the loads it needs; the
     statements that use it follow, indented by the caller, under the name ``v``."""
-    needed = body.needs(name)
-    inputs = sorted({int(n[1:]) for i in needed for n in body.steps[i][1] if n[0] == "x"}
-                    | ({int(name[1:])} if name[0] == "x" else set()))
     lines = [f"for j in range({extent}):"]
-    for j in inputs:
+    for j in body.reads(name):
         if body.extent(f"x{j}") is None or kinds[j] == "b":
             continue  # loaded once per row
         position = f"p{j}_{rank - 1}"
         element = f"r{j}[j]" if kinds[j] == "c" else f"x{j}[{position} + j * s{j}_{rank}]"
         lines.append(f"    a{j} = {_load(body.dtype, element)}")
-    lines += [f"    {line}" for line in _row_steps(body, needed)]
+    lines += [f"    {line}" for line in _row_steps(body, body.needs(name))]
     return lines + [f"    v = {_row_value(body, name)}"]
+
+
+def _row_reduction(body: RegionBody, i: int, kinds: str, rank: int) -> list[str]:
+    """Reduction step ``i`` of a row region: a pass along the row (the operand itself for a row of length 1)."""
+    dtype, (op, (operand,)) = body.dtype, body.steps[i]
+    if body.extent(operand) is None:
+        return [f"t{i} = {_row_value(body, operand)}"]
+    along = _row_pass(body, kinds, rank, f"n{body.lengths.index(body.extent(operand))}", operand)
+    if op == "SumReduce":
+        return [f"acc = {_zero(dtype)}", *along, "    acc += v", f"t{i} = acc"]
+    if dtype.is_float and dtype != DType.F64:  # a max over order-preserving keys vectorises; NaN is largest
+        return ["key = m.KEY_MIN", *along, "    k = m.f32_key(v)", "    key = k if k > key else key",
+                f"t{i} = m.key_f32(key)"]
+    start = "-np.inf" if dtype.is_float else str(np.iinfo(dtype.numpy).min)
+    return [f"acc = {start}", *along, "    acc = v if v > acc or v != v else acc", f"t{i} = acc"]
 
 
 def row_region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -> str:
     """``kernel(out, x0, ..., meta)``: a row region, parallel over its rows. ``out`` has ``rank`` row axes and then
     one along the row (1 where the end is per row); input ``j`` is the flat buffer ``x{j}`` read at ``meta``'s offset
     and ``rank + 1`` strides (the last along the row, of kind ``kinds[j]``: ``b``, loaded once per row, for a per-row
-    input and any other the row does not step through); then come
-    the extents along the row, in order of first use. Per row: each reduction is one pass along the row, computing
-    what it reads there; per-row values once, as soon as they can be; the end last (a pass where it runs along the
-    row)."""
+    input and any other the row does not step through); then come the extents along the row (``body.lengths``).
+    Per row, in ``body.row_order()``: each reduction is one pass along the row, computing what it reads there, and
+    each per-row value is computed once; the end last (a pass where it runs along the row)."""
     dtype, arity = body.dtype, len(kinds)
-    extents = list(dict.fromkeys(e for e in (*body.extents, _row_extent(body)) if e is not None))
     lines = ["def kernel(out, " + "".join(f"x{j}, " for j in range(arity)) + "meta):", *_prologue(arity, rank + 1)]
-    lines += [f"    n{e} = meta[{arity * (rank + 2) + e}]" for e in range(len(extents))]
+    lines += [f"    n{e} = meta[{arity * (rank + 2) + e}]" for e in range(len(body.lengths))]
     lines += _outer(rank, parallel, arity, 1)
-    indent = "    " * (rank + 1)
     row: list[str] = []
     for j, kind in enumerate(kinds):
         position = f"p{j}_{rank - 1}"
@@ -286,49 +294,18 @@ def row_region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -
             row.append(f"a{j} = {_load(dtype, f'x{j}[{position}]')}")
         elif kind == "c":
             row.append(f"r{j} = x{j}[{position}:]")
-    done = {f"x{j}" for j in range(arity) if body.extent(f"x{j}") is None}
-
-    def per_row() -> None:  # the per-row steps whose operands are all known
-        for i, (op, names) in enumerate(body.steps):
-            if f"t{i}" not in done and op not in REDUCE_KERNELS and body.extent(f"t{i}") is None and all(
-                    n in done for n in names):
-                row.extend(_row_steps(body, [i]))
-                done.add(f"t{i}")
-
-    per_row()
-    for i, (op, (operand,)) in ((i, step) for i, step in enumerate(body.steps) if step[0] in REDUCE_KERNELS):
-        if body.extent(operand) is None:  # a row of length 1
-            row.append(f"t{i} = {_row_value(body, operand)}")
-            done.add(f"t{i}")
-            per_row()
-            continue
-        extent = f"n{extents.index(body.extent(operand))}"
-        if op == "SumReduce":
-            row += [f"acc = {_zero(dtype)}", *_row_pass(body, kinds, rank, extent, operand), "    acc += v",
-                    f"t{i} = acc"]
-        elif dtype.is_float and dtype != DType.F64:  # a max over order-preserving keys vectorises; NaN is largest
-            row += ["key = m.KEY_MIN", *_row_pass(body, kinds, rank, extent, operand),
-                    "    k = m.f32_key(v)", "    key = k if k > key else key", f"t{i} = m.key_f32(key)"]
-        else:
-            start = "-np.inf" if dtype.is_float else str(np.iinfo(dtype.numpy).min)
-            row += [f"acc = {start}", *_row_pass(body, kinds, rank, extent, operand),
-                    "    acc = v if v > acc or v != v else acc", f"t{i} = acc"]
-        done.add(f"t{i}")
-        per_row()
-    end = _row_extent(body)
+    for i in body.row_order():
+        row += (_row_reduction(body, i, kinds, rank) if body.steps[i][0] in REDUCE_KERNELS
+                else _row_steps(body, [i]))
+    end = body.extent(body.result)
     index = ", ".join(f"i{d}" for d in range(rank))
     if end is None:
         row.append(f"out[{index}, 0] = {_store(dtype, body.result)}")
     else:
-        row += _row_pass(body, kinds, rank, f"n{extents.index(end)}", body.result)
+        row += _row_pass(body, kinds, rank, f"n{body.lengths.index(end)}", body.result)
         row.append(f"    out[{index}, j] = {_store(dtype, 'v')}")
-    lines += [indent + line for line in row]
+    lines += ["    " * (rank + 1) + line for line in row]
     return _header(parallel, "reassoc" if dtype.is_float else "", "contract") + "\n".join(lines) + "\n"
-
-
-def _row_extent(body: RegionBody) -> Expr | None:
-    """How far along the row a row region's end runs (None: once per row)."""
-    return body.extent(body.result)
 
 
 def reduce_source(op: str, dtype: DType, kind: str, rank: int, parallel: bool) -> str:

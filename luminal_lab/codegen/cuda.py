@@ -29,7 +29,7 @@ from ..core.ops import BINARY_KERNELS, IN_REGION, REDUCE_KERNELS, UNARY_KERNELS
 from ..core.shape_tracker import ShapeTracker, format_shape, numel
 from ..core.symbolic import Expr, ceil_div, max_, min_, mul
 from ..llir.llir import LLIR, Kernel
-from ..llir.regions import Region, find_regions
+from ..llir.regions import Region, RegionBody, find_regions
 from .cuda_c import (
     BLOCK,
     CudaKernel,
@@ -178,90 +178,80 @@ def region_source(region: Region, llir: LLIR) -> CudaKernel:
     """``k_region``: a fused region as one elementwise kernel that writes its ``FusionEnd`` and reads its starts'
     sources (``in{j}`` for ``x{j}``). Generated from the region's body alone: identical regions, identical source."""
     body = region.body(llir)
-    dtype, w = body.dtype, Writer()
+    w = Writer()
     n_expr = numel(body.shape)
     n = w.c(n_expr)
     lines = [f"  const {compute_type(d)} x{j} = {w.read(d, f'in{j}', view, 'z')};"
              for j, (_, view, d) in enumerate(body.inputs)]
-    for i, (op, names) in enumerate(body.steps):
-        value = unary(op, dtype, *names) if op in UNARY_KERNELS else binary(op, dtype, *names)
-        lines.append(f"  const {compute_type(dtype)} t{i} = {convert(value, dtype, dtype)};")
+    lines += [_step(body, i, "  ") for i in range(len(body.steps))]
     end = next(k for k in llir.kernels if k.id == region.end)
     return _elementwise(end, "k_region", n, n_expr, lines, body.result, [d for _, _, d in body.inputs],
                         tuple(sid for sid, _, _ in body.inputs), w)
 
 
-def row_region_source(region: Region, llir: LLIR) -> CudaKernel:
-    """``k_row_region``: a row region as one block per row. Per-row inputs are read at the row index ``o``; each
-    reduction is a block-stride pass along the row (what it reads computed there), reduced by warp shuffles and
-    then across warps in shared memory, and shared with the whole block; per-row steps follow as soon as their
-    operands are known; the end is stored along the row by the block, or once per row."""
-    body = region.body(llir)
+def _step(body: RegionBody, i: int, indent: str) -> str:
+    """The statement computing a region's step ``i`` as the local ``t{i}``."""
+    op, names = body.steps[i]
+    value = unary(op, body.dtype, *names) if op in UNARY_KERNELS else binary(op, body.dtype, *names)
+    return f"{indent}const {compute_type(body.dtype)} t{i} = {convert(value, body.dtype, body.dtype)};"
+
+
+def _block_reduce(op: str, dtype: DType, result: str) -> list[str]:
+    """Each thread's ``acc`` reduced by warp shuffles, then across warps in shared memory, into ``result`` for the
+    whole block."""
+    init = lowest(dtype) if op == "MaxReduce" else f"({compute_type(dtype)})0"
+    shuffle = ["for (int off = 16; off > 0; off >>= 1) {",
+               f"  {compute_type(dtype)} other = __shfl_down_sync(0xffffffffu, acc, off);",
+               f"  acc = {_combine(op, dtype, 'acc', 'other')};", "}"]
+    return [*(f"  {line}" for line in shuffle), "  if (lane == 0) partial[warp] = acc;", "  __syncthreads();",
+            "  if (warp == 0) {", f"    acc = lane < nw ? partial[lane] : {init};",
+            *(f"    {line}" for line in shuffle), "    if (lane == 0) partial[0] = acc;", "  }", "  __syncthreads();",
+            f"  {result} = partial[0];", "  __syncthreads();"]
+
+
+def row_region_source(body: RegionBody, end: int) -> CudaKernel:
+    """``k_row_region``: a row region (the body of the region ending at kernel ``end``) as one block per row.
+    Per-row inputs are read at the row index ``o``; in ``body.row_order()``, each reduction is a block-stride pass
+    along the row (what it reads computed there) reduced for the whole block (``_block_reduce``), and each per-row
+    step is computed once its operands are known; the end is stored along the row by the block, or once per row."""
     dtype, w = body.dtype, Writer()
     ctype = compute_type(dtype)
     dtypes = [d for _, _, d in body.inputs]
-    extents = list(dict.fromkeys(e for e in (*body.extents, body.extent(body.result)) if e is not None))
-    lines = [f"  const long long ext{k} = {w.c(e)};" for k, e in enumerate(extents)]
+    lines = [f"  const long long ext{k} = {w.c(e)};" for k, e in enumerate(body.lengths)]
     lines += ["  const long long o = blockIdx.x;", f"  __shared__ {ctype} partial[32];",
               "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;"]
-    done = set()
-    for j, (_, view, d) in enumerate(body.inputs):
-        if body.extent(f"x{j}") is None:
-            lines.append(f"  const {compute_type(d)} x{j} = {w.read(d, f'in{j}', view, 'o')};")
-            done.add(f"x{j}")
-
-    def step(i: int, indent: str) -> str:
-        op, names = body.steps[i]
-        value = unary(op, dtype, *names) if op in UNARY_KERNELS else binary(op, dtype, *names)
-        return f"{indent}const {ctype} t{i} = {convert(value, dtype, dtype)};"
+    lines += [f"  const {compute_type(d)} x{j} = {w.read(d, f'in{j}', view, 'o')};"
+              for j, (_, view, d) in enumerate(body.inputs) if body.extent(f"x{j}") is None]
 
     def along(name: str) -> list[str]:
         """A block-stride loop head along ``name``'s row, with what computes ``name`` at ``z`` inside."""
-        extent = f"ext{extents.index(body.extent(name))}"
-        needed = body.needs(name)
-        reads = sorted({int(n[1:]) for i in needed for n in body.steps[i][1] if n[0] == "x"}
-                       | ({int(name[1:])} if name[0] == "x" else set()))
+        extent = f"ext{body.lengths.index(body.extent(name))}"
         out = [f"  for (long long r = threadIdx.x; r < {extent}; r += blockDim.x) {{",
                f"    const long long z = o * {extent} + r;"]
         out += [f"    const {compute_type(dtypes[j])} x{j} = {w.read(dtypes[j], f'in{j}', body.inputs[j][1], 'z')};"
-                for j in reads if body.extent(f"x{j}") is not None]
-        return out + [step(i, "    ") for i in needed]
+                for j in body.reads(name) if body.extent(f"x{j}") is not None]
+        return out + [_step(body, i, "    ") for i in body.needs(name)]
 
-    def per_row() -> None:
-        for i, (op, names) in enumerate(body.steps):
-            if f"t{i}" not in done and op not in REDUCE_KERNELS and body.extent(f"t{i}") is None and all(
-                    n in done for n in names):
-                lines.append(step(i, "  "))
-                done.add(f"t{i}")
-
-    per_row()
-    for i, (op, (operand,)) in ((i, s) for i, s in enumerate(body.steps) if s[0] in REDUCE_KERNELS):
-        if body.extent(operand) is None:  # a row of length 1
-            lines.append(f"  const {ctype} t{i} = {operand};")
+    for i in body.row_order():
+        op, names = body.steps[i]
+        if op not in REDUCE_KERNELS:
+            lines.append(_step(body, i, "  "))
+        elif body.extent(names[0]) is None:  # a row of length 1
+            lines.append(f"  const {ctype} t{i} = {names[0]};")
         else:
             init = lowest(dtype) if op == "MaxReduce" else f"({ctype})0"
-            shuffle = ["for (int off = 16; off > 0; off >>= 1) {",
-                       f"  {ctype} other = __shfl_down_sync(0xffffffffu, acc, off);",
-                       f"  acc = {_combine(op, dtype, 'acc', 'other')};", "}"]
-            lines += [f"  {ctype} t{i};", f"  {{ {ctype} acc = {init};", *along(operand),
-                      f"    acc = {_combine(op, dtype, 'acc', operand)};", "  }",
-                      *(f"  {line}" for line in shuffle), "  if (lane == 0) partial[warp] = acc;",
-                      "  __syncthreads();", "  if (warp == 0) {", f"    acc = lane < nw ? partial[lane] : {init};",
-                      *(f"    {line}" for line in shuffle), "    if (lane == 0) partial[0] = acc;", "  }",
-                      "  __syncthreads();", f"  t{i} = partial[0];", "  __syncthreads(); }"]
-        done.add(f"t{i}")
-        per_row()
-    end = body.extent(body.result)
-    if end is None:
+            lines += [f"  {ctype} t{i};", f"  {{ {ctype} acc = {init};", *along(names[0]),
+                      f"    acc = {_combine(op, dtype, 'acc', names[0])};", "  }",
+                      *_block_reduce(op, dtype, f"t{i}"), "  }"]
+    if body.extent(body.result) is None:
         lines += [f"  if (threadIdx.x == 0) out[o] = {store(dtype, body.result)};"]
     else:
         lines += [*along(body.result), f"    out[z] = {store(dtype, body.result)};", "  }"]
     prefix, dyn = w.header("k_row_region", dtype, dtypes)
-    rows = numel(body.rows)
-    longest = max_(*extents) if len(extents) > 1 else extents[0] if extents else Expr.num(1)
+    longest = max_(*body.lengths) if len(body.lengths) > 1 else body.lengths[0] if body.lengths else Expr.num(1)
     block = max_(32, min_(BLOCK, mul(ceil_div(longest, 32), 32)))
-    return CudaKernel("k_row_region", "\n".join([prefix, *lines, "}", ""]), rows, dyn,
-                      tuple(sid for sid, _, _ in body.inputs), region.end, per_output_block=True, block_threads=block)
+    return CudaKernel("k_row_region", "\n".join([prefix, *lines, "}", ""]), numel(body.rows), dyn,
+                      tuple(sid for sid, _, _ in body.inputs), end, per_output_block=True, block_threads=block)
 
 
 def llir_sources(llir: LLIR) -> list[CudaKernel]:
@@ -273,9 +263,9 @@ def llir_sources(llir: LLIR) -> list[CudaKernel]:
         if kernel.op in ("Input", *IN_REGION) or (kernel.op == "Output" and kernel.sources[0][1].is_contiguous):
             continue
         if kernel.op == "FusionEnd":
-            region = regions[kernel.id]
-            row = region.body(llir).rows is not None
-            kernels.append(row_region_source(region, llir) if row else region_source(region, llir))
+            body = regions[kernel.id].body(llir)
+            kernels.append(region_source(regions[kernel.id], llir) if body.rows is None
+                           else row_region_source(body, kernel.id))
         else:
             kernels.append(kernel_source(kernel, llir))
     return kernels

@@ -66,6 +66,37 @@ class RegionBody:
             stack.extend(self.steps[int(current[1:])][1])
         return sorted(found)
 
+    @property
+    def lengths(self) -> list[Expr]:
+        """A row region's distinct extents along the row, in order of first use (the end's last)."""
+        return list(dict.fromkeys(e for e in (*self.extents, self.extent(self.result)) if e is not None))
+
+    def reads(self, name: str) -> list[int]:
+        """The inputs (by position) a pass along the row computing value ``name`` reads."""
+        names = [n for i in self.needs(name) for n in self.steps[i][1]] + [name]
+        return sorted({int(n[1:]) for n in names if n[0] == "x"})
+
+    def row_order(self) -> list[int]:
+        """The steps a row kernel computes outside its passes, in order: each reduction (a pass along the row), and
+        each per-row step as soon as its operands are known."""
+        known = {f"x{j}" for j in range(len(self.inputs)) if self.extent(f"x{j}") is None}
+        order: list[int] = []
+
+        def per_row() -> None:
+            for i, (op, names) in enumerate(self.steps):
+                if (f"t{i}" not in known and op not in REDUCE_KERNELS and self.extent(f"t{i}") is None
+                        and all(n in known for n in names)):
+                    order.append(i)
+                    known.add(f"t{i}")
+
+        per_row()
+        for i, (op, _) in enumerate(self.steps):
+            if op in REDUCE_KERNELS:
+                order.append(i)
+                known.add(f"t{i}")
+                per_row()
+        return order
+
 
 def _along(shape: tuple[Expr, ...], rows: tuple[Expr, ...], what: str) -> Expr | None:
     """None where ``shape`` is one value per row (``rows``, or with a trailing 1), else the extent along the row."""

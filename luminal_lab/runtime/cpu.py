@@ -547,9 +547,8 @@ class _Planner:
             return self._sequence(views, [])
         dims, strides = _collapse((*rows, along), [_contiguous_strides((*rows, along))] + [v.strides for v in views],
                                   keep_last=True)
-        extents = dict.fromkeys(e for e in (*body.extents, body.extent(body.result)) if e is not None)
         meta = np.array([x for v, s in zip(views, strides[1:]) for x in (v.offset, *s)]
-                        + [self.size(e) for e in extents], np.int64)
+                        + [self.size(e) for e in body.lengths], np.int64)
         args = [_numba_view(out.reshape(dims)), *(_numba_view(v.flat) for v in views), meta]
         kinds = "".join("b" if body.extent(f"x{j}") is None else _kind(s[-1]) for j, s in enumerate(strides[1:]))
         work = max(int(np.prod(rows)) * along, max((v.size for v in views), default=0))
