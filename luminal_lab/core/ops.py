@@ -51,7 +51,10 @@ UNARY_KERNELS = ("Log2", "Exp2", "Sin", "Sqrt", "Recip", "Exp")
 BINARY_KERNELS = ("Add", "Mul", "Mod", "LessThan")
 REDUCE_KERNELS = ("SumReduce", "MaxReduce")
 CONTRACT_KERNELS = ("Matmul", "MatmulTiled", "MatmulTensorCore")  # a library call, generated tiles, tensor cores
-GPU_KERNELS = ("MatmulTiled", "MatmulTensorCore")  # generated for a GPU only: elsewhere they run as the library call
+# generated for a GPU only: elsewhere the contractions run as the library call, and a row region's end marked for a
+# warp per row (``FusionEndWarp``) as any other end
+GPU_KERNELS = ("MatmulTiled", "MatmulTensorCore", "FusionEndWarp")
+END_MARKERS = ("FusionEnd", "FusionEndWarp")  # a region's end: one block per row (or element), or one warp per row
 FUSABLE_UNARY = UNARY_KERNELS
 FUSABLE_BINARY = ("Add", "Mul")
 FUSABLE_REDUCE = REDUCE_KERNELS  # inside a row region (``luminal_lab.egraph.fusion``)

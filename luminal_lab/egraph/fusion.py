@@ -27,18 +27,25 @@ or ``FS(FE x) = x`` rule (both put cycles into e-classes).
 Row regions hold reductions (softmax, norms, the attention row). Their *rows* are the reductions'
 out shape ``r``; every value in one has shape ``r`` (or ``r`` with a trailing 1, schema's strides
 make that the same layout) and is computed once per row, or shape ``r + [n]`` and is computed
-along the row. ``row-shape`` records ``r`` on each fused term with a reduction inside, ``plain``
-marks those without one; both follow from the operands (rules in ``fusion_grow``). The row rules:
+along the row, either possibly after a leading 1 (a batch of one: ``on-rows``). ``row-shape``
+records ``r`` on each fused term with a reduction inside, ``plain`` marks those without one; both
+follow from the operands (rules in ``fusion_grow``). The row rules:
 
 - a reduction reading its source through a plain view is a region of its own (``reduce-<op>``);
   one reading an unfused elementwise op pairs with it (``fuse-<op>-<reduce>``); one reading a
   region's end of shape ``r + [n]`` joins it (``grow-<reduce>``, from a plain region or one with
   the same rows);
+- an elementwise op reading a region's end in its own layout joins a plain region (``grow-<op>``),
+  or a region with rows ``r`` where the op is on those rows (``grow-<op>-rows``);
 - an op reading the end of a region with rows ``r`` along the row (its strides with a 0 appended,
-  or the end's own strides where the end's shape is ``r + [1]``) joins it (``grow-<op>-row``), and
-  so does a binary op reading such an end and another region's end (``merge-<op>-row``);
+  or the end's own strides where the end's shape is ``r + [1]``) joins it (``grow-<op>-<side>-bcast``
+  and ``-keepdim``), and so does a binary op reading such an end and another region's end
+  (``merge-<op>-<side>-...``);
 - regions with reductions merge only where their rows agree; the elementwise merge only merges
-  plain regions.
+  plain regions;
+- each row region's ``FusionEnd`` gets a ``FusionEndWarp`` twin in its e-class (``warp-per-row``):
+  the same region, run on a GPU by one warp per row instead of one block, a choice the genome
+  makes (and a CPU search leaves out, as it runs both alike).
 
 Guards keep the number of regions small and the rules finite on e-graphs with cycles
 (``x * 1 = x`` puts an op in its own operand's e-class):
@@ -64,7 +71,8 @@ FUNCTIONS = ("(function largest-region (IR) i64 :merge (max old new))",
              "(function region-of (IR i64) IR :merge old)",
              "(function fused-origin (IR) IR :merge old)",  # a fused op's e-class -> the kernel op's it mirrors
              "(relation plain (IR))",  # a fused term without a reduction inside
-             "(function row-shape (IR) EList :merge old)")  # a fused term's rows: its reductions' out shape
+             "(function row-shape (IR) EList :merge old)",  # a fused term's rows: its reductions' out shape
+             "(relation on-rows (EList EList))")  # (on-rows s r): shape s is rows r, or r + [n], or either after a 1
 
 _ELEMENTWISE = (*FUSABLE_UNARY, *FUSABLE_BINARY)
 
@@ -72,7 +80,7 @@ _ELEMENTWISE = (*FUSABLE_UNARY, *FUSABLE_BINARY)
 def signatures() -> list[tuple[str, tuple[str, ...]]]:
     """The OpKind constructors of the markers and fused ops."""
     region = ("EList", "EList", "DType")  # shape, out strides, dtype
-    return [("FusionStart", ("EList", "View", "EList", "DType")), ("FusionEnd", region),
+    return [("FusionStart", ("EList", "View", "EList", "DType")), ("FusionEnd", region), ("FusionEndWarp", region),
             *((f"Fused{op}", region) for op in _ELEMENTWISE),
             *((f"Fused{op}", ("EList", "Expression", "EList", "DType")) for op in FUSABLE_REDUCE)]
 
@@ -171,14 +179,17 @@ def pair_rules() -> list[Rule]:
 
 
 def grow_rules() -> list[Rule]:
-    """FE->U and FE->B: a kernel op reading a region's end joins the region."""
+    """FE->U and FE->B: a kernel op reading a region's end joins the region: any plain one, and one with rows ``?r``
+    where the op is on those rows (``on-rows``)."""
     rules = []
     for consumer in _ELEMENTWISE:
         for side in _sides(consumer):
             query, other = _consumer(consumer, side)
             name = f"grow-{consumer}" + ("" if side == "x" else f"-{side}")
-            rules.append(_rule("fusion_grow", name, [query, *_region_at("?m", "?k", "?y")],
-                               _combine(consumer, side, "?y", other), "(+ ?k 1)"))
+            for kind, guards, rows in (("", ["(plain ?y)"], ""),
+                                       ("-rows", ["(= ?r (row-shape ?y))", "(on-rows ?s ?r)"], "?r")):
+                rules.append(_rule("fusion_grow", name + kind, [query, *_region_at("?m", "?k", "?y"), *guards],
+                                   _combine(consumer, side, "?y", other), "(+ ?k 1)", rows=rows))
     return rules
 
 
@@ -273,8 +284,12 @@ def _row_merges(op: str) -> list[Rule]:
 
 
 def bookkeeping_rules() -> list[Rule]:
-    """``plain`` and ``row-shape`` of fused terms, from their operands (starts are plain)."""
-    texts = {"plain-start": "((= ?t (Op (FusionStart ?s ?v ?o ?dt) ?ins))) ((plain ?t))"}
+    """``plain`` and ``row-shape`` of fused terms, from their operands (starts are plain), and the shapes ``on-rows``
+    of each row shape (of the lists that exist: no terms are made)."""
+    texts = {"plain-start": "((= ?t (Op (FusionStart ?s ?v ?o ?dt) ?ins))) ((plain ?t))",
+             "on-rows": "((= ?r (row-shape ?t))) ((on-rows ?r ?r))",
+             "on-rows-along": "((= ?r (row-shape ?t)) (init-of ?s ?r ?n)) ((on-rows ?s ?r))",
+             "on-rows-batch": "((on-rows ?s ?r) (= ?b (ECons (MNum 1) ?s))) ((on-rows ?b ?r))"}
     for op in FUSABLE_UNARY:
         term = f"(= ?t (Op (Fused{op} ?s ?o ?dt) (ICons ?a (INil))))"
         texts[f"plain-{op}"] = f"({term} (plain ?a)) ((plain ?t))"
@@ -288,5 +303,13 @@ def bookkeeping_rules() -> list[Rule]:
             for name, text in texts.items()]
 
 
+def warp_rules() -> list[Rule]:
+    """A row region's end gets a ``FusionEndWarp`` twin in its e-class: the same region run a warp per row on a GPU
+    (``FusionEnd`` runs it a block per row), a choice the genome makes."""
+    text = ("(rule ((= ?e (Op (FusionEnd ?s ?o ?dt) ?ins)) (= ?ins (ICons ?inner (INil))) (= ?r (row-shape ?inner)))"
+            " ((union ?e (Op (FusionEndWarp ?s ?o ?dt) ?ins))) :ruleset fusion_grow :name \"warp-per-row\")")
+    return [Rule("warp-per-row", "fusion_grow", text)]
+
+
 def fusion_rules() -> list[Rule]:
-    return [*pair_rules(), *grow_rules(), *merge_rules(), *row_rules(), *bookkeeping_rules()]
+    return [*pair_rules(), *grow_rules(), *merge_rules(), *row_rules(), *bookkeeping_rules(), *warp_rules()]

@@ -20,7 +20,7 @@ PRIMITIVE_SORTS = frozenset({"i64", "f64", "String", "bool", "Unit", "BigInt", "
 GENOME_SORTS = frozenset({"IR", "IList"})
 # the program's functions and relations: they annotate e-classes, they are not e-nodes
 PROGRAM_FUNCTIONS = frozenset({"dtype", "largest-region", "region-of", "fused-origin", "init-of", "last3", "plain",
-                               "row-shape", "contracts"})
+                               "row-shape", "on-rows", "contracts"})
 
 
 @dataclass(frozen=True)

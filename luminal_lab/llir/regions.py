@@ -99,13 +99,19 @@ class RegionBody:
 
 
 def _along(shape: tuple[Expr, ...], rows: tuple[Expr, ...], what: str) -> Expr | None:
-    """None where ``shape`` is one value per row (``rows``, or with a trailing 1), else the extent along the row."""
-    if shape in (rows, (*rows, 1)):
+    """None where ``shape`` is one value per row (``rows`` up to axes of extent 1, such as a trailing one), else the
+    extent along the row (the last axis, the others ``rows`` up to axes of extent 1): both are read in row-major
+    order, where axes of extent 1 do not move the index."""
+    if _squeezed(shape) == _squeezed(rows):
         return None
-    if shape[:-1] == rows:
+    if shape and _squeezed(shape[:-1]) == _squeezed(rows):
         return shape[-1]
     raise LuminalError(f"{what} of shape {format_shape(shape)} is neither per row nor along the rows "
                        f"{format_shape(rows)}")
+
+
+def _squeezed(shape: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    return tuple(d for d in shape if d != 1)
 
 
 @dataclass(frozen=True)

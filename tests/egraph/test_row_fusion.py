@@ -17,6 +17,7 @@ from luminal_lab.core.errors import LuminalError
 from luminal_lab.core.ops import IN_REGION
 from luminal_lab.llir.genome import extract
 from luminal_lab.llir.regions import find_regions
+from luminal_lab.runtime import foreign_kernels
 from luminal_lab.runtime.cpu import CPURuntime
 
 
@@ -102,6 +103,36 @@ def test_rows_of_two_lengths_fuse_and_compute() -> None:
     assert {str(e) for e in body.extents if e is not None} == {"6", "9"}
     values = {"a": torch.randn(4, 6), "c": torch.randn(4, 9)}
     torch.testing.assert_close(comp.run(**values), values["a"].exp().sum(-1) * values["c"].sin().amax(-1))
+
+
+def test_readers_with_axes_of_extent_one_are_per_row() -> None:
+    """Row sums read back as ``[1, 8, 32]`` (a batch axis of 1, as in a model's residual add) are still one value
+    per row of ``[8, 32]``: one region, whose numbers match and whose CUDA compiles."""
+    g = ll.Graph()
+    a = g.tensor((8, 32, 4), name="a")
+    b = g.tensor((1, 8, 32), name="b")
+    (a.sin().sum(-1).reshape((1, 8, 32)) + b).exp().output("y")
+    comp, llir = fused(g)
+    (region,) = find_regions(llir)
+    assert region.op_names(llir) == ["Sin", "SumReduce", "Add", "Exp"]
+    body = region.body(llir)
+    assert [str(d) for d in body.rows] == ["8", "32"] and body.extent(body.result) is None
+    values = {"a": torch.randn(8, 32, 4), "b": torch.randn(1, 8, 32)}
+    torch.testing.assert_close(comp.run(**values), (values["a"].sin().sum(-1)[None] + values["b"]).exp())
+    (kernel,) = [k for k in llir_sources(llir) if k.name == "k_row_region"]
+    assert ".entry k_row_region" in compile_ptx(kernel.source)
+
+
+def test_a_reader_off_the_rows_stays_outside() -> None:
+    """A softmax over rows of 16 read back as ``[8, 512]``: the reader's elements are not along those rows, so it
+    does not join the region (no region can describe it), and the numbers match."""
+    g = ll.Graph()
+    a = g.tensor((8, 32, 16), name="a")
+    a.softmax(-1).reshape((8, 512)).sin().output("y")
+    comp, llir = fused(g)
+    assert [region.op_names(llir) for region in find_regions(llir)] == [REGION_OPS["softmax"]]
+    values = torch.randn(8, 32, 16)
+    torch.testing.assert_close(comp.run(values), values.softmax(-1).reshape(8, 512).sin())
 
 
 def test_nested_reductions_stay_apart() -> None:
@@ -200,3 +231,31 @@ def test_row_regions_compile_with_nvrtc(pattern: str, dtype) -> None:
     (kernel,) = [k for k in llir_sources(llir) if k.name == "k_row_region"]
     assert kernel.per_output_block and kernel.threads == llir.kernels[find_regions(llir)[0].end].shape[0]
     assert ".entry k_row_region" in compile_ptx(kernel.source)
+
+
+# ---- the GPU schedule: a block or a warp per row -------------------------------------------------
+def test_a_row_region_ends_either_way_and_the_cpu_leaves_the_warp_out() -> None:
+    """Each row region's end has a ``FusionEndWarp`` twin: the genome picks it as ``FusionEnd warp`` (one kernel, a
+    warp per row, the same numbers on the CPU); a search on the CPU leaves it out (``foreign_kernels``)."""
+    comp, llir = fused(build("softmax", 20, 64))
+    space = comp.choice_space()
+    end = next(k for k in llir.kernels if k.op == "FusionEnd")
+    assert end.arg is None and end.label == "FusionEnd"
+    labels = [getattr(space.kernel_of(n), "op", None) for n in space.options[space.position[end.eclass]]]
+    assert 1 < labels.count("FusionEndWarp") < labels.count("FusionEnd")  # row regions have a twin, plain ones not
+    genome = space.fused_genome()
+    warp = extract(space.warp_per_row(genome))
+    assert [(k.id, k.op) for k in warp.kernels] == [(k.id, k.op) for k in llir.kernels]  # only the end differs
+    (warp_end,) = [k for k in warp.kernels if k.op == "FusionEnd"]
+    assert warp_end.label == "FusionEnd warp" and [r.op_names(warp) for r in find_regions(warp)] == [
+        REGION_OPS["softmax"]]
+    (kernel,) = [k for k in llir_sources(warp) if k.name == "k_row_region"]
+    assert kernel.launch() == (3, 256) and "__shfl_xor_sync" in kernel.source and "partial" not in kernel.source
+    values = inputs("softmax", 20, 64, torch.float32)
+    arrays = {name: to_numpy(value) for name, value in values.items()}
+    np.testing.assert_allclose(CPURuntime(warp).run(arrays)[0], torch.softmax(values["x"], -1).numpy(), rtol=1e-6,
+                               atol=1e-7)
+    cpu = foreign_kernels("cpu")
+    assert "FusionEndWarp" in cpu and "FusionEndWarp" not in foreign_kernels("cuda")
+    for seed in range(12):
+        assert not any(k.arg == "warp" for k in extract(space.random_genome(seed, cpu)).kernels)
