@@ -85,8 +85,10 @@ class RowTwin:
         for lane in range(self.lanes):
             r = self.elements(name, lane)
             self.visits.update((i, o * self.length(name) + int(p)) for p in r)
-            for v in self.values(name, o, r, known):
-                acc[lane] = _combine(op, np.float64(acc[lane]), np.float64(v))
+            values = self.values(name, o, r, known)
+            if values.size:  # the lane's loop, in float64 (the order of its additions is within tolerance)
+                own = values.sum() if op == "SumReduce" else np.nan if np.isnan(values).any() else values.max()
+                acc[lane] = _combine(op, np.float64(init), np.float64(own))
         if self.schedule.warp:  # butterfly: every lane ends with the warp's value
             for off in (16, 8, 4, 2, 1):
                 acc = _combine(op, acc, acc[np.arange(32) ^ off])
