@@ -73,6 +73,7 @@ bench: setup
 	$(BIN)/python benchmarks/compiled_runtime.py
 	$(BIN)/python benchmarks/fuzz.py
 	$(BIN)/python benchmarks/fusion.py
+	$(BIN)/python benchmarks/row_fusion.py
 	$(BIN)/python benchmarks/gpu.py
 
 clean:

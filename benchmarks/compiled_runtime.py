@@ -1,8 +1,10 @@
-"""The compiled llama-style block on the CPU runtime against torch eager, measured in one run.
+"""The compiled llama-style block on the CPU runtime against torch eager and torch.compile, measured in one run.
 
 Writes benchmarks/results/compiled_runtime.json:
-- the compiled block (d=256, seq=64) after a short search, against torch eager CPU
-  (target: not slower, ratio >= 1.0), with the per-kernel hot spots;
+- the compiled block (d=256, seq=64) after a short search, and its most-fused genome (row regions
+  included: its norms and attention rows), each through ``comp.run``, against torch eager and
+  torch.compile (inductor) on the CPU (target: not slower than eager, ratio >= 1.0), with the
+  search's per-kernel hot spots and the regions of each genome;
 - extraction time per genome (target under 5 ms);
 - compile time (e-graph, saturation, extraction, kernels) with a cold and a warm kernel cache,
   each in a fresh process.
@@ -78,14 +80,22 @@ def main() -> dict:
         extract(genome)
     extraction_ms = (time.perf_counter() - start) / len(genomes) * 1e3
 
+    fused = ll.compile(model, inputs)
+    fused.genome = fused.choice_space().fused_genome()
     result = comp.search(generations=args.generations, generation_size=args.generation_size, seed=0,
                          progress=False)
     with torch.no_grad():
         expected = model(*inputs)
         got = comp.run(*inputs)
-        # interleaved rounds, the best median of each side, so drifting load hits both alike
-        rounds = [(median_ms(lambda: model(*inputs)), median_ms(lambda: comp.run(*inputs))) for _ in range(5)]
-        eager, compiled = min(r[0] for r in rounds), min(r[1] for r in rounds)
+        torch.testing.assert_close(fused.run(*inputs), expected, rtol=1e-4, atol=1e-5)
+        inductor = torch.compile(model)
+        inductor(*inputs)
+        variants = {"eager": lambda: model(*inputs), "inductor": lambda: inductor(*inputs),
+                    "searched": lambda: comp.run(*inputs), "fused": lambda: fused.run(*inputs)}
+        # interleaved rounds, the best median of each variant, so drifting load hits all alike
+        rounds = [{name: median_ms(fn) for name, fn in variants.items()} for _ in range(5)]
+        best = {name: min(r[name] for r in rounds) for name in variants}
+        eager, compiled = best["eager"], best["searched"]
     profile = comp.profile()
     ratio = eager / compiled
     report = {
@@ -93,8 +103,15 @@ def main() -> dict:
         "config": {**CONFIG, "batch": 1, "dtype": "f32", "generations": args.generations,
                    "generation_size": args.generation_size},
         "torch_eager_ms": round(eager, 4),
+        "inductor_ms": round(best["inductor"], 4),
         "compiled_ms": round(compiled, 4),
         "speedup_vs_eager": round(ratio, 3),
+        "speedup_vs_inductor": round(best["inductor"] / compiled, 3),
+        "fused_genome_ms": round(best["fused"], 4),
+        "fused_vs_eager": round(eager / best["fused"], 3),
+        "fused_vs_inductor": round(best["inductor"] / best["fused"], 3),
+        "regions": {"searched": [r.op_names(comp.llir()) for r in comp.regions],
+                    "fused": [r.op_names(fused.llir()) for r in fused.regions]},
         "target_speedup": 1.0,
         "meets_target": ratio >= 1.0,
         "max_abs_error_vs_eager": float((got - expected).abs().max()),

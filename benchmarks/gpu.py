@@ -10,6 +10,8 @@ between two CUDA events on inputs already on the device (``Profile.total`` of
 tensors in and out, synchronised after ``REPEATS`` calls) and ``overhead_ms``, what the call adds to
 the kernels; torch eager and ``torch.compile`` timed with CUDA events around ``REPEATS`` back-to-back
 calls on device tensors. Ratios are torch / luminal_lab kernels (above 1: luminal_lab is faster).
+Row workloads (softmax, rmsnorm, layernorm: one row region each) also time the same genome with its
+row regions run a warp per row (``warp_per_row_ms``; the main figure runs a block per row).
 f32 matmuls run without tf32 on both sides (``torch.backends.cuda.matmul.allow_tf32 = False``), so
 like is compared with like, and the f32 tensor-core tilings are refused. For matmuls every
 implementation the e-graph offers (cuBLAS, each tiling, each tensor-core tiling) is timed too
@@ -17,7 +19,8 @@ implementation the e-graph offers (cuBLAS, each tiling, each tensor-core tiling)
 the same bytes.
 
 Targets on an H100: matmul >= 0.8x torch at the same precision; MLP >= 0.9x eager; llama block
-d=512 >= 1.0x eager; elementwise chains >= 90 % of copy bandwidth; ``comp.run`` overhead <= 50 us.
+d=512 >= 1.0x eager; softmax, rmsnorm and layernorm (one kernel each) >= 1.0x eager; elementwise
+chains >= 90 % of copy bandwidth; ``comp.run`` overhead <= 50 us.
 """
 
 from __future__ import annotations
@@ -64,13 +67,14 @@ def _rand(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> tor
 
 
 def workloads() -> dict[str, tuple[Callable, tuple[torch.Tensor, ...], str]]:
-    """Name -> (program, CPU example inputs, kind: elementwise, matmul or model)."""
+    """Name -> (program, CPU example inputs, kind: elementwise, rows, matmul or model)."""
     chain = (_rand(2048, 2048, seed=1), _rand(2048, 2048, seed=2))
     return {
         "add_sin_sqrt_2^22": (add_sin_sqrt, chain, "elementwise"),
         "silu_gated_2^22": (silu_gated, chain, "elementwise"),
-        "softmax_4096x1024": (softmax, (_rand(4096, 1024),), "model"),
-        "rmsnorm_4096x1024": (RMSNorm(1024).eval(), (_rand(4096, 1024),), "model"),
+        "softmax_4096x1024": (softmax, (_rand(4096, 1024),), "rows"),
+        "rmsnorm_4096x1024": (RMSNorm(1024).eval(), (_rand(4096, 1024),), "rows"),
+        "layernorm_4096x1024": (torch.nn.LayerNorm(1024).eval(), (_rand(4096, 1024),), "rows"),
         "matmul_1024_f32": (matmul, (_rand(1024, 1024, seed=1), _rand(1024, 1024, seed=2)), "matmul"),
         "matmul_4096_f32": (matmul, (_rand(4096, 4096, seed=1), _rand(4096, 4096, seed=2)), "matmul"),
         "matmul_4096_bf16": (matmul, (_rand(4096, 4096, dtype=torch.bfloat16, seed=1),
@@ -159,6 +163,9 @@ def measure(name: str, program: Callable, inputs: tuple[torch.Tensor, ...], kind
         result["copy_fraction"] = copy_ms(nbytes) / kernels_ms
     if kind == "matmul":
         result["implementations_ms"] = implementations(comp, inputs)
+    if kind == "rows":  # the genome's row regions a block per row (as measured above) and a warp per row
+        warp = comp.choice_space().warp_per_row(comp.genome)
+        result["warp_per_row_ms"] = comp.profile(warp, device="cuda", inputs=inputs, trials=20).total * 1e3
     comp.egraph.close()
     print(f"{name}: {result}", file=sys.stderr)
     return result
@@ -180,7 +187,7 @@ def main() -> dict | None:
              if not args.only or name in args.only}
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "search_generations": args.search,
               "cases": cases,
-              "targets": {"matmul vs torch": 0.8, "mlp vs eager": 0.9, "llama_d512 vs eager": 1.0,
+              "targets": {"matmul vs torch": 0.8, "mlp vs eager": 0.9, "llama_d512 vs eager": 1.0, "rows vs eager": 1.0,
                           "elementwise copy_fraction": 0.9, "overhead_ms": 0.05}}
     write_result(RESULTS / "gpu.json", result)
     return result

@@ -21,9 +21,11 @@ import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from ..core.dtypes import DType
 from ..core.errors import UnsupportedOpError
-from ..core.ops import UNARY_KERNELS
+from ..core.ops import REDUCE_KERNELS, UNARY_KERNELS
 from ..llir.regions import RegionBody
 from . import cpu_math
 
@@ -34,14 +36,15 @@ def _codegen_version() -> str:
     return hashlib.sha256(Path(cpu_math.__file__).read_bytes()).hexdigest()[:16]
 
 
-def _header(parallel: bool, fastmath: str = "") -> str:
-    """Imports and the ``njit`` decorator; ``fastmath`` names one LLVM flag: ``contract`` (fused multiply-adds in
-    the helpers' polynomials) or ``reassoc`` (lets LLVM vectorise a float sum, summing in lanes)."""
+def _header(parallel: bool, *fastmath: str) -> str:
+    """Imports and the ``njit`` decorator; ``fastmath`` names LLVM flags: ``contract`` (fused multiply-adds in
+    the helpers' polynomials), ``reassoc`` (lets LLVM vectorise a float sum, summing in lanes)."""
     options = "cache=True, error_model=\"numpy\""
     if parallel:
         options += ", parallel=True"
-    if fastmath:
-        options += f", fastmath={{\"{fastmath}\"}}"
+    flags = [flag for flag in fastmath if flag]
+    if flags:
+        options += ", fastmath={" + ", ".join(f'"{flag}"' for flag in flags) + "}"
     return (f"# luminal_lab CPU kernel, helpers {_codegen_version()}\n"
             "import numba\nimport numpy as np\n\nfrom luminal_lab.codegen import cpu_math as m\n\n\n"
             f"@numba.njit({options})\n")
@@ -222,6 +225,87 @@ def region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -> st
         lines += _elementwise_nest(kinds, dtype, rank, False, lambda v: statements(v, True), depth=2)
     unary = any(op in UNARY_KERNELS for op, _ in body.steps)
     return _header(parallel, "contract" if unary else "") + "\n".join(lines) + "\n"
+
+
+def _row_value(body: RegionBody, name: str) -> str:
+    """The local holding value ``name`` inside a row kernel (an input's element is ``a{j}``)."""
+    return f"a{name[1:]}" if name[0] == "x" else name
+
+
+def _row_steps(body: RegionBody, indexes: list[int]) -> list[str]:
+    """Statements computing steps ``indexes`` of a row region (Sin exact beyond ``SIN_LIMIT`` throughout)."""
+    dtype, lines = body.dtype, []
+    for i in indexes:
+        op, names = body.steps[i]
+        operands = [_row_value(body, name) for name in names]
+        if op == "Sin" and dtype != DType.F64:
+            x = operands[0]
+            value = f"m.sinf({x}) if abs({x}) < m.SIN_LIMIT else np.float32(np.sin(np.float64({x})))"
+        else:
+            value = _expression(op, dtype, dtype, operands)
+        lines.append(f"t{i} = {_COMPUTE_CAST[dtype].format(x=value)}")
+    return lines
+
+
+def _row_pass(body: RegionBody, kinds: str, rank: int, extent: str, name: str) -> list[str]:
+    """A loop along the row computing value ``name`` at each position ``j``, preceded by the loads it needs; the
+    statements that use it follow, indented by the caller, under the name ``v``."""
+    lines = [f"for j in range({extent}):"]
+    for j in body.reads(name):
+        if body.extent(f"x{j}") is None or kinds[j] == "b":
+            continue  # loaded once per row
+        position = f"p{j}_{rank - 1}"
+        element = f"r{j}[j]" if kinds[j] == "c" else f"x{j}[{position} + j * s{j}_{rank}]"
+        lines.append(f"    a{j} = {_load(body.dtype, element)}")
+    lines += [f"    {line}" for line in _row_steps(body, body.needs(name))]
+    return lines + [f"    v = {_row_value(body, name)}"]
+
+
+def _row_reduction(body: RegionBody, i: int, kinds: str, rank: int) -> list[str]:
+    """Reduction step ``i`` of a row region: a pass along the row (the operand itself for a row of length 1)."""
+    dtype, (op, (operand,)) = body.dtype, body.steps[i]
+    if body.extent(operand) is None:
+        return [f"t{i} = {_row_value(body, operand)}"]
+    along = _row_pass(body, kinds, rank, f"n{body.lengths.index(body.extent(operand))}", operand)
+    if op == "SumReduce":
+        return [f"acc = {_zero(dtype)}", *along, "    acc += v", f"t{i} = acc"]
+    if dtype.is_float and dtype != DType.F64:  # a max over order-preserving keys vectorises; NaN is largest
+        return ["key = m.KEY_MIN", *along, "    k = m.f32_key(v)", "    key = k if k > key else key",
+                f"t{i} = m.key_f32(key)"]
+    start = "-np.inf" if dtype.is_float else str(np.iinfo(dtype.numpy).min)
+    return [f"acc = {start}", *along, "    acc = v if v > acc or v != v else acc", f"t{i} = acc"]
+
+
+def row_region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -> str:
+    """``kernel(out, x0, ..., meta)``: a row region, parallel over its rows. ``out`` has ``rank`` row axes and then
+    one along the row (1 where the end is per row); input ``j`` is the flat buffer ``x{j}`` read at ``meta``'s offset
+    and ``rank + 1`` strides (the last along the row, of kind ``kinds[j]``: ``b``, loaded once per row, for a per-row
+    input and any other the row does not step through); then come the extents along the row (``body.lengths``).
+    Per row, in ``body.row_order()``: each reduction is one pass along the row, computing what it reads there, and
+    each per-row value is computed once; the end last (a pass where it runs along the row)."""
+    dtype, arity = body.dtype, len(kinds)
+    lines = ["def kernel(out, " + "".join(f"x{j}, " for j in range(arity)) + "meta):", *_prologue(arity, rank + 1)]
+    lines += [f"    n{e} = meta[{arity * (rank + 2) + e}]" for e in range(len(body.lengths))]
+    lines += _outer(rank, parallel, arity, 1)
+    row: list[str] = []
+    for j, kind in enumerate(kinds):
+        position = f"p{j}_{rank - 1}"
+        if body.extent(f"x{j}") is None or kind == "b":  # the same all along the row
+            row.append(f"a{j} = {_load(dtype, f'x{j}[{position}]')}")
+        elif kind == "c":
+            row.append(f"r{j} = x{j}[{position}:]")
+    for i in body.row_order():
+        row += (_row_reduction(body, i, kinds, rank) if body.steps[i][0] in REDUCE_KERNELS
+                else _row_steps(body, [i]))
+    end = body.extent(body.result)
+    index = ", ".join(f"i{d}" for d in range(rank))
+    if end is None:
+        row.append(f"out[{index}, 0] = {_store(dtype, body.result)}")
+    else:
+        row += _row_pass(body, kinds, rank, f"n{body.lengths.index(end)}", body.result)
+        row.append(f"    out[{index}, j] = {_store(dtype, 'v')}")
+    lines += ["    " * (rank + 1) + line for line in row]
+    return _header(parallel, "reassoc" if dtype.is_float else "", "contract") + "\n".join(lines) + "\n"
 
 
 def reduce_source(op: str, dtype: DType, kind: str, rank: int, parallel: bool) -> str:

@@ -13,7 +13,10 @@ nothing generated), ``MatmulTiled`` and ``MatmulTensorCore`` as ``cuda_matmul`` 
 A fused region (``FusionStart`` ... ``FusionEnd`` markers) becomes one elementwise kernel
 ``k_region``, written from its position-named ``RegionBody``: ``in{j}`` is read through
 ``x{j}``'s view into the local ``x{j}``, step ``i`` computes the local ``t{i}`` and the last
-step is stored once. Identical regions therefore give identical source.
+step is stored once. Identical regions therefore give identical source. A row region (one with
+reductions) becomes ``k_row_region``, scheduled by ``RowSchedule``: a block per row, or a warp per
+row where its end is ``FusionEnd warp``; inputs read in several passes along short enough rows are
+held in registers, and each reduction combines its lanes with warp shuffles.
 
 No GPU is needed (nor used) here: the generated code is checked by compiling it to PTX
 only; nothing in this module runs a kernel.
@@ -22,6 +25,7 @@ only; nothing in this module runs a kernel.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from ..core.dtypes import DType
 from ..core.errors import LuminalError
@@ -29,7 +33,7 @@ from ..core.ops import BINARY_KERNELS, IN_REGION, REDUCE_KERNELS, UNARY_KERNELS
 from ..core.shape_tracker import ShapeTracker, format_shape, numel
 from ..core.symbolic import Expr, ceil_div, max_, min_, mul
 from ..llir.llir import LLIR, Kernel
-from ..llir.regions import Region, find_regions
+from ..llir.regions import Region, RegionBody, find_regions
 from .cuda_c import (
     BLOCK,
     CudaKernel,
@@ -178,17 +182,161 @@ def region_source(region: Region, llir: LLIR) -> CudaKernel:
     """``k_region``: a fused region as one elementwise kernel that writes its ``FusionEnd`` and reads its starts'
     sources (``in{j}`` for ``x{j}``). Generated from the region's body alone: identical regions, identical source."""
     body = region.body(llir)
-    dtype, w = body.dtype, Writer()
+    w = Writer()
     n_expr = numel(body.shape)
     n = w.c(n_expr)
     lines = [f"  const {compute_type(d)} x{j} = {w.read(d, f'in{j}', view, 'z')};"
              for j, (_, view, d) in enumerate(body.inputs)]
-    for i, (op, names) in enumerate(body.steps):
-        value = unary(op, dtype, *names) if op in UNARY_KERNELS else binary(op, dtype, *names)
-        lines.append(f"  const {compute_type(dtype)} t{i} = {convert(value, dtype, dtype)};")
+    lines += [_step(body, i, "  ") for i in range(len(body.steps))]
     end = next(k for k in llir.kernels if k.id == region.end)
     return _elementwise(end, "k_region", n, n_expr, lines, body.result, [d for _, _, d in body.inputs],
                         tuple(sid for sid, _, _ in body.inputs), w)
+
+
+def _step(body: RegionBody, i: int, indent: str) -> str:
+    """The statement computing a region's step ``i`` as the local ``t{i}``."""
+    op, names = body.steps[i]
+    value = unary(op, body.dtype, *names) if op in UNARY_KERNELS else binary(op, body.dtype, *names)
+    return f"{indent}const {compute_type(body.dtype)} t{i} = {convert(value, body.dtype, body.dtype)};"
+
+
+def _block_reduce(op: str, dtype: DType, result: str) -> list[str]:
+    """Each thread's ``acc`` reduced by warp shuffles, then across warps in shared memory, into ``result`` for the
+    whole block."""
+    init = lowest(dtype) if op == "MaxReduce" else f"({compute_type(dtype)})0"
+    shuffle = ["for (int off = 16; off > 0; off >>= 1) {",
+               f"  {compute_type(dtype)} other = __shfl_down_sync(0xffffffffu, acc, off);",
+               f"  acc = {_combine(op, dtype, 'acc', 'other')};", "}"]
+    return [*(f"  {line}" for line in shuffle), "  if (lane == 0) partial[warp] = acc;", "  __syncthreads();",
+            "  if (warp == 0) {", f"    acc = lane < nw ? partial[lane] : {init};",
+            *(f"    {line}" for line in shuffle), "    if (lane == 0) partial[0] = acc;", "  }", "  __syncthreads();",
+            f"  {result} = partial[0];", "  __syncthreads();"]
+
+
+WARPS_PER_BLOCK = 8  # rows per block where a warp runs each row
+MAX_HELD = 32  # most elements of one input a thread keeps in registers along a row
+
+
+@dataclass(frozen=True)
+class RowSchedule:
+    """How ``k_row_region`` maps a row region's rows to threads. ``lanes`` threads share a row: a warp (``warp``,
+    ``WARPS_PER_BLOCK`` rows per block) or the whole block of ``block`` threads (one row per block). Lane ``t`` of
+    a row visits its elements ``t, t + lanes, ...``; ``held[k]``, for ``body.lengths[k]``, is how many of them a
+    lane keeps in registers for each input read in more than one pass (0: re-read in each pass, as where the
+    length or the block is symbolic or a lane would hold more than ``MAX_HELD``)."""
+
+    warp: bool
+    lanes: Expr
+    block: Expr
+    held: tuple[int, ...]
+
+    @classmethod
+    def of(cls, body: RegionBody, warp: bool = False) -> RowSchedule:
+        longest = max_(*body.lengths) if body.lengths else Expr.num(1)
+        if warp:
+            lanes, block = Expr.num(32), Expr.num(32 * WARPS_PER_BLOCK)
+        else:
+            lanes = block = max_(32, min_(BLOCK, mul(ceil_div(longest, 32), 32)))
+        held = tuple(-(-length.value // lanes.value) if length.is_num and lanes.is_num
+                     and -(-length.value // lanes.value) <= MAX_HELD else 0 for length in body.lengths)
+        return cls(warp, lanes, block, held)
+
+    @property
+    def rows_per_block(self) -> int:
+        return WARPS_PER_BLOCK if self.warp else 1
+
+    def grid(self, rows: Expr) -> Expr:
+        return ceil_div(rows, self.rows_per_block)
+
+    def row(self, block: int, thread: int) -> tuple[int, int]:
+        """The row (counted over the launch: past the last for a warp of the last block) and the lane of ``thread``
+        in ``block``."""
+        if self.warp:
+            return block * WARPS_PER_BLOCK + thread // 32, thread % 32
+        return block, thread
+
+
+def row_region_source(body: RegionBody, end: int, warp: bool = False) -> CudaKernel:
+    """``k_row_region``: a row region (the body of the region ending at kernel ``end``) scheduled as
+    ``RowSchedule.of(body, warp)``. Per-row inputs are read at the row index ``o``; inputs read along the row in more
+    than one pass are loaded once into registers where the schedule holds them; in ``body.row_order()``, each
+    reduction is a pass along the row in which each lane reduces its elements (what it reads computed there), then
+    the row's lanes combine (warp shuffles, and across warps shared memory), and each per-row step is computed
+    once its operands are known; the end is stored along the row by the lanes, or once per row. An input that
+    does not change along the row (stride 0 there) is read once per row, at the row's first element."""
+    dtype, w, schedule = body.dtype, Writer(), RowSchedule.of(body, warp)
+    ctype = compute_type(dtype)
+    dtypes = [d for _, _, d in body.inputs]
+    lanes = str(schedule.lanes.value) if schedule.lanes.is_num else "blockDim.x"
+    lines = [f"  const long long ext{k} = {w.c(e)};" for k, e in enumerate(body.lengths)]
+    lines.append("  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;")
+    if warp:
+        lines += [f"  const long long o = (long long)blockIdx.x * {WARPS_PER_BLOCK} + warp;",
+                  f"  if (o >= {w.c(numel(body.rows))}) return;  // a whole warp: its shuffles stay full",
+                  "  const int t = lane;"]
+    else:
+        lines += ["  const long long o = blockIdx.x;", "  const int t = threadIdx.x, nw = (blockDim.x + 31) >> 5;",
+                  f"  __shared__ {ctype} partial[32];"]
+    lines += [f"  const {compute_type(d)} x{j} = {w.read(d, f'in{j}', view, 'o')};"
+              for j, (_, view, d) in enumerate(body.inputs) if body.extent(f"x{j}") is None]
+    steady = {j for j, (_, view, _) in enumerate(body.inputs)  # along the row, but the same all along it
+              if body.extent(f"x{j}") is not None and view.strides[-1] == 0 and view.masks[-1] == 1}
+    lines += [f"  const {compute_type(dtypes[j])} x{j} = {w.read(dtypes[j], f'in{j}', body.inputs[j][1], z)};"
+              for j in sorted(steady) for z in [f"(o * ext{body.lengths.index(body.extent(f'x{j}'))})"]]
+    passes = [names[0] for op, names in body.steps if op in REDUCE_KERNELS and body.extent(names[0]) is not None]
+    passes += [body.result] if body.extent(body.result) is not None else []
+    read_in = [j for name in passes for j in body.reads(name) if body.extent(f"x{j}") is not None and j not in steady]
+    held = {j for j in read_in if read_in.count(j) > 1 and schedule.held[body.lengths.index(body.extent(f"x{j}"))]}
+
+    def loop(length: int, inner: list[str]) -> list[str]:
+        """``inner`` for each element ``z`` (row ``o``, position ``r``) a lane visits along rows of ``ext{length}``."""
+        guard = [f"    const long long z = o * ext{length} + r;", *(f"  {line}" for line in inner)]
+        if schedule.held[length]:
+            return ["  #pragma unroll", f"  for (int k = 0; k < {schedule.held[length]}; ++k) {{",
+                    f"    const long long r = t + (long long)k * {lanes};", f"    if (r < ext{length}) {{",
+                    *(f"  {line}" for line in guard), "    }", "  }"]
+        return [f"  for (long long r = t; r < ext{length}; r += {lanes}) {{", *guard, "  }"]
+
+    for j in sorted(held):
+        length = body.lengths.index(body.extent(f"x{j}"))
+        lines += [f"  {compute_type(dtypes[j])} h{j}[{schedule.held[length]}];",
+                  *loop(length, [f"  h{j}[k] = {w.read(dtypes[j], f'in{j}', body.inputs[j][1], 'z')};"])]
+
+    def along(name: str, inner: list[str]) -> list[str]:
+        """A pass along ``name``'s row: what computes ``name`` at ``z``, then ``inner``."""
+        reads = [f"  const {compute_type(dtypes[j])} x{j} = "
+                 + (f"h{j}[k];" if j in held else f"{w.read(dtypes[j], f'in{j}', body.inputs[j][1], 'z')};")
+                 for j in body.reads(name) if body.extent(f"x{j}") is not None and j not in steady]
+        steps = [_step(body, i, "  ") for i in body.needs(name)]
+        return loop(body.lengths.index(body.extent(name)), [*reads, *steps, *inner])
+
+    for i in body.row_order():
+        op, names = body.steps[i]
+        if op not in REDUCE_KERNELS:
+            lines.append(_step(body, i, "  "))
+        elif body.extent(names[0]) is None:  # a row of length 1
+            lines.append(f"  const {ctype} t{i} = {names[0]};")
+        else:
+            init = lowest(dtype) if op == "MaxReduce" else f"({ctype})0"
+            combine = _warp_reduce(op, dtype) if warp else _block_reduce(op, dtype, f"t{i}")
+            lines += [f"  {ctype} t{i};", f"  {{ {ctype} acc = {init};",
+                      *along(names[0], [f"  acc = {_combine(op, dtype, 'acc', names[0])};"]), *combine,
+                      *([f"  t{i} = acc;"] if warp else []), "  }"]
+    if body.extent(body.result) is None:
+        lines += [f"  if (t == 0) out[o] = {store(dtype, body.result)};"]
+    else:
+        lines += along(body.result, [f"  out[z] = {store(dtype, body.result)};"])
+    prefix, dyn = w.header("k_row_region", dtype, dtypes)
+    return CudaKernel("k_row_region", "\n".join([prefix, *lines, "}", ""]), schedule.grid(numel(body.rows)), dyn,
+                      tuple(sid for sid, _, _ in body.inputs), end, per_output_block=True,
+                      block_threads=schedule.block)
+
+
+def _warp_reduce(op: str, dtype: DType) -> list[str]:
+    """Each lane's ``acc`` combined across its warp by butterfly shuffles: every lane ends with the warp's value."""
+    return ["  for (int off = 16; off > 0; off >>= 1) {",
+            f"    const {compute_type(dtype)} other = __shfl_xor_sync(0xffffffffu, acc, off);",
+            f"    acc = {_combine(op, dtype, 'acc', 'other')};", "  }"]
 
 
 def llir_sources(llir: LLIR) -> list[CudaKernel]:
@@ -199,6 +347,10 @@ def llir_sources(llir: LLIR) -> list[CudaKernel]:
     for kernel in llir.kernels:
         if kernel.op in ("Input", *IN_REGION) or (kernel.op == "Output" and kernel.sources[0][1].is_contiguous):
             continue
-        kernels.append(region_source(regions[kernel.id], llir) if kernel.op == "FusionEnd"
-                       else kernel_source(kernel, llir))
+        if kernel.op == "FusionEnd":
+            body = regions[kernel.id].body(llir)
+            kernels.append(region_source(regions[kernel.id], llir) if body.rows is None
+                           else row_region_source(body, kernel.id, warp=kernel.arg == "warp"))
+        else:
+            kernels.append(kernel_source(kernel, llir))
     return kernels

@@ -21,7 +21,7 @@ _RESERVED = {"z", "n", "m", "o", "r", "zi", "v", "acc", "out", "dyn", "lane", "w
              "other", "min", "max", "k", "c", "e", "g", "i", "j", "kk", "k0", "m0", "n0", "bz", "gm", "gn", "gk", "tid",
              "tr", "tc", "ra", "rb", "rows", "cols", "depth", "tile", "tiles_m", "tiles_n", "wm", "wn", "As", "Bs",
              "fa", "fb"}
-_LOCAL = re.compile(r"(in|x|t|b)[0-9]+|dyn_.*")  # buffers, region and batch locals, the renamed dims' own prefix
+_LOCAL = re.compile(r"(in|x|t|b|ext)[0-9]+|dyn_.*")  # buffers, region, batch and extent locals, renamed dims' prefix
 
 
 @dataclass(frozen=True)

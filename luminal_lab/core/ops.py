@@ -5,7 +5,7 @@ semantics are documented in ``luminal_lab.hlir.graph``. Kernel ops are named by 
 HLIR op's name (``"Add"``), ``Exp`` (e^x, recognised from the exp2 chain) or ``Matmul`` (a
 ``Mul`` feeding a ``SumReduce``, recognised as one contraction; ``MatmulTiled`` and
 ``MatmulTensorCore`` are its generated GPU implementations, ``luminal_lab.core.tiling``), plus the fusion markers:
-``FusionStart``, ``FusionEnd`` and one ``Fused<Op>`` per fusable op.
+``FusionStart``, ``FusionEnd`` and one ``Fused<Op>`` per fusable op (reductions included: a row region).
 """
 
 from __future__ import annotations
@@ -51,8 +51,12 @@ UNARY_KERNELS = ("Log2", "Exp2", "Sin", "Sqrt", "Recip", "Exp")
 BINARY_KERNELS = ("Add", "Mul", "Mod", "LessThan")
 REDUCE_KERNELS = ("SumReduce", "MaxReduce")
 CONTRACT_KERNELS = ("Matmul", "MatmulTiled", "MatmulTensorCore")  # a library call, generated tiles, tensor cores
-GPU_KERNELS = ("MatmulTiled", "MatmulTensorCore")  # generated for a GPU only: elsewhere they run as the library call
+# generated for a GPU only: elsewhere the contractions run as the library call, and a row region's end marked for a
+# warp per row (``FusionEndWarp``) as any other end
+GPU_KERNELS = ("MatmulTiled", "MatmulTensorCore", "FusionEndWarp")
+END_MARKERS = ("FusionEnd", "FusionEndWarp")  # a region's end: one block per row (or element), or one warp per row
 FUSABLE_UNARY = UNARY_KERNELS
 FUSABLE_BINARY = ("Add", "Mul")
-FUSED_OPS = {f"Fused{op}": op for op in (*FUSABLE_UNARY, *FUSABLE_BINARY)}  # kernel op -> the op it computes
+FUSABLE_REDUCE = REDUCE_KERNELS  # inside a row region (``luminal_lab.egraph.fusion``)
+FUSED_OPS = {f"Fused{op}": op for op in (*FUSABLE_UNARY, *FUSABLE_BINARY, *FUSABLE_REDUCE)}  # kernel op -> its op
 IN_REGION = ("FusionStart", *FUSED_OPS)  # kernels that compute inside a region and have no buffer of their own

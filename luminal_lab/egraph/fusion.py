@@ -2,12 +2,13 @@
 
 A region is a term ``(FusionEnd (Fused<Op> ... (FusionStart x)))``: each ``FusionStart``
 reads one outside e-class through its own view, the ``Fused<Op>`` ops inside run on values
-(unary ``FusedSin/Sqrt/Exp/Exp2/Log2/Recip``, binary ``FusedAdd/Mul``), and the single
-``FusionEnd`` is unioned with the e-class of the kernel op it replaces, so a genome chooses
-between the fused and the unfused form. Every marker and fused op carries the region's
-shape, its (contiguous) out strides and its dtype.
+(unary ``FusedSin/Sqrt/Exp/Exp2/Log2/Recip``, binary ``FusedAdd/Mul``, and in a row region the
+reductions ``FusedSumReduce/MaxReduce``), and the single ``FusionEnd`` is unioned with the e-class
+of the kernel op it replaces, so a genome chooses between the fused and the unfused form. Every
+marker and fused op carries its shape, its (contiguous) out strides and its dtype; a fused
+reduction also its reduced extent.
 
-Three rule families, each a ruleset:
+Elementwise rule families, each a ruleset:
 
 ``fusion_pair``
     two neighbouring kernel ops become a region: U->U, B->U, U->B (lhs, rhs), B->B (lhs, rhs).
@@ -20,8 +21,31 @@ The left side of every rule matches unfused ``Kernel*`` ops and the right side b
 ``Fused*`` ops (another sort of term), so no rule re-matches its own output. Fusion only
 follows reads whose strides are the producer's own out strides (one pattern variable,
 ``?o``, for both) over the same shape, so element ``z`` of the consumer is element ``z`` of
-the producer. Reductions are never fused through, a lone op never forms a region, and
-there is no ``FS(FS x) = FS x`` or ``FS(FE x) = x`` rule (both put cycles into e-classes).
+the producer. A lone elementwise op never forms a region, and there is no ``FS(FS x) = FS x``
+or ``FS(FE x) = x`` rule (both put cycles into e-classes).
+
+Row regions hold reductions (softmax, norms, the attention row). Their *rows* are the reductions'
+out shape ``r``; every value in one has shape ``r`` (or ``r`` with a trailing 1, schema's strides
+make that the same layout) and is computed once per row, or shape ``r + [n]`` and is computed
+along the row, either possibly after a leading 1 (a batch of one: ``on-rows``). ``row-shape``
+records ``r`` on each fused term with a reduction inside, ``plain`` marks those without one; both
+follow from the operands (rules in ``fusion_grow``). The row rules:
+
+- a reduction reading its source through a plain view is a region of its own (``reduce-<op>``);
+  one reading an unfused elementwise op pairs with it (``fuse-<op>-<reduce>``); one reading a
+  region's end of shape ``r + [n]`` joins it (``grow-<reduce>``, from a plain region or one with
+  the same rows);
+- an elementwise op reading a region's end in its own layout joins a plain region (``grow-<op>``),
+  or a region with rows ``r`` where the op is on those rows (``grow-<op>-rows``);
+- an op reading the end of a region with rows ``r`` along the row (its strides with a 0 appended,
+  or the end's own strides where the end's shape is ``r + [1]``) joins it (``grow-<op>-<side>-bcast``
+  and ``-keepdim``), and so does a binary op reading such an end and another region's end
+  (``merge-<op>-<side>-...``);
+- regions with reductions merge only where their rows agree; the elementwise merge only merges
+  plain regions;
+- each row region's ``FusionEnd`` gets a ``FusionEndWarp`` twin in its e-class (``warp-per-row``):
+  the same region, run on a GPU by one warp per row instead of one block, a choice the genome
+  makes (and a CPU search leaves out, as it runs both alike).
 
 Guards keep the number of regions small and the rules finite on e-graphs with cycles
 (``x * 1 = x`` puts an op in its own operand's e-class):
@@ -38,21 +62,27 @@ Guards keep the number of regions small and the rules finite on e-graphs with cy
 
 from __future__ import annotations
 
-from ..core.ops import FUSABLE_BINARY, FUSABLE_UNARY
+from ..core.ops import FUSABLE_BINARY, FUSABLE_REDUCE, FUSABLE_UNARY
 from .ops import Rule
 
 FUSION_RULESETS = ("fusion_pair", "fusion_grow", "fusion_merge")
 MAX_REGION_OPS = 24
 FUNCTIONS = ("(function largest-region (IR) i64 :merge (max old new))",
              "(function region-of (IR i64) IR :merge old)",
-             "(function fused-origin (IR) IR :merge old)")  # a fused op's e-class -> the kernel op's it mirrors
+             "(function fused-origin (IR) IR :merge old)",  # a fused op's e-class -> the kernel op's it mirrors
+             "(relation plain (IR))",  # a fused term without a reduction inside
+             "(function row-shape (IR) EList :merge old)",  # a fused term's rows: its reductions' out shape
+             "(relation on-rows (EList EList))")  # (on-rows s r): shape s is rows r, or r + [n], or either after a 1
+
+_ELEMENTWISE = (*FUSABLE_UNARY, *FUSABLE_BINARY)
 
 
 def signatures() -> list[tuple[str, tuple[str, ...]]]:
     """The OpKind constructors of the markers and fused ops."""
     region = ("EList", "EList", "DType")  # shape, out strides, dtype
-    return [("FusionStart", ("EList", "View", "EList", "DType")), ("FusionEnd", region),
-            *((f"Fused{op}", region) for op in (*FUSABLE_UNARY, *FUSABLE_BINARY))]
+    return [("FusionStart", ("EList", "View", "EList", "DType")), ("FusionEnd", region), ("FusionEndWarp", region),
+            *((f"Fused{op}", region) for op in _ELEMENTWISE),
+            *((f"Fused{op}", ("EList", "Expression", "EList", "DType")) for op in FUSABLE_REDUCE)]
 
 
 # ---- terms ---------------------------------------------------------------------------------------
@@ -63,50 +93,57 @@ def _ilist(*items: str) -> str:
     return text
 
 
-def _kernel(op: str, views: tuple[str, ...], operands: tuple[str, ...]) -> str:
-    return f"(Op (Kernel{op} ?s {' '.join(views)} ?o ?dt) {_ilist(*operands)})"
+_HERE = ("?s", "?o")  # the shape and out strides of the op a rule fuses (its dtype is ?dt)
 
 
-def _fused(op: str, *operands: str) -> str:
-    return f"(Op (Fused{op} ?s ?o ?dt) {_ilist(*operands)})"
+def _kernel(op: str, views: tuple[str, ...], operands: tuple[str, ...], at: tuple[str, str] = _HERE) -> str:
+    return f"(Op (Kernel{op} {at[0]} {' '.join(views)} {at[1]} ?dt) {_ilist(*operands)})"
 
 
-def _start(view: str, source: str) -> str:
-    return f"(Op (FusionStart ?s {view} ?o ?dt) {_ilist(source)})"
+def _fused(op: str, *operands: str, at: tuple[str, str] = _HERE) -> str:
+    return f"(Op (Fused{op} {at[0]} {at[1]} ?dt) {_ilist(*operands)})"
 
 
-def _end(inner: str) -> str:
-    return f"(Op (FusionEnd ?s ?o ?dt) {_ilist(inner)})"
+def _start(view: str, source: str, at: tuple[str, str] = _HERE) -> str:
+    return f"(Op (FusionStart {at[0]} {view} {at[1]} ?dt) {_ilist(source)})"
+
+
+def _end(inner: str, at: tuple[str, str] = _HERE) -> str:
+    return f"(Op (FusionEnd {at[0]} {at[1]} ?dt) {_ilist(inner)})"
 
 
 _CONTIGUOUS = "(Strided ?o)"  # a read of a producer's output in its own layout
 
 
-def _rule(ruleset: str, name: str, query: list[str], inner: str, size: str, producer: str = "") -> Rule:
-    """``?e`` (the consumer) gets the alternative ``FusionEnd(inner)``; ``inner`` computes ``size`` ops. Its top
-    fused op mirrors ``?e``, and ``?p`` (bound to ``producer``, where given) mirrors ``?m``: ``fused-origin``
-    records both, so the fused ops keep the HLIR provenance of the ops they replace."""
+def _rule(ruleset: str, name: str, query: list[str], inner: str, size: str, producer: str = "",
+          at: tuple[str, str] = _HERE, rows: str = "") -> Rule:
+    """``?e`` (the consumer, of shape and out strides ``at``) gets the alternative ``FusionEnd(inner)``; ``inner``
+    computes ``size`` ops. Its top fused op mirrors ``?e``, and ``?p`` (bound to ``producer``, where given) mirrors
+    ``?m``: ``fused-origin`` records both, so the fused ops keep the HLIR provenance of the ops they replace.
+    ``rows``, where given, is the new region's ``row-shape``."""
     bind_producer = f"(let ?p {producer}) (set (fused-origin ?p) ?m) " if producer else ""
-    actions = (f"{bind_producer}(let ?inner {inner}) (set (fused-origin ?inner) ?e) (let ?size {size})"
-               f" (set (region-of ?e ?size) ?inner) (set (largest-region ?e) ?size) (union ?e {_end('?inner')})")
+    set_rows = f" (set (row-shape ?inner) {rows})" if rows else ""
+    actions = (f"{bind_producer}(let ?inner {inner}) (set (fused-origin ?inner) ?e){set_rows} (let ?size {size})"
+               f" (set (region-of ?e ?size) ?inner) (set (largest-region ?e) ?size) (union ?e {_end('?inner', at)})")
     return Rule(name, ruleset, f"(rule ({' '.join(query)}) ({actions}) :ruleset {ruleset} :name \"{name}\")")
 
 
-def _producer(op: str, prefix: str) -> tuple[str, str]:
+def _producer(op: str, prefix: str, at: tuple[str, str] = _HERE) -> tuple[str, str]:
     """A kernel op producing ``?m`` (its pattern) and the fused term that computes it from starts."""
     if op in FUSABLE_UNARY:
         view, source = f"?{prefix}v", f"?{prefix}x"
-        return (f"(= ?m {_kernel(op, (view,), (source,))})", _fused(op, _start(view, source)))
+        return (f"(= ?m {_kernel(op, (view,), (source,), at)})", _fused(op, _start(view, source, at), at=at))
     views, sources = (f"?{prefix}va", f"?{prefix}vb"), (f"?{prefix}a", f"?{prefix}b")
-    return (f"(= ?m {_kernel(op, views, sources)})",
-            _fused(op, *(_start(v, x) for v, x in zip(views, sources))))
+    return (f"(= ?m {_kernel(op, views, sources, at)})",
+            _fused(op, *(_start(v, x, at) for v, x in zip(views, sources)), at=at))
 
 
-def _consumer(op: str, side: str) -> tuple[str, str]:
-    """A kernel op ``?e`` reading ``?m`` contiguously on ``side`` (``x``, ``lhs`` or ``rhs``) and the other operand."""
+def _consumer(op: str, side: str, read: str = _CONTIGUOUS) -> tuple[str, str]:
+    """A kernel op ``?e`` reading ``?m`` through ``read`` on ``side`` (``x``, ``lhs`` or ``rhs``) and the other
+    operand."""
     if side == "x":
-        return f"(= ?e {_kernel(op, (_CONTIGUOUS,), ('?m',))})", ""
-    views = (_CONTIGUOUS, "?cv") if side == "lhs" else ("?cv", _CONTIGUOUS)
+        return f"(= ?e {_kernel(op, (read,), ('?m',))})", ""
+    views = (read, "?cv") if side == "lhs" else ("?cv", read)
     operands = ("?m", "?c") if side == "lhs" else ("?c", "?m")
     return f"(= ?e {_kernel(op, views, operands)})", _start("?cv", "?c")
 
@@ -121,12 +158,18 @@ def _combine(op: str, side: str, inside: str, other: str) -> str:
     return _fused(op, inside, other) if side == "lhs" else _fused(op, other, inside)
 
 
+def _region_at(cls: str, size: str, region: str) -> list[str]:
+    """``region`` is the region of most ops (``size``) ending at e-class ``cls``, and it may grow."""
+    return [f"(!= ?e {cls})", f"(= {size} (largest-region {cls}))", f"(= {region} (region-of {cls} {size}))",
+            f"(< {size} {MAX_REGION_OPS})"]
+
+
 def pair_rules() -> list[Rule]:
     """U->U, B->U, U->B and B->B: a consumer and the kernel op it reads become one region of two ops."""
     rules = []
-    for consumer in (*FUSABLE_UNARY, *FUSABLE_BINARY):
+    for consumer in _ELEMENTWISE:
         for side in _sides(consumer):
-            for producer in (*FUSABLE_UNARY, *FUSABLE_BINARY):
+            for producer in _ELEMENTWISE:
                 matched, inside = _producer(producer, "p")
                 query, other = _consumer(consumer, side)
                 name = f"fuse-{producer}-{consumer}" + ("" if side == "x" else f"-{side}")
@@ -136,29 +179,137 @@ def pair_rules() -> list[Rule]:
 
 
 def grow_rules() -> list[Rule]:
-    """FE->U and FE->B: a kernel op reading a region's end joins the region."""
+    """FE->U and FE->B: a kernel op reading a region's end joins the region: any plain one, and one with rows ``?r``
+    where the op is on those rows (``on-rows``)."""
     rules = []
-    for consumer in (*FUSABLE_UNARY, *FUSABLE_BINARY):
+    for consumer in _ELEMENTWISE:
         for side in _sides(consumer):
             query, other = _consumer(consumer, side)
             name = f"grow-{consumer}" + ("" if side == "x" else f"-{side}")
-            rules.append(_rule("fusion_grow", name,
-                               [query, "(!= ?e ?m)", "(= ?k (largest-region ?m))", "(= ?y (region-of ?m ?k))",
-                                f"(< ?k {MAX_REGION_OPS})"],
-                               _combine(consumer, side, "?y", other), "(+ ?k 1)"))
+            for kind, guards, rows in (("", ["(plain ?y)"], ""),
+                                       ("-rows", ["(= ?r (row-shape ?y))", "(on-rows ?s ?r)"], "?r")):
+                rules.append(_rule("fusion_grow", name + kind, [query, *_region_at("?m", "?k", "?y"), *guards],
+                                   _combine(consumer, side, "?y", other), "(+ ?k 1)", rows=rows))
     return rules
 
 
 def merge_rules() -> list[Rule]:
-    """FE,FE at a binary kernel op: both regions and the op become one region."""
+    """FE,FE at a binary kernel op: both (plain) regions and the op become one region."""
     rules = []
     for op in FUSABLE_BINARY:
         query = [f"(= ?e {_kernel(op, (_CONTIGUOUS, _CONTIGUOUS), ('?m', '?n'))})", "(!= ?e ?m)", "(!= ?e ?n)",
                  "(= ?i (largest-region ?m))", "(= ?y (region-of ?m ?i))", "(= ?j (largest-region ?n))",
-                 "(= ?w (region-of ?n ?j))", "(= ?k (+ ?i ?j))", f"(< ?k {MAX_REGION_OPS})"]
+                 "(= ?w (region-of ?n ?j))", "(plain ?y)", "(plain ?w)", "(= ?k (+ ?i ?j))",
+                 f"(< ?k {MAX_REGION_OPS})"]
         rules.append(_rule("fusion_merge", f"merge-{op}", query, _fused(op, "?y", "?w"), "(+ ?k 1)"))
     return rules
 
 
+# ---- row regions -----------------------------------------------------------------------------------
+def _reduction(op: str, source: str) -> str:
+    """A reduction ``?e`` with rows ``?s``, extent ``?k`` and out strides ``?o`` reading ``source`` unmasked."""
+    return f"(= ?e (Op (Kernel{op} ?s ?k (Strided ?kept) ?ks (MNum 1) ?o ?dt) (ICons {source} (INil))))"
+
+
+def _fused_reduction(op: str, operand: str) -> str:
+    return f"(Op (Fused{op} ?s ?k ?o ?dt) (ICons {operand} (INil)))"
+
+
+# the reduction reads a value of shape ?ps (its rows, then ?k) and out strides ?po in that value's own layout
+_ALONG_ROWS = ("(init-of ?po ?kept ?ks)", "(init-of ?ps ?s ?k)")
+
+# an op of shape ?s reading an end (shape, out strides ?po) of a region with rows ?r along the row, through view ?v:
+# the end has shape ?r and ?v is ?po with a 0 appended, or the end has shape ?r + [1] and is read in its own layout
+_ROW_READS = {
+    "bcast": ("(Strided ?v)", "(= {end} (Op (FusionEnd ?r ?po ?dt) {fe}))", "(init-of ?v ?po (MNum 0))"),
+    "keepdim": ("(Strided ?po)", "(= {end} (Op (FusionEnd ?ps ?po ?dt) {fe}))", "(init-of ?ps ?r (MNum 1))"),
+}
+
+
+def row_rules() -> list[Rule]:
+    """Reductions with their producers and their readers (see the module docstring)."""
+    rules = []
+    for op in FUSABLE_REDUCE:
+        start = _start("(Strided ?full)", "?x", ("?es", "?full"))
+        rules.append(_rule("fusion_pair", f"reduce-{op}",
+                           [_reduction(op, "?x"), "(!= ?e ?x)", "(init-of ?full ?kept ?ks)", "(init-of ?es ?s ?k)"],
+                           _fused_reduction(op, start), "1", rows="?s"))
+        for producer in _ELEMENTWISE:
+            matched, inside = _producer(producer, "p", ("?ps", "?po"))
+            rules.append(_rule("fusion_pair", f"fuse-{producer}-{op}",
+                               [_reduction(op, "?m"), matched, "(!= ?e ?m)", *_ALONG_ROWS],
+                               _fused_reduction(op, "?p"), "2", producer=inside, rows="?s"))
+        end = ["(= ?m (Op (FusionEnd ?ps ?po ?dt) ?fe))", *_ALONG_ROWS]
+        for kind, guard in (("plain", "(plain ?y)"), ("rows", "(= ?s (row-shape ?y))")):
+            rules.append(_rule("fusion_grow", f"grow-{op}-{kind}",
+                               [_reduction(op, "?m"), *_region_at("?m", "?j", "?y"), guard, *end],
+                               _fused_reduction(op, "?y"), "(+ ?j 1)", rows="?s"))
+    for op in FUSABLE_BINARY:
+        for side in ("lhs", "rhs"):
+            for kind, (view, end, relation) in _ROW_READS.items():
+                query, other = _consumer(op, side, view)
+                rules.append(_rule("fusion_grow", f"grow-{op}-{side}-{kind}",
+                                   [query, *_region_at("?m", "?j", "?y"), "(= ?r (row-shape ?y))",
+                                    end.format(end="?m", fe="?fe"), relation, "(init-of ?s ?r ?n)"],
+                                   _combine(op, side, "?y", other), "(+ ?j 1)", rows="?r"))
+        rules += _row_merges(op)
+    return rules
+
+
+def _row_merges(op: str) -> list[Rule]:
+    """A binary op joining two region ends (``?m`` lhs, ``?q`` rhs), at least one of them with rows ``?r``."""
+    rules = []
+    both = ["(!= ?e ?q)", "(= ?i (largest-region ?m))", "(= ?y (region-of ?m ?i))", "(= ?j (largest-region ?q))",
+            "(= ?w (region-of ?q ?j))", "(= ?k (+ ?i ?j))", f"(< ?k {MAX_REGION_OPS})"]
+    at_shape = "(= {end} (Op (FusionEnd ?s ?o ?dt) {fe}))"  # an end read in its own layout over the op's shape
+    for kind, lhs, rhs in (("rows", "(= ?r (row-shape ?y))", "(= ?r (row-shape ?w))"),
+                           ("rows-plain", "(= ?r (row-shape ?y))", "(plain ?w)"),
+                           ("plain-rows", "(plain ?y)", "(= ?r (row-shape ?w))")):
+        query = [f"(= ?e {_kernel(op, (_CONTIGUOUS, _CONTIGUOUS), ('?m', '?q'))})", "(!= ?e ?m)", *both, lhs, rhs,
+                 at_shape.format(end="?m", fe="?fa"), at_shape.format(end="?q", fe="?fb")]
+        rules.append(_rule("fusion_merge", f"merge-{op}-{kind}", query, _fused(op, "?y", "?w"), "(+ ?k 1)",
+                           rows="?r"))
+    for side in ("lhs", "rhs"):  # the row-level end is read along the row on ``side``, the other in its own layout
+        row, other = ("?y", "?w") if side == "lhs" else ("?w", "?y")
+        row_class, other_class = ("?m", "?q") if side == "lhs" else ("?q", "?m")
+        for kind, (view, end, relation) in _ROW_READS.items():
+            views = (view, _CONTIGUOUS) if side == "lhs" else (_CONTIGUOUS, view)
+            for other_kind, guard in (("rows", f"(= ?r (row-shape {other}))"), ("plain", f"(plain {other})")):
+                query = [f"(= ?e {_kernel(op, views, ('?m', '?q'))})", "(!= ?e ?m)", *both,
+                         f"(= ?r (row-shape {row}))", guard, end.format(end=row_class, fe="?fa"), relation,
+                         "(init-of ?s ?r ?n)", at_shape.format(end=other_class, fe="?fb")]
+                rules.append(_rule("fusion_merge", f"merge-{op}-{side}-{kind}-{other_kind}", query,
+                                   _fused(op, "?y", "?w"), "(+ ?k 1)", rows="?r"))
+    return rules
+
+
+def bookkeeping_rules() -> list[Rule]:
+    """``plain`` and ``row-shape`` of fused terms, from their operands (starts are plain), and the shapes ``on-rows``
+    of each row shape (of the lists that exist: no terms are made)."""
+    texts = {"plain-start": "((= ?t (Op (FusionStart ?s ?v ?o ?dt) ?ins))) ((plain ?t))",
+             "on-rows": "((= ?r (row-shape ?t))) ((on-rows ?r ?r))",
+             "on-rows-along": "((= ?r (row-shape ?t)) (init-of ?s ?r ?n)) ((on-rows ?s ?r))",
+             "on-rows-batch": "((on-rows ?s ?r) (= ?b (ECons (MNum 1) ?s))) ((on-rows ?b ?r))"}
+    for op in FUSABLE_UNARY:
+        term = f"(= ?t (Op (Fused{op} ?s ?o ?dt) (ICons ?a (INil))))"
+        texts[f"plain-{op}"] = f"({term} (plain ?a)) ((plain ?t))"
+        texts[f"rows-{op}"] = f"({term} (= ?r (row-shape ?a))) ((set (row-shape ?t) ?r))"
+    for op in FUSABLE_BINARY:
+        term = f"(= ?t (Op (Fused{op} ?s ?o ?dt) (ICons ?a (ICons ?b (INil)))))"
+        texts[f"plain-{op}"] = f"({term} (plain ?a) (plain ?b)) ((plain ?t))"
+        texts[f"rows-{op}-lhs"] = f"({term} (= ?r (row-shape ?a))) ((set (row-shape ?t) ?r))"
+        texts[f"rows-{op}-rhs"] = f"({term} (= ?r (row-shape ?b))) ((set (row-shape ?t) ?r))"
+    return [Rule(name, "fusion_grow", f'(rule {text} :ruleset fusion_grow :name "{name}")')
+            for name, text in texts.items()]
+
+
+def warp_rules() -> list[Rule]:
+    """A row region's end gets a ``FusionEndWarp`` twin in its e-class: the same region run a warp per row on a GPU
+    (``FusionEnd`` runs it a block per row), a choice the genome makes."""
+    text = ("(rule ((= ?e (Op (FusionEnd ?s ?o ?dt) ?ins)) (= ?ins (ICons ?inner (INil))) (= ?r (row-shape ?inner)))"
+            " ((union ?e (Op (FusionEndWarp ?s ?o ?dt) ?ins))) :ruleset fusion_grow :name \"warp-per-row\")")
+    return [Rule("warp-per-row", "fusion_grow", text)]
+
+
 def fusion_rules() -> list[Rule]:
-    return [*pair_rules(), *grow_rules(), *merge_rules()]
+    return [*pair_rules(), *grow_rules(), *merge_rules(), *row_rules(), *bookkeeping_rules(), *warp_rules()]

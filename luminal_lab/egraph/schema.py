@@ -79,10 +79,16 @@ def elist(exprs) -> tuple:
     return term
 
 
+def strides(tracker: ShapeTracker) -> tuple[Expr, ...]:
+    """The tracker's strides, each of an axis of extent 1 as its value at ``z = 0``: such an axis is never
+    stepped, so an unsqueezed read and the contiguous layout of a shape with a trailing 1 are the same list."""
+    return tuple(s.substitute(z=0) if d == 1 else s for d, s in zip(tracker.dims, tracker.strides))
+
+
 def view(tracker: ShapeTracker) -> tuple:
     if tracker.is_masked:
-        return ("Masked", elist(tracker.strides), elist(tracker.masks))
-    return ("Strided", elist(tracker.strides))
+        return ("Masked", elist(strides(tracker)), elist(tracker.masks))
+    return ("Strided", elist(strides(tracker)))
 
 
 def ilist(refs) -> tuple:
@@ -104,7 +110,7 @@ def op_fields(node: Node) -> tuple:
     """The fields of a node's OpKind constructor (see the layouts in ``ops``)."""
     op = node.op
     trackers = [tracker for _, tracker in node.sources]
-    out = elist(ShapeTracker.contiguous(node.shape).strides)
+    out = elist(strides(ShapeTracker.contiguous(node.shape)))
     if op in UNARY_OPS:
         return (elist(node.shape), view(trackers[0]), out)
     if op in BINARY_OPS:
@@ -113,7 +119,7 @@ def op_fields(node: Node) -> tuple:
         source, axis = trackers[0], node.arg
         kept = ShapeTracker(*(seq[:axis] + seq[axis + 1:] for seq in (source.dims, source.strides, source.masks)))
         return (elist(node.shape), source.dims[axis].to_egglog_term(), view(kept),
-                source.strides[axis].to_egglog_term(), source.masks[axis].to_egglog_term(), out)
+                strides(source)[axis].to_egglog_term(), source.masks[axis].to_egglog_term(), out)
     if op == Op.IOTA:
         expr, length = node.arg
         return (expr.to_egglog_term(), length.to_egglog_term())

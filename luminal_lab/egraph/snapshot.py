@@ -19,8 +19,8 @@ from functools import cached_property
 PRIMITIVE_SORTS = frozenset({"i64", "f64", "String", "bool", "Unit", "BigInt", "BigRat"})
 GENOME_SORTS = frozenset({"IR", "IList"})
 # the program's functions and relations: they annotate e-classes, they are not e-nodes
-PROGRAM_FUNCTIONS = frozenset({"dtype", "largest-region", "region-of", "fused-origin", "init-of", "last3",
-                               "contracts"})
+PROGRAM_FUNCTIONS = frozenset({"dtype", "largest-region", "region-of", "fused-origin", "init-of", "last3", "plain",
+                               "row-shape", "on-rows", "contracts"})
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,7 @@ class Snapshot:
             eclass = self.classes.setdefault(n["eclass"], EClass(n["eclass"], sort_of.get(n["eclass"], "")))
             eclass.nodes.append(node)
         origin_of: dict[str, str] = {}  # fused-origin(IR) rows: a fused op's e-class -> the kernel op's it mirrors
+        self.fused_origins = origin_of
         self.contracts: dict[str, str] = {}  # contracts(IR) rows: an e-class with a matmul -> the product it replaces
         for row in function_rows:  # dtype(IR) rows: the value's e-class holds the DType constructor
             target = raw[row["children"][0]]["eclass"] if row["children"] else None

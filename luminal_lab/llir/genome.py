@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..core.dtypes import DType
-from ..core.ops import CONTRACT_KERNELS, FUSED_OPS, GPU_KERNELS, IN_REGION
+from ..core.ops import CONTRACT_KERNELS, END_MARKERS, FUSED_OPS, GPU_KERNELS, IN_REGION, REDUCE_KERNELS
 from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import Expr, add, and_, ceil_div, div, gte, lt, max_, min_, mod, mul, or_
 from ..core.tiling import MmaTiling, Tiling
@@ -31,7 +31,8 @@ from ..hlir.graph import Graph
 from .llir import LLIR, Kernel
 
 _DTYPES = {d.egglog: d for d in DType}
-_FUSION = frozenset(("FusionEnd", *IN_REGION))
+_FUSION = frozenset((*END_MARKERS, *IN_REGION))
+_FUSED_REDUCTIONS = frozenset(f"Fused{op}" for op in REDUCE_KERNELS)
 _EXPRESSIONS = {
     "MAdd": add, "MMul": mul, "MDiv": div, "MMod": mod, "MCeilDiv": ceil_div, "MMin": min_, "MMax": max_,
     "MAnd": and_, "MOr": or_, "MGte": gte, "MLt": lt, "MSub": lambda a, b: add(a, mul(-1, b)),
@@ -99,15 +100,35 @@ class ChoiceSpace:
     def fused_genome(self) -> Genome:
         """The genome that fuses most: each kernel that computes weighs one (a region's end for its region), while
         inputs, constants, the other markers, fused ops and operand lists weigh nothing, so each e-class takes the
-        fewest kernels (one region over two that split it, whatever constants either reads)."""
+        fewest kernels (one region over two that split it, whatever constants either reads). A matmul (a contraction
+        of rows by columns) is the exception: a region that computes it as row sums of products weighs more than any
+        number of kernels, so it stays a matmul (the search may still try such a region)."""
         weightless = {*IN_REGION, "KernelInput", "KernelConstant"}
         weights = {n.id: 0.0 for options in self.options for n in options if n.op in ("ICons", "INil")
                    or (n.op == "Op" and getattr(self.kernel_of(n), "op", "") in weightless)}
+        snapshot = self.snapshot  # a matmul stays one: a region computing it as row sums of products weighs more
+        for cid, origin in snapshot.fused_origins.items():
+            if cid in self.position and any(getattr(self.kernel_of(n), "op", "") == "KernelMatmulTiled"
+                                            for n in snapshot.classes[origin].nodes if n.op == "Op"):
+                weights.update({n.id: float(len(self.classes)) for n in self.options[self.position[cid]]})
         return self.genome(self._cheapest(weights, random.Random(0), frozenset(GPU_KERNELS)))
 
     def unfused_genome(self) -> Genome:
         """The smallest genome without fused regions (no ``FusionEnd`` picked)."""
         return self.smallest_genome(without=_FUSION)
+
+    def warp_per_row(self, genome: Genome) -> Genome:
+        """``genome`` with each row region it picks run a warp per row: each ``FusionEnd`` picked where the same
+        region's ``FusionEndWarp`` twin is an option picks the twin instead."""
+        def end(node: ENode) -> str | None:
+            return getattr(self.kernel_of(node), "op", None) if node.op == "Op" else None
+
+        picks = list(genome.picks)
+        for i, options in enumerate(self.options):
+            if options and end(node := options[picks[i]]) == "FusionEnd":
+                picks[i] = next((k for k, n in enumerate(options)
+                                 if end(n) == "FusionEndWarp" and n.children[1] == node.children[1]), picks[i])
+        return self.genome(picks)
 
     def alternatives(self, genome: Genome, cid: str) -> list[Genome]:
         """``genome`` with e-class ``cid`` picking each of its e-nodes in turn (one genome per e-node, the rest
@@ -278,7 +299,7 @@ def _reads_allowed(reader: str, source: str) -> bool:
     values inside a region are read only by fused ops and the region's end, all others only outside ones."""
     if reader == "FusionStart":
         return source not in IN_REGION
-    if reader in FUSED_OPS or reader == "FusionEnd":
+    if reader in FUSED_OPS or reader in END_MARKERS:
         return source in IN_REGION
     return source not in IN_REGION
 
@@ -378,8 +399,11 @@ class _Extraction:
             if kind.op == "FusionStart":
                 return Kernel(kernel_id, kind.op, ((sources[0], space.view(f[1], shape)),), shape, dtype, None, cid,
                               hlir)
-            inside = ShapeTracker.contiguous(shape)
-            return Kernel(kernel_id, kind.op, tuple((s, inside) for s in sources), shape, dtype, None, cid, hlir)
+            # values inside a region are read in their own layout, a reduction's with its extent appended
+            read = (*shape, space.expr(f[1])) if kind.op in _FUSED_REDUCTIONS else shape
+            inside = ShapeTracker.contiguous(read)
+            op, arg = ("FusionEnd", "warp") if kind.op == "FusionEndWarp" else (kind.op, None)
+            return Kernel(kernel_id, op, tuple((s, inside) for s in sources), shape, dtype, arg, cid, hlir)
         op = kind.op[len("Kernel"):]
         if op in ("Log2", "Exp2", "Sin", "Sqrt", "Recip", "Exp"):
             shape = space.elist(f[0])

@@ -37,7 +37,8 @@ class Kernel:
 
     ``arg`` by op: ``Input`` its name; ``Output`` its output index; ``Constant`` its value
     (a number or an ``Expr``); ``Iota`` ``(expr in z, length)``; ``Cast`` the target dtype;
-    ``MatmulTiled`` its ``Tiling``, ``MatmulTensorCore`` its ``MmaTiling``; others None.
+    ``MatmulTiled`` its ``Tiling``, ``MatmulTensorCore`` its ``MmaTiling``; ``FusionEnd`` ``"warp"`` where a GPU runs
+    its row region a warp per row (picked as ``FusionEndWarp``); others None.
     """
 
     id: int
@@ -59,6 +60,8 @@ class Kernel:
             return f"Cast {self.arg.value}"
         if self.op in ("MatmulTiled", "MatmulTensorCore"):
             return f"{self.op} {self.arg.name}"
+        if self.op == "FusionEnd" and self.arg:
+            return f"FusionEnd {self.arg}"
         return self.op
 
     def __repr__(self) -> str:

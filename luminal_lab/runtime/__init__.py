@@ -31,7 +31,8 @@ def check_device(device: str) -> None:
 
 def foreign_kernels(device: str) -> frozenset[str]:
     """Kernel ops ``device`` runs only as another implementation (the CPU runs the GPU tilings of a matmul as its
-    library call), so a search there leaves them out: measuring them would measure nothing new."""
+    library call, and a row region a warp per row as any row region), so a search there leaves them out: measuring
+    them would measure nothing new."""
     return frozenset(GPU_KERNELS) if device == "cpu" else frozenset()
 
 

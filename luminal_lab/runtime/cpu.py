@@ -39,6 +39,7 @@ from ..codegen.cpu import (
     gather_source,
     reduce_source,
     region_source,
+    row_region_source,
     take_source,
 )
 from ..core.dtypes import DType
@@ -48,7 +49,7 @@ from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import Expr
 from ..hlir.contraction import Contraction
 from ..llir.llir import LLIR, Kernel
-from ..llir.regions import find_regions
+from ..llir.regions import RegionBody, find_regions
 from .base import Plan, Runtime, Slot, Step
 from .cache import KernelCache, kernel_cache
 
@@ -520,12 +521,38 @@ class _Planner:
         """A fused region as one loop nest: its starts' views in, the end's buffer out. A region computes element by
         element in row-major order and its ops may reshape, so each start's view is read in the end's shape."""
         body = self.regions[end.id].body(self.llir)
+        if body.rows is not None:
+            return self._row_region(end, body)
         out = self.buffers[end.id]
         views = [_in_shape(self.view(source, tracker), out.shape) for source, tracker, _ in body.inputs]
         if out.size == 0:
             return self._sequence(views, [])
         rank, kinds, args = _loop_operands(out, views)
         source = region_source(body, kinds, rank, out.size >= PARALLEL_THRESHOLD)
+        return self._loop(end, source, args, list(enumerate(views, 1)), views)
+
+    def _row_region(self, end: Kernel, body: RegionBody) -> Step:
+        """A row region as one loop nest over its rows (axes merged where every operand steps through them alike),
+        each input read over the rows and then along the row (a per-row input with stride 0 there)."""
+        out = self.buffers[end.id]
+        rows = tuple(self.size(d) for d in body.rows)
+        views = []
+        for j, (source, tracker, _) in enumerate(body.inputs):
+            extent = body.extent(f"x{j}")
+            view = _in_shape(self.view(source, tracker), (*rows, 1 if extent is None else self.size(extent)))
+            views.append(view if extent is not None else
+                         _View(view.flat, view.offset, view.shape, (*view.strides[:-1], 0), view.refresh, view.input))
+        along = 1 if body.extent(body.result) is None else self.size(body.extent(body.result))
+        if out.size == 0:
+            return self._sequence(views, [])
+        dims, strides = _collapse((*rows, along), [_contiguous_strides((*rows, along))] + [v.strides for v in views],
+                                  keep_last=True)
+        meta = np.array([x for v, s in zip(views, strides[1:]) for x in (v.offset, *s)]
+                        + [self.size(e) for e in body.lengths], np.int64)
+        args = [_numba_view(out.reshape(dims)), *(_numba_view(v.flat) for v in views), meta]
+        kinds = "".join("b" if body.extent(f"x{j}") is None else _kind(s[-1]) for j, s in enumerate(strides[1:]))
+        work = max(int(np.prod(rows)) * along, max((v.size for v in views), default=0))
+        source = row_region_source(body, kinds, len(dims) - 1, work >= PARALLEL_THRESHOLD)
         return self._loop(end, source, args, list(enumerate(views, 1)), views)
 
     def _reduce(self, kernel: Kernel) -> Step:

@@ -1,7 +1,8 @@
 """Measured search over genomes: every candidate is extracted, run, checked, and timed.
 
-A search finds a viable initial genome (up to 100 random tries), then runs generations of
-children of the best ``keep_best`` candidates so far. Each candidate's outputs are compared
+A search starts (generation 0) from the most-fused genome (``ChoiceSpace.fused_genome``: one kernel
+per region, matmuls kept) and a viable random genome (up to 100 random tries), then runs generations
+of children of the best ``keep_best`` candidates so far. Each candidate's outputs are compared
 with the reference runtime's (tolerance by dtype) and checked for NaNs before its time
 counts; a failing candidate is recorded with its outcome and reason, never fatal. A candidate
 that would not fit the memory budget, or runs out of memory, is refused with the reason. The
@@ -151,6 +152,9 @@ def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generati
     interrupted = False
     initial = None
     try:
+        fused = space.fused_genome()
+        seen.add(fused.hash)
+        initial = candidate if (candidate := evaluate(fused, 0, None)).outcome == "ok" else None
         for _ in range(100):
             genome = space.random_genome(rng.randrange(2**32), without)
             if genome.hash in seen:
@@ -158,7 +162,7 @@ def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generati
             seen.add(genome.hash)
             candidate = evaluate(genome, 0, None)
             if candidate.outcome == "ok":
-                initial = candidate
+                initial = initial or candidate
                 break
         if initial is None:
             reasons = Counter(c.outcome for c in history)

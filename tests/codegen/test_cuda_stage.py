@@ -20,6 +20,7 @@ from luminal_lab.core.stage import SCHEMA_VERSION, STAGE_MIME
 from luminal_lab.llir.genome import extract
 from luminal_lab.llir.llir import LLIR
 from luminal_lab.llir.regions import find_regions
+from tests.helpers.fused import plain_reductions
 
 needs_compiler = pytest.mark.skipif(_nvrtc() is None and not os.path.exists("/usr/local/cuda/bin/nvcc")
                                     and shutil.which("nvcc") is None, reason="neither NVRTC nor nvcc available")
@@ -40,15 +41,24 @@ def fused_llir(graph: ll.Graph) -> LLIR:
     raise AssertionError("no random genome fused anything")
 
 
-@pytest.fixture(scope="module")
-def llir() -> LLIR:
-    """``y = sqrt(sin(a + b))`` (fused), ``y`` and its row sums as outputs."""
+def sin_sqrt_sum() -> ll.Graph:
+    """``y = sqrt(sin(a + b))`` (fusable), ``y`` and its row sums as outputs."""
     g = ll.Graph()
     a, b = g.tensor((4, 8), "a"), g.tensor((4, 8), "b")
     y = (a + b).sin().sqrt()
     y.output("y")
     y.sum(-1).output("s")
-    return fused_llir(g)
+    return g
+
+
+@pytest.fixture(scope="module")
+def llir() -> LLIR:
+    """``sin_sqrt_sum`` with ``y`` fused and its row sums a plain kernel reading the region."""
+    comp = ll.compile(sin_sqrt_sum())
+    try:
+        return extract(plain_reductions(comp.choice_space().fused_genome()))
+    finally:
+        comp.egraph.close()
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +101,7 @@ def test_to_json_nodes_edges_and_links(llir: LLIR) -> None:
     regions = {r.end: r for r in find_regions(llir)}
     links = data["links"]["llir"]
     assert set(links) == {n["id"] for n in nodes}
+    labels = []
     for node, kernel in zip(nodes, kernels):
         assert node["compiled"] and node["status"].startswith("compiled (")
         assert node["status"].endswith(" lines of PTX)")
@@ -103,14 +114,32 @@ def test_to_json_nodes_edges_and_links(llir: LLIR) -> None:
         else:
             assert node["fused"] and node["name"] == "k_region" and by_id[kernel.writes].op == "FusionEnd"
             assert node["region"] == region.op_names(llir) == ["Add", "Sin", "Sqrt"]
-            assert node["label"] == "k_region [Add, Sin, Sqrt]"
+            labels.append(node["label"])
             assert links[node["id"]] == [f"k{i}" for i in sorted({region.end, *region.ops, *region.starts})]
+    assert labels == ["k_region [Add, Sin, Sqrt]"]
     ids = {n["id"] for n in nodes}
     assert data["edges"] and all(e["source"] in ids and e["target"] in ids for e in data["edges"])
     assert data["meta"]["counts"] == {"kernels": len(kernels), "regions": len(regions), "compiled": len(kernels),
                                       "library": 0, "failed": 0, "not_compiled": 0}
     bundle = stage._repr_mimebundle_()
     assert set(bundle) == {"text/plain", STAGE_MIME} and stage.to_svg() is None
+
+
+def test_a_row_region_is_one_k_row_region_node() -> None:
+    """The most-fused genome also fuses the row sums (recomputing y inside): a ``k_row_region`` node, one block per
+    row, linked to its region's kernels."""
+    comp = ll.compile(sin_sqrt_sum())
+    try:
+        llir = extract(comp.choice_space().fused_genome())
+    finally:
+        comp.egraph.close()
+    stage = CudaStage(llir)
+    nodes = stage.to_json()["nodes"]
+    assert [(n["name"], n["label"], (n["grid"], n["block"])) for n in nodes] == [
+        ("k_region", "k_region [Add, Sin, Sqrt]", (1, 32)),
+        ("k_row_region", "k_row_region [Add, Sin, Sqrt, SumReduce]", (4, 32))]
+    row = find_regions(llir)[1]
+    assert stage.to_json()["links"]["llir"][nodes[1]["id"]] == [f"k{i}" for i in row.kernels()]
 
 
 def test_launch_symbolic_and_bound(symbolic: LLIR) -> None:

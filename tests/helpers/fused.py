@@ -1,5 +1,6 @@
 """A small fused program for the cross-stage tests (provenance, report, workbench): ``sin_sqrt_sum`` compiled
-with the genome that fuses most, and what its stages are known to hold."""
+with the genome that fuses most except that its row sum stays a plain kernel (so the stages hold both a region
+and a plain kernel), and what its stages are known to hold."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from luminal_lab.compiler.compiled import Compiled
 from luminal_lab.compiler.provenance import Provenance
 from luminal_lab.llir.genome import Genome
 
-# The LLIR of the fused genome of ``sin_sqrt_sum``: one region (k1 ... k7) and a row sum (k9). The HLIR is
+# The LLIR of that genome of ``sin_sqrt_sum``: one region (k1 ... k7) and a row sum (k9). The HLIR is
 # h0 = Input a, h1 = Input b, h2 = Add, h3 = Sin, h4 = Sqrt, h5 = Output y, h6 = SumReduce, h7 = Output s; the
 # region's fused ops mirror h2 (k4 FusedAdd), h3 (k5 FusedSin) and h4 (k6 FusedSqrt, whose value k7 writes).
 LAYOUT = [("k0", "Input"), ("k1", "FusionStart"), ("k2", "Input"), ("k3", "FusionStart"), ("k4", "FusedAdd"),
@@ -65,13 +66,25 @@ def sin_sqrt_sum(g: ll.Graph) -> None:
     y.sum(-1).output("s")
 
 
+def plain_reductions(genome: Genome) -> Genome:
+    """``genome`` with every e-class that ends a region but can run a plain reduction kernel picking the kernel."""
+    space, picks = genome.space, list(genome.picks)
+    for i, options in enumerate(space.options):
+        kinds = [getattr(space.kernel_of(n), "op", None) if n.op == "Op" else None for n in options]
+        plain = [k for k, kind in enumerate(kinds) if kind in ("KernelSumReduce", "KernelMaxReduce")]
+        if options and kinds[picks[i]] == "FusionEnd" and plain:
+            picks[i] = plain[0]
+    return space.genome(picks)
+
+
 def compile_fused(build=sin_sqrt_sum) -> Iterator[Fused]:
-    """Compile the graph ``build`` makes, with the genome that fuses most; closes the e-graph afterwards."""
+    """Compile the graph ``build`` makes, with the genome that fuses most but keeps reductions plain kernels;
+    closes the e-graph afterwards."""
     g = ll.Graph()
     build(g)
     comp = ll.compile(g)
     try:
-        genome = comp.choice_space().fused_genome()
+        genome = plain_reductions(comp.choice_space().fused_genome())
         yield Fused(comp, genome, Provenance(comp.stages(genome)))
     finally:
         comp.egraph.close()

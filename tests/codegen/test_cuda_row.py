@@ -1,0 +1,96 @@
+"""``k_row_region`` on the CPU: each schedule (a block or a warp per row, the row held in registers or re-read)
+run by its twin (``tests.helpers.row_twin``) against the reference runtime, and compiled with NVRTC."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pytest
+import torch
+
+import luminal_lab as ll
+from luminal_lab.codegen.cuda import MAX_HELD, RowSchedule, row_region_source
+from luminal_lab.codegen.ptx import compile_ptx
+from luminal_lab.core.arrays import to_numpy
+from luminal_lab.llir.llir import LLIR
+from luminal_lab.llir.regions import find_regions
+from tests.helpers.row_twin import RowTwin
+from tests.helpers.rows import PATTERNS, build, fused, inputs
+
+SCHEDULES = {"block": False, "warp": True}
+
+
+def buffers(llir: LLIR, body, values: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Each region input's source buffer: a graph input's values or a constant's one value."""
+    kernels = {k.id: k for k in llir.kernels}
+    out = []
+    for source, _, _ in body.inputs:
+        kernel = kernels[source]
+        assert kernel.op in ("Input", "Constant"), kernel
+        out.append(values[kernel.arg] if kernel.op == "Input" else np.array([float(kernel.arg)]))
+    return out
+
+
+def twin(comp: ll.Compiled, llir: LLIR, warp: bool, values: dict[str, torch.Tensor],
+         bindings: dict[str, int] | None = None) -> tuple[RowTwin, np.ndarray]:
+    (region,) = find_regions(llir)
+    body = region.body(llir)
+    schedule = RowSchedule.of(body, warp)
+    kernel = row_region_source(body, region.end, warp)
+    arrays = {name: to_numpy(value).astype(np.float64) for name, value in values.items()}
+    run = RowTwin(body, schedule, kernel, buffers(llir, body, arrays), bindings)
+    return run, run.run()
+
+
+@cache
+def compiled(pattern: str, shape: tuple[int, int]) -> tuple[ll.Compiled, LLIR]:
+    """The pattern compiled once for both schedules."""
+    return fused(build(pattern, *shape))
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+@pytest.mark.parametrize("shape", [(7, 31), (2, 33), (9, 1000), (3, 2000)], ids=str)
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+def test_twin_matches_reference(pattern: str, shape: tuple[int, int], schedule: str) -> None:
+    comp, llir = compiled(pattern, shape)
+    values = inputs(pattern, *shape, torch.float32)
+    run, got = twin(comp, llir, SCHEDULES[schedule], values)
+    expected = comp.run_reference(**values).double().numpy().reshape(-1)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    # rows of 1000 are held in registers by both schedules; rows of 2000 only by a block (a warp would hold 63)
+    per_lane = -(-shape[1] // run.lanes)
+    assert run.schedule.held == (per_lane if per_lane <= MAX_HELD else 0,)
+    assert bool(run.schedule.held[0]) == (shape[1] < 2000 or schedule == "block")
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_twin_with_symbolic_rows_and_length(schedule: str) -> None:
+    """Symbolic rows and row length: the block is sized at launch, nothing is held, and the twin still matches."""
+    g = ll.Graph()
+    x = g.tensor(("s", "n"), name="x")
+    x.softmax(-1).output("y")
+    comp, llir = fused(g)
+    values = {"x": torch.randn(5, 300)}
+    run, got = twin(comp, llir, SCHEDULES[schedule], values, {"s": 5, "n": 300})
+    assert run.schedule.held == (0,) and (run.lanes == 32 if schedule == "warp" else run.lanes == 256)
+    np.testing.assert_allclose(got, values["x"].double().softmax(-1).numpy().reshape(-1), rtol=1e-6, atol=1e-7)
+
+
+def test_a_warp_runs_eight_rows_to_a_block() -> None:
+    _comp, llir = fused(build("softmax", 20, 64))
+    (region,) = find_regions(llir)
+    body = region.body(llir)
+    assert row_region_source(body, region.end, warp=True).launch() == (3, 256)
+    assert row_region_source(body, region.end).launch() == (20, 64)
+    assert RowSchedule.of(body, warp=True).held == (2,) and RowSchedule.of(body).held == (1,)
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+@pytest.mark.parametrize("length", [10, 5000])
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+def test_schedules_compile_with_nvrtc(pattern: str, length: int, schedule: str) -> None:
+    _, llir = fused(build(pattern, 4, length))
+    (region,) = find_regions(llir)
+    kernel = row_region_source(region.body(llir), region.end, SCHEDULES[schedule])
+    assert ".entry k_row_region" in compile_ptx(kernel.source)
