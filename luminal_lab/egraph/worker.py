@@ -7,10 +7,15 @@ length-prefixed messages over its stdin/stdout. It runs under an address-space l
 ``EgglogWorker`` (the caller's side) keeps a log of every command that succeeded. When
 the worker dies (memory) or overruns a deadline (it is killed), a new worker replays the
 log, so the e-graph is back in its last good state and stays usable.
+
+Starting a worker (a Python process importing egglog) takes about half a second, so each start
+leaves one spare started in the background for the next e-graph under the same settings
+(``_Spare``): compiling a graph then waits only for egglog itself. The spare is killed at exit.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import re
@@ -18,6 +23,7 @@ import select
 import struct
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -228,6 +234,57 @@ class WorkerDied(Exception):
         super().__init__(reason)
 
 
+class _Spare:
+    """One worker process started ahead of need, with the environment it was started with."""
+
+    _lock = threading.Lock()
+    _process: subprocess.Popen | None = None
+    _env: dict[str, str] | None = None
+
+    @classmethod
+    def take(cls, env: dict[str, str]) -> subprocess.Popen:
+        """A running worker for ``env`` (the spare where it is alive and was started so, else a new one), leaving
+        a new spare started for the next caller."""
+        with cls._lock:
+            process, cls._process = cls._process, None
+            if process is None or process.poll() is not None or cls._env != env:
+                if process is not None:
+                    _reap(process)
+                process = _spawn(env)
+            cls._process, cls._env = _spawn(env), env
+            return process
+
+    @classmethod
+    def discard(cls) -> None:
+        with cls._lock:
+            if cls._process is not None:
+                _reap(cls._process)
+            cls._process = None
+
+
+def spare_pid() -> int | None:
+    """The process id of the spare worker (started, holding no e-graph), if one runs."""
+    process = _Spare._process
+    return process.pid if process is not None and process.poll() is None else None
+
+
+def _spawn(env: dict[str, str]) -> subprocess.Popen:
+    command = [sys.executable, "-c", "from luminal_lab.egraph.worker import serve; serve()"]
+    return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+
+
+def _reap(process: subprocess.Popen) -> None:
+    """Kill ``process`` (if it runs), wait for it and close its pipes."""
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+    for stream in (process.stdin, process.stdout):
+        stream.close()
+
+
+atexit.register(_Spare.discard)
+
+
 @dataclass
 class EgglogWorker:
     """A handle on an egglog worker process: run text, serialize, survive crashes by replay."""
@@ -238,9 +295,7 @@ class EgglogWorker:
     _process: subprocess.Popen | None = None
 
     def _start(self) -> None:
-        env = dict(os.environ, LUMINAL_LAB_EGGLOG_MEMORY=str(self.memory_limit))
-        command = [sys.executable, "-c", "from luminal_lab.egraph.worker import serve; serve()"]
-        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self._process = _Spare.take(dict(os.environ, LUMINAL_LAB_EGGLOG_MEMORY=str(self.memory_limit)))
 
     @property
     def pid(self) -> int | None:
@@ -310,12 +365,8 @@ class EgglogWorker:
         self._replay()
 
     def _kill(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.kill()
         if self._process is not None:
-            self._process.wait()
-            for stream in (self._process.stdin, self._process.stdout):
-                stream.close()
+            _reap(self._process)
         self._process = None
 
     def close(self) -> None:

@@ -3,8 +3,6 @@ run by its twin (``tests.helpers.row_twin``) against the reference runtime, and 
 
 from __future__ import annotations
 
-from functools import cache
-
 import numpy as np
 import pytest
 import torch
@@ -16,7 +14,7 @@ from luminal_lab.core.arrays import to_numpy
 from luminal_lab.llir.llir import LLIR
 from luminal_lab.llir.regions import find_regions
 from tests.helpers.row_twin import RowTwin
-from tests.helpers.rows import PATTERNS, build, fused, inputs
+from tests.helpers.rows import PATTERNS, build, fused, fused_pattern, inputs
 
 SCHEDULES = {"block": False, "warp": True}
 
@@ -43,17 +41,11 @@ def twin(comp: ll.Compiled, llir: LLIR, warp: bool, values: dict[str, torch.Tens
     return run, run.run()
 
 
-@cache
-def compiled(pattern: str, shape: tuple[int, int]) -> tuple[ll.Compiled, LLIR]:
-    """The pattern compiled once for both schedules."""
-    return fused(build(pattern, *shape))
-
-
 @pytest.mark.parametrize("schedule", list(SCHEDULES))
 @pytest.mark.parametrize("shape", [(7, 31), (2, 33), (9, 1000), (3, 2000)], ids=str)
 @pytest.mark.parametrize("pattern", sorted(PATTERNS))
 def test_twin_matches_reference(pattern: str, shape: tuple[int, int], schedule: str) -> None:
-    comp, llir = compiled(pattern, shape)
+    comp, llir = fused_pattern(pattern, *shape)
     values = inputs(pattern, *shape, torch.float32)
     run, got = twin(comp, llir, SCHEDULES[schedule], values)
     expected = comp.run_reference(**values).double().numpy().reshape(-1)
@@ -87,10 +79,10 @@ def test_a_warp_runs_eight_rows_to_a_block() -> None:
 
 
 @pytest.mark.parametrize("schedule", list(SCHEDULES))
-@pytest.mark.parametrize("length", [10, 5000])
+@pytest.mark.parametrize("shape", [(7, 31), (3, 2000)], ids=str)  # held by both; re-read by a warp
 @pytest.mark.parametrize("pattern", sorted(PATTERNS))
-def test_schedules_compile_with_nvrtc(pattern: str, length: int, schedule: str) -> None:
-    _, llir = fused(build(pattern, 4, length))
+def test_schedules_compile_with_nvrtc(pattern: str, shape: tuple[int, int], schedule: str) -> None:
+    _, llir = fused_pattern(pattern, *shape)
     (region,) = find_regions(llir)
     kernel = row_region_source(region.body(llir), region.end, SCHEDULES[schedule])
     assert ".entry k_row_region" in compile_ptx(kernel.source)

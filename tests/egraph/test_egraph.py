@@ -618,3 +618,30 @@ def test_torch_model_program_is_deterministic() -> None:
         comp.egraph.close()
     assert programs[0] == programs[1]
     assert hashlib.sha256(programs[0].encode()).hexdigest() == hashlib.sha256(programs[1].encode()).hexdigest()
+
+
+def test_each_egraph_takes_the_spare_worker_and_leaves_another() -> None:
+    """Starting a worker leaves a spare for the next e-graph under the same settings, which takes it (no import
+    wait); other settings (a memory limit) get a worker of their own."""
+    from luminal_lab.egraph.worker import EgglogWorker, spare_pid
+
+    def sin_graph() -> ll.Graph:
+        g = ll.Graph()
+        g.tensor((4,), "x").sin().output("y")
+        return g
+
+    first = ll.compile(sin_graph())
+    assert first.egraph.summary()  # the e-graph (and its worker) is built on first use
+    spare = spare_pid()
+    second = ll.compile(sin_graph())
+    try:
+        assert spare is not None and second.egraph._worker.pid == spare
+        assert spare_pid() not in (None, spare, first.egraph._worker.pid)
+        other = EgglogWorker(256 * 2**20)
+        other.run("(datatype Nothing (Thing))")
+        assert other.pid not in (None, spare_pid())
+        other.close()
+        assert second.egraph.saturate() is not None and second.run(torch.ones(4)).allclose(torch.ones(4).sin())
+    finally:
+        first.egraph.close()
+        second.egraph.close()

@@ -19,13 +19,13 @@ from luminal_lab.llir.genome import extract
 from luminal_lab.llir.regions import find_regions
 from luminal_lab.runtime import foreign_kernels
 from luminal_lab.runtime.cpu import CPURuntime
-from tests.helpers.rows import PATTERNS, REGION_OPS, attention_row, build, causal_mask, fused, inputs
+from tests.helpers.rows import PATTERNS, REGION_OPS, attention_row, build, causal_mask, fused, fused_pattern, inputs
 
 
 # ---- structure -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("pattern", sorted(PATTERNS))
 def test_pattern_is_one_region(pattern: str) -> None:
-    _comp, llir = fused(build(pattern))
+    _comp, llir = fused_pattern(pattern)
     (region,) = find_regions(llir)
     assert region.op_names(llir) == REGION_OPS[pattern]
     computing = [k.op for k in llir.kernels if k.op not in ("Input", "Constant", "Output", *IN_REGION)]
@@ -36,7 +36,7 @@ def test_pattern_is_one_region(pattern: str) -> None:
 
 
 def test_region_keeps_the_provenance_of_every_op() -> None:
-    comp, llir = fused(build("softmax"))
+    comp, llir = fused_pattern("softmax")
     (region,) = find_regions(llir)
     hlir = {h for kid in region.kernels() for h in llir.kernels[kid].hlir}
     computed = {n.id for n in comp.graph.live_nodes() if n.op.value not in ("Input", "Output", "Constant")}
@@ -99,7 +99,7 @@ def test_nested_reductions_stay_apart() -> None:
 
 
 def test_a_region_of_two_row_shapes_is_refused_by_its_body() -> None:
-    _comp, llir = fused(build("softmax"))
+    _comp, llir = fused_pattern("softmax")
     (region,) = find_regions(llir)
     kernels = list(llir.kernels)
     total = next(k for k in kernels if k.op == "FusedSumReduce")
@@ -124,7 +124,7 @@ CASES = [(shape, dtype) for dtype in DTYPES for shape in ((5, 7), (3, 1), *(((6,
 @pytest.mark.parametrize("pattern", sorted(PATTERNS))
 def test_fused_matches_reference(pattern: str, shape: tuple[int, int], dtype) -> None:
     torch_dtype, tolerance = DTYPES[dtype]
-    comp, llir = fused(build(pattern, *shape, dtype=dtype))
+    comp, llir = fused_pattern(pattern, *shape, dtype)
     assert any(k.op == "FusionEnd" for k in llir.kernels)
     values = inputs(pattern, *shape, torch_dtype)
     got = comp.run(**values)
@@ -135,7 +135,7 @@ def test_fused_matches_reference(pattern: str, shape: tuple[int, int], dtype) ->
 @pytest.mark.parametrize("pattern", sorted(PATTERNS))
 def test_fused_matches_torch_with_nan_rows(pattern: str) -> None:
     """A NaN poisons its own row only, in the fused kernel as in torch."""
-    comp, _ = fused(build(pattern, 6, 10))
+    comp, _ = fused_pattern(pattern)
     values = inputs(pattern, 6, 10, torch.float32)
     values["x"][2, 3] = float("nan")
     x, w, b, mask = values["x"], values["w"], values["b"], values["mask"]
@@ -149,7 +149,7 @@ def test_fused_matches_torch_with_nan_rows(pattern: str) -> None:
 
 
 def test_causal_attention_rows_are_masked() -> None:
-    comp, _ = fused(build("attention", 6, 6))
+    comp, _ = fused_pattern("attention", 6, 6)
     values = inputs("attention", 6, 6, torch.float32)
     weights = comp.run(**values)
     assert (weights[np.triu_indices(6, 1)] == 0).all()
@@ -182,7 +182,7 @@ def test_large_rows_run_in_parallel_and_match() -> None:
 @pytest.mark.parametrize("dtype", list(DTYPES), ids=lambda d: d.value)
 @pytest.mark.parametrize("pattern", sorted(PATTERNS))
 def test_row_regions_compile_with_nvrtc(pattern: str, dtype) -> None:
-    _, llir = fused(build(pattern, 6, 10, dtype))
+    _, llir = fused_pattern(pattern, 5, 7, dtype)
     (kernel,) = [k for k in llir_sources(llir) if k.name == "k_row_region"]
     assert kernel.per_output_block and kernel.threads == llir.kernels[find_regions(llir)[0].end].shape[0]
     assert ".entry k_row_region" in compile_ptx(kernel.source)

@@ -4,6 +4,7 @@ each one's fused region, and inputs for them (a causal ``-inf`` mask included)."
 from __future__ import annotations
 
 import math
+from functools import cache
 
 import numpy as np
 import torch
@@ -51,6 +52,15 @@ def fused(g: ll.Graph) -> tuple[Compiled, LLIR]:
     comp = ll.compile(g)
     comp.genome = comp.choice_space().fused_genome()
     return comp, comp.llir()
+
+
+@cache
+def fused_pattern(pattern: str, rows: int = 6, length: int = 10, dtype=ll.f32) -> tuple[Compiled, LLIR]:
+    """``build(pattern, ...)`` through ``fused``, once per process and its e-graph closed (the tests that share it
+    only run it and read its LLIR; its genome stays set)."""
+    comp, llir = fused(build(pattern, rows, length, dtype))
+    comp.egraph.close()
+    return comp, llir
 
 
 def causal_mask(rows: int, length: int) -> np.ndarray:

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import luminal_lab as ll
+from luminal_lab.egraph.worker import spare_pid
 from luminal_lab.search.search import OUTCOMES, SearchStopped, search
 from tests.helpers.models import LlamaBlock, llama_inputs
 
@@ -132,7 +133,8 @@ def test_torch_compile_leaves_no_idle_egglog_worker() -> None:
     with torch.no_grad():
         first = compiled(x)
         torch.testing.assert_close(first, model(x), atol=1e-4, rtol=1e-4)
-        assert _egglog_workers() <= before  # the worker that built the e-graph is gone
+        # the worker that built the e-graph is gone; what may remain is the spare started for the next e-graph
+        assert _egglog_workers() - before <= {spare_pid()}
         assert torch.equal(compiled(x), first)
 
 
