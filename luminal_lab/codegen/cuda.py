@@ -237,9 +237,9 @@ class RowSchedule:
             lanes, block = Expr.num(32), Expr.num(32 * WARPS_PER_BLOCK)
         else:
             lanes = block = max_(32, min_(BLOCK, mul(ceil_div(longest, 32), 32)))
-        held = tuple(-(-length.value // lanes.value) if length.is_num and lanes.is_num
-                     and -(-length.value // lanes.value) <= MAX_HELD else 0 for length in body.lengths)
-        return cls(warp, lanes, block, held)
+        per_lane = [-(-length.value // lanes.value) if length.is_num and lanes.is_num else 0
+                     for length in body.lengths]
+        return cls(warp, lanes, block, tuple(n if n <= MAX_HELD else 0 for n in per_lane))
 
     @property
     def rows_per_block(self) -> int:

@@ -97,12 +97,13 @@ class ChoiceSpace:
         genome it runs each contraction through the library (no ``GPU_KERNELS``)."""
         return self.genome(self._cheapest({}, random.Random(0), frozenset((*without, *GPU_KERNELS))))
 
-    def fused_genome(self) -> Genome:
-        """The genome that fuses most: each kernel that computes weighs one (a region's end for its region), while
-        inputs, constants, the other markers, fused ops and operand lists weigh nothing, so each e-class takes the
-        fewest kernels (one region over two that split it, whatever constants either reads). A matmul (a contraction
-        of rows by columns) is the exception: a region that computes it as row sums of products weighs more than any
-        number of kernels, so it stays a matmul (the search may still try such a region)."""
+    def fused_genome(self, without: Iterable[str] = ()) -> Genome:
+        """The genome that fuses most, picking no kernel op in ``without``: each kernel that computes weighs one (a
+        region's end for its region), while inputs, constants, the other markers, fused ops and operand lists weigh
+        nothing, so each e-class takes the fewest kernels (one region over two that split it, whatever constants either
+        reads). A matmul (a contraction of rows by columns) is the exception: a region that computes it as row sums
+        of products weighs more than any number of kernels, so it stays a matmul (the search may still try such a
+        region)."""
         weightless = {*IN_REGION, "KernelInput", "KernelConstant"}
         weights = {n.id: 0.0 for options in self.options for n in options if n.op in ("ICons", "INil")
                    or (n.op == "Op" and getattr(self.kernel_of(n), "op", "") in weightless)}
@@ -111,7 +112,7 @@ class ChoiceSpace:
             if cid in self.position and any(getattr(self.kernel_of(n), "op", "") == "KernelMatmulTiled"
                                             for n in snapshot.classes[origin].nodes if n.op == "Op"):
                 weights.update({n.id: float(len(self.classes)) for n in self.options[self.position[cid]]})
-        return self.genome(self._cheapest(weights, random.Random(0), frozenset(GPU_KERNELS)))
+        return self.genome(self._cheapest(weights, random.Random(0), frozenset((*without, *GPU_KERNELS))))
 
     def unfused_genome(self) -> Genome:
         """The smallest genome without fused regions (no ``FusionEnd`` picked)."""

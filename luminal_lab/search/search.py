@@ -152,7 +152,7 @@ def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generati
     interrupted = False
     initial = None
     try:
-        fused = space.fused_genome()
+        fused = space.fused_genome(without)
         seen.add(fused.hash)
         initial = candidate if (candidate := evaluate(fused, 0, None)).outcome == "ok" else None
         for _ in range(100):

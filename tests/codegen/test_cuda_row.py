@@ -76,6 +76,12 @@ def test_a_warp_runs_eight_rows_to_a_block() -> None:
     assert row_region_source(body, region.end, warp=True).launch() == (3, 256)
     assert row_region_source(body, region.end).launch() == (20, 64)
     assert RowSchedule.of(body, warp=True).held == (2,) and RowSchedule.of(body).held == (1,)
+    # x (read in every pass) is held; softmax's constants, the same all along the row, are read once per row
+    source = row_region_source(body, region.end, warp=True).source
+    steady = [j for j, (_, view, _) in enumerate(body.inputs) if body.extent(f"x{j}") is not None
+              and view.strides[-1] == 0]
+    assert steady and all(f"h{j}[" not in source and source.count(f"in{j}[") == 1 for j in steady)
+    assert "h0[2];" in source
 
 
 @pytest.mark.parametrize("schedule", list(SCHEDULES))

@@ -11,6 +11,7 @@ import torch
 
 import luminal_lab as ll
 from luminal_lab.egraph.worker import spare_pid
+from luminal_lab.llir.genome import extract
 from luminal_lab.search.search import OUTCOMES, SearchStopped, search
 from tests.helpers.models import LlamaBlock, llama_inputs
 
@@ -189,3 +190,17 @@ def test_genomes_over_the_memory_budget_are_refused_and_the_search_goes_on() -> 
     assert refused and all("(Mul [256, 256, 256] f32) needs 64 MiB" in c.reason and "memory budget" in c.reason
                            for c in refused)
     assert result.best.outcome == "ok" and comp.llir().op_counts()["Matmul"] == 1
+
+
+def test_search_starts_from_the_most_fused_genome_without_the_left_out_ops(llama) -> None:
+    """Generation 0 begins with the most-fused genome (picking none of ``without``), then a random one."""
+    space, expected = _space_and_expected(llama)
+    result = search(space, lambda llir: ([e.copy() for e in expected], 1e-3, {}), expected, generations=1,
+                    generation_size=3, seed=0, progress=False)
+    assert result.history[0].hash == space.fused_genome().hash == result.initial.hash
+    assert result.history[1].generation == 0 and result.history[1].parent is None
+    without = frozenset({"Matmul"})
+    left_out = search(space, lambda llir: ([e.copy() for e in expected], 1e-3, {}), expected, generations=1,
+                      generation_size=3, seed=0, progress=False, without=without)
+    assert left_out.history[0].hash == space.fused_genome(without).hash != space.fused_genome().hash
+    assert all("Matmul" not in {k.op for k in extract(c.genome).kernels} for c in left_out.history)
