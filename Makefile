@@ -56,10 +56,11 @@ notebooks: setup
 	$(BIN)/python scripts/execute_notebooks.py
 
 ## The whole test suite: the extension's unit tests, pytest (browser tests in JupyterLab included), the notebooks
-## against their stored outputs (nbval), then the linter.
+## against their stored outputs (nbval), then the linter. pytest runs one worker per core (at most 4: each may hold
+## an egglog e-graph), a test module per worker at a time.
 test: setup
 	cd extension && npm test
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest -q -rs -n auto --maxprocesses 4 --dist loadfile
 	$(BIN)/python -m pytest -q --nbval notebooks/ --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 	$(BIN)/ruff check luminal_lab tests benchmarks
 

@@ -28,8 +28,8 @@ Row regions hold reductions (softmax, norms, the attention row). Their *rows* ar
 out shape ``r``; every value in one has shape ``r`` (or ``r`` with a trailing 1, schema's strides
 make that the same layout) and is computed once per row, or shape ``r + [n]`` and is computed
 along the row, either possibly after a leading 1 (a batch of one: ``on-rows``). ``row-shape``
-records ``r`` on each fused term with a reduction inside, ``plain`` marks those without one; both
-follow from the operands (rules in ``fusion_grow``). The row rules:
+records ``r`` on each fused term with a reduction inside (following from the operands, rules in
+``fusion_grow``); a region without one is *plain*. The row rules:
 
 - a reduction reading its source through a plain view is a region of its own (``reduce-<op>``);
   one reading an unfused elementwise op pairs with it (``fuse-<op>-<reduce>``); one reading a
@@ -51,11 +51,15 @@ Guards keep the number of regions small and the rules finite on e-graphs with cy
 (``x * 1 = x`` puts an op in its own operand's e-class):
 
 - a rule never fires where the op reads its own e-class;
-- a region grows (and merges) only from one region per e-class: ``largest-region`` is the
-  most ops of any region ending there, ``region-of`` the first region of each size. Every
-  e-class so offers a few regions (pairs, one grown from each operand, one merge of both)
-  rather than every sub-region of the graph above it, whose number is exponential in the
-  graph's size (and doubly so where equal-sized regions would all be combined);
+- a region grows (and merges) only from one region per e-class and kind (plain, or rows ``r``):
+  ``largest-plain`` and ``largest-rows`` are the most ops of any region of that kind ending there,
+  ``plain-region`` and ``rows-region`` the first region of each size. Every e-class so offers a
+  few regions (pairs, one grown from each operand, one merge of both) rather than every
+  sub-region of the graph above it, whose number is exponential in the graph's size (and doubly
+  so where equal-sized regions would all be combined). Keeping the kinds apart lets a region of
+  one kind grow where a larger one of another ends: the scaled, masked scores of attention are
+  both a plain region (scale, mask) that the softmax grows from, and a region of the q·kᵀ row
+  sums (a matmul as a row region) that nothing past the scores can join;
 - a region grows only while it has fewer than ``MAX_REGION_OPS`` ops (counted once per path
   into its last op, so an op read twice inside counts twice).
 """
@@ -67,10 +71,11 @@ from .ops import Rule
 
 FUSION_RULESETS = ("fusion_pair", "fusion_grow", "fusion_merge")
 MAX_REGION_OPS = 24
-FUNCTIONS = ("(function largest-region (IR) i64 :merge (max old new))",
-             "(function region-of (IR i64) IR :merge old)",
+FUNCTIONS = ("(function largest-plain (IR) i64 :merge (max old new))",  # e-class -> most ops of a plain region
+             "(function plain-region (IR i64) IR :merge old)",  # (e-class, ops) -> a plain region's inner term
+             "(function largest-rows (IR EList) i64 :merge (max old new))",  # (e-class, rows) -> most ops
+             "(function rows-region (IR EList i64) IR :merge old)",  # (e-class, rows, ops) -> a row region's term
              "(function fused-origin (IR) IR :merge old)",  # a fused op's e-class -> the kernel op's it mirrors
-             "(relation plain (IR))",  # a fused term without a reduction inside
              "(function row-shape (IR) EList :merge old)",  # a fused term's rows: its reductions' out shape
              "(relation on-rows (EList EList))")  # (on-rows s r): shape s is rows r, or r + [n], or either after a 1
 
@@ -120,11 +125,15 @@ def _rule(ruleset: str, name: str, query: list[str], inner: str, size: str, prod
     """``?e`` (the consumer, of shape and out strides ``at``) gets the alternative ``FusionEnd(inner)``; ``inner``
     computes ``size`` ops. Its top fused op mirrors ``?e``, and ``?p`` (bound to ``producer``, where given) mirrors
     ``?m``: ``fused-origin`` records both, so the fused ops keep the HLIR provenance of the ops they replace.
-    ``rows``, where given, is the new region's ``row-shape``."""
+    ``rows``, where given, is the new region's ``row-shape`` (else it is plain)."""
     bind_producer = f"(let ?p {producer}) (set (fused-origin ?p) ?m) " if producer else ""
-    set_rows = f" (set (row-shape ?inner) {rows})" if rows else ""
-    actions = (f"{bind_producer}(let ?inner {inner}) (set (fused-origin ?inner) ?e){set_rows} (let ?size {size})"
-               f" (set (region-of ?e ?size) ?inner) (set (largest-region ?e) ?size) (union ?e {_end('?inner', at)})")
+    if rows:
+        record = (f"(set (row-shape ?inner) {rows}) (set (rows-region ?e {rows} ?size) ?inner)"
+                  f" (set (largest-rows ?e {rows}) ?size)")
+    else:
+        record = "(set (plain-region ?e ?size) ?inner) (set (largest-plain ?e) ?size)"
+    actions = (f"{bind_producer}(let ?inner {inner}) (set (fused-origin ?inner) ?e) (let ?size {size}) {record}"
+               f" (union ?e {_end('?inner', at)})")
     return Rule(name, ruleset, f"(rule ({' '.join(query)}) ({actions}) :ruleset {ruleset} :name \"{name}\")")
 
 
@@ -158,10 +167,17 @@ def _combine(op: str, side: str, inside: str, other: str) -> str:
     return _fused(op, inside, other) if side == "lhs" else _fused(op, other, inside)
 
 
-def _region_at(cls: str, size: str, region: str) -> list[str]:
-    """``region`` is the region of most ops (``size``) ending at e-class ``cls``, and it may grow."""
-    return [f"(!= ?e {cls})", f"(= {size} (largest-region {cls}))", f"(= {region} (region-of {cls} {size}))",
-            f"(< {size} {MAX_REGION_OPS})"]
+def _largest(cls: str, size: str, region: str, rows: str = "") -> list[str]:
+    """``region`` is the plain region (or, given ``rows``, the region with those rows) of most ops (``size``) ending at
+    e-class ``cls``."""
+    if rows:
+        return [f"(= {size} (largest-rows {cls} {rows}))", f"(= {region} (rows-region {cls} {rows} {size}))"]
+    return [f"(= {size} (largest-plain {cls}))", f"(= {region} (plain-region {cls} {size}))"]
+
+
+def _region_at(cls: str, size: str, region: str, rows: str = "") -> list[str]:
+    """``_largest`` ends at ``cls``, an operand of ``?e``, and may grow."""
+    return [f"(!= ?e {cls})", *_largest(cls, size, region, rows), f"(< {size} {MAX_REGION_OPS})"]
 
 
 def pair_rules() -> list[Rule]:
@@ -186,10 +202,11 @@ def grow_rules() -> list[Rule]:
         for side in _sides(consumer):
             query, other = _consumer(consumer, side)
             name = f"grow-{consumer}" + ("" if side == "x" else f"-{side}")
-            for kind, guards, rows in (("", ["(plain ?y)"], ""),
-                                       ("-rows", ["(= ?r (row-shape ?y))", "(on-rows ?s ?r)"], "?r")):
-                rules.append(_rule("fusion_grow", name + kind, [query, *_region_at("?m", "?k", "?y"), *guards],
-                                   _combine(consumer, side, "?y", other), "(+ ?k 1)", rows=rows))
+            rules.append(_rule("fusion_grow", name, [query, *_region_at("?m", "?k", "?y")],
+                               _combine(consumer, side, "?y", other), "(+ ?k 1)"))
+            rules.append(_rule("fusion_grow", f"{name}-rows", [query, *_region_at("?m", "?k", "?y", "?r"),
+                                                                "(on-rows ?s ?r)"],
+                               _combine(consumer, side, "?y", other), "(+ ?k 1)", rows="?r"))
     return rules
 
 
@@ -198,8 +215,7 @@ def merge_rules() -> list[Rule]:
     rules = []
     for op in FUSABLE_BINARY:
         query = [f"(= ?e {_kernel(op, (_CONTIGUOUS, _CONTIGUOUS), ('?m', '?n'))})", "(!= ?e ?m)", "(!= ?e ?n)",
-                 "(= ?i (largest-region ?m))", "(= ?y (region-of ?m ?i))", "(= ?j (largest-region ?n))",
-                 "(= ?w (region-of ?n ?j))", "(plain ?y)", "(plain ?w)", "(= ?k (+ ?i ?j))",
+                 *_largest("?m", "?i", "?y"), *_largest("?n", "?j", "?w"), "(= ?k (+ ?i ?j))",
                  f"(< ?k {MAX_REGION_OPS})"]
         rules.append(_rule("fusion_merge", f"merge-{op}", query, _fused(op, "?y", "?w"), "(+ ?k 1)"))
     return rules
@@ -240,16 +256,16 @@ def row_rules() -> list[Rule]:
                                [_reduction(op, "?m"), matched, "(!= ?e ?m)", *_ALONG_ROWS],
                                _fused_reduction(op, "?p"), "2", producer=inside, rows="?s"))
         end = ["(= ?m (Op (FusionEnd ?ps ?po ?dt) ?fe))", *_ALONG_ROWS]
-        for kind, guard in (("plain", "(plain ?y)"), ("rows", "(= ?s (row-shape ?y))")):
-            rules.append(_rule("fusion_grow", f"grow-{op}-{kind}",
-                               [_reduction(op, "?m"), *_region_at("?m", "?j", "?y"), guard, *end],
+        for kind, rows in (("plain", ""), ("rows", "?s")):
+            rules.append(_rule("fusion_grow", f"grow-{op}-{kind}", [_reduction(op, "?m"),
+                                                                   *_region_at("?m", "?j", "?y", rows), *end],
                                _fused_reduction(op, "?y"), "(+ ?j 1)", rows="?s"))
     for op in FUSABLE_BINARY:
         for side in ("lhs", "rhs"):
             for kind, (view, end, relation) in _ROW_READS.items():
                 query, other = _consumer(op, side, view)
                 rules.append(_rule("fusion_grow", f"grow-{op}-{side}-{kind}",
-                                   [query, *_region_at("?m", "?j", "?y"), "(= ?r (row-shape ?y))",
+                                   [query, *_region_at("?m", "?j", "?y", "?r"),
                                     end.format(end="?m", fe="?fe"), relation, "(init-of ?s ?r ?n)"],
                                    _combine(op, side, "?y", other), "(+ ?j 1)", rows="?r"))
         rules += _row_merges(op)
@@ -259,44 +275,41 @@ def row_rules() -> list[Rule]:
 def _row_merges(op: str) -> list[Rule]:
     """A binary op joining two region ends (``?m`` lhs, ``?q`` rhs), at least one of them with rows ``?r``."""
     rules = []
-    both = ["(!= ?e ?q)", "(= ?i (largest-region ?m))", "(= ?y (region-of ?m ?i))", "(= ?j (largest-region ?q))",
-            "(= ?w (region-of ?q ?j))", "(= ?k (+ ?i ?j))", f"(< ?k {MAX_REGION_OPS})"]
+    both = ["(!= ?e ?q)", "(= ?k (+ ?i ?j))", f"(< ?k {MAX_REGION_OPS})"]
     at_shape = "(= {end} (Op (FusionEnd ?s ?o ?dt) {fe}))"  # an end read in its own layout over the op's shape
-    for kind, lhs, rhs in (("rows", "(= ?r (row-shape ?y))", "(= ?r (row-shape ?w))"),
-                           ("rows-plain", "(= ?r (row-shape ?y))", "(plain ?w)"),
-                           ("plain-rows", "(plain ?y)", "(= ?r (row-shape ?w))")):
-        query = [f"(= ?e {_kernel(op, (_CONTIGUOUS, _CONTIGUOUS), ('?m', '?q'))})", "(!= ?e ?m)", *both, lhs, rhs,
+    for kind, lhs, rhs in (("rows", "?r", "?r"), ("rows-plain", "?r", ""), ("plain-rows", "", "?r")):
+        query = [f"(= ?e {_kernel(op, (_CONTIGUOUS, _CONTIGUOUS), ('?m', '?q'))})", "(!= ?e ?m)", *both,
+                 *_largest("?m", "?i", "?y", lhs), *_largest("?q", "?j", "?w", rhs),
                  at_shape.format(end="?m", fe="?fa"), at_shape.format(end="?q", fe="?fb")]
         rules.append(_rule("fusion_merge", f"merge-{op}-{kind}", query, _fused(op, "?y", "?w"), "(+ ?k 1)",
                            rows="?r"))
     for side in ("lhs", "rhs"):  # the row-level end is read along the row on ``side``, the other in its own layout
-        row, other = ("?y", "?w") if side == "lhs" else ("?w", "?y")
-        row_class, other_class = ("?m", "?q") if side == "lhs" else ("?q", "?m")
+        (row, row_class, row_size), (other, other_class, other_size) = \
+            (("?y", "?m", "?i"), ("?w", "?q", "?j")) if side == "lhs" else (("?w", "?q", "?j"), ("?y", "?m", "?i"))
         for kind, (view, end, relation) in _ROW_READS.items():
             views = (view, _CONTIGUOUS) if side == "lhs" else (_CONTIGUOUS, view)
-            for other_kind, guard in (("rows", f"(= ?r (row-shape {other}))"), ("plain", f"(plain {other})")):
+            for other_kind, other_rows in (("rows", "?r"), ("plain", "")):
                 query = [f"(= ?e {_kernel(op, views, ('?m', '?q'))})", "(!= ?e ?m)", *both,
-                         f"(= ?r (row-shape {row}))", guard, end.format(end=row_class, fe="?fa"), relation,
-                         "(init-of ?s ?r ?n)", at_shape.format(end=other_class, fe="?fb")]
+                         *_largest(row_class, row_size, row, "?r"),
+                         *_largest(other_class, other_size, other, other_rows),
+                         end.format(end=row_class, fe="?fa"), relation, "(init-of ?s ?r ?n)",
+                         at_shape.format(end=other_class, fe="?fb")]
                 rules.append(_rule("fusion_merge", f"merge-{op}-{side}-{kind}-{other_kind}", query,
                                    _fused(op, "?y", "?w"), "(+ ?k 1)", rows="?r"))
     return rules
 
 
 def bookkeeping_rules() -> list[Rule]:
-    """``plain`` and ``row-shape`` of fused terms, from their operands (starts are plain), and the shapes ``on-rows``
-    of each row shape (of the lists that exist: no terms are made)."""
-    texts = {"plain-start": "((= ?t (Op (FusionStart ?s ?v ?o ?dt) ?ins))) ((plain ?t))",
-             "on-rows": "((= ?r (row-shape ?t))) ((on-rows ?r ?r))",
+    """``row-shape`` of fused terms, from their operands, and the shapes ``on-rows`` of each row shape (of the lists
+    that exist: no terms are made)."""
+    texts = {"on-rows": "((= ?r (row-shape ?t))) ((on-rows ?r ?r))",
              "on-rows-along": "((= ?r (row-shape ?t)) (init-of ?s ?r ?n)) ((on-rows ?s ?r))",
              "on-rows-batch": "((on-rows ?s ?r) (= ?b (ECons (MNum 1) ?s))) ((on-rows ?b ?r))"}
     for op in FUSABLE_UNARY:
         term = f"(= ?t (Op (Fused{op} ?s ?o ?dt) (ICons ?a (INil))))"
-        texts[f"plain-{op}"] = f"({term} (plain ?a)) ((plain ?t))"
         texts[f"rows-{op}"] = f"({term} (= ?r (row-shape ?a))) ((set (row-shape ?t) ?r))"
     for op in FUSABLE_BINARY:
         term = f"(= ?t (Op (Fused{op} ?s ?o ?dt) (ICons ?a (ICons ?b (INil)))))"
-        texts[f"plain-{op}"] = f"({term} (plain ?a) (plain ?b)) ((plain ?t))"
         texts[f"rows-{op}-lhs"] = f"({term} (= ?r (row-shape ?a))) ((set (row-shape ?t) ?r))"
         texts[f"rows-{op}-rhs"] = f"({term} (= ?r (row-shape ?b))) ((set (row-shape ?t) ?r))"
     return [Rule(name, "fusion_grow", f'(rule {text} :ruleset fusion_grow :name "{name}")')

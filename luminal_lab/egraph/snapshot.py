@@ -19,8 +19,8 @@ from functools import cached_property
 PRIMITIVE_SORTS = frozenset({"i64", "f64", "String", "bool", "Unit", "BigInt", "BigRat"})
 GENOME_SORTS = frozenset({"IR", "IList"})
 # the program's functions and relations: they annotate e-classes, they are not e-nodes
-PROGRAM_FUNCTIONS = frozenset({"dtype", "largest-region", "region-of", "fused-origin", "init-of", "last3", "plain",
-                               "row-shape", "on-rows", "contracts"})
+PROGRAM_FUNCTIONS = frozenset({"dtype", "largest-plain", "plain-region", "largest-rows", "rows-region", "fused-origin",
+                               "init-of", "last3", "row-shape", "on-rows", "contracts"})
 
 
 @dataclass(frozen=True)
