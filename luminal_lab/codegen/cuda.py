@@ -215,6 +215,27 @@ def _block_reduce(op: str, dtype: DType, result: str) -> list[str]:
 
 WARPS_PER_BLOCK = 8  # rows per block where a warp runs each row
 MAX_HELD = 32  # most elements of one input a thread keeps in registers along a row
+SHARED_BYTES = 48 * 1024  # the most static shared memory a block may hold rows in
+
+
+def steady_inputs(body: RegionBody) -> frozenset[int]:
+    """The inputs read along the row that are the same all along it (stride 0 there): read once per row."""
+    return frozenset(j for j, (_, view, _) in enumerate(body.inputs)
+                     if body.extent(f"x{j}") is not None and view.strides[-1] == 0 and view.masks[-1] == 1)
+
+
+def _passes(body: RegionBody) -> list[str]:
+    """The values computed along the row in a pass of their own: each reduction's operand, and the end."""
+    passes = [names[0] for op, names in body.steps if op in REDUCE_KERNELS and body.extent(names[0]) is not None]
+    return passes + ([body.result] if body.extent(body.result) is not None else [])
+
+
+def multi_pass_inputs(body: RegionBody) -> frozenset[int]:
+    """The inputs read along the row (and not steady) in more than one pass: those worth holding."""
+    steady = steady_inputs(body)
+    read_in = [j for name in _passes(body) for j in body.reads(name)
+               if body.extent(f"x{j}") is not None and j not in steady]
+    return frozenset(j for j in read_in if read_in.count(j) > 1)
 
 
 @dataclass(frozen=True)
@@ -222,13 +243,16 @@ class RowSchedule:
     """How ``k_row_region`` maps a row region's rows to threads. ``lanes`` threads share a row: a warp (``warp``,
     ``WARPS_PER_BLOCK`` rows per block) or the whole block of ``block`` threads (one row per block). Lane ``t`` of
     a row visits its elements ``t, t + lanes, ...``; ``held[k]``, for ``body.lengths[k]``, is how many of them a
-    lane keeps in registers for each input read in more than one pass (0: re-read in each pass, as where the
-    length or the block is symbolic or a lane would hold more than ``MAX_HELD``)."""
+    lane keeps for each input read in more than one pass (0: re-read in each pass, as where the length or the block
+    is symbolic). A lane keeps them in registers where it holds at most ``MAX_HELD``, else in shared memory
+    (``shared[k]``) while the block's held rows fit in ``SHARED_BYTES``: lane ``t`` keeps element ``k`` at
+    ``k * lanes + t`` of its row's part, so each lane reads back only what it wrote (no barrier)."""
 
     warp: bool
     lanes: Expr
     block: Expr
     held: tuple[int, ...]
+    shared: tuple[bool, ...]
 
     @classmethod
     def of(cls, body: RegionBody, warp: bool = False) -> RowSchedule:
@@ -237,9 +261,18 @@ class RowSchedule:
             lanes, block = Expr.num(32), Expr.num(32 * WARPS_PER_BLOCK)
         else:
             lanes = block = max_(32, min_(BLOCK, mul(ceil_div(longest, 32), 32)))
-        per_lane = [-(-length.value // lanes.value) if length.is_num and lanes.is_num else 0
-                     for length in body.lengths]
-        return cls(warp, lanes, block, tuple(n if n <= MAX_HELD else 0 for n in per_lane))
+        held, shared, free = [], [], SHARED_BYTES
+        multi = multi_pass_inputs(body)
+        for length in body.lengths:
+            n = -(-length.value // lanes.value) if length.is_num and lanes.is_num else 0
+            size = (n * lanes.value * (WARPS_PER_BLOCK if warp else 1)
+                    * sum(_compute_bytes(d) for j, (_, _, d) in enumerate(body.inputs)
+                          if j in multi and body.extent(f"x{j}") == length)) if n else 0
+            in_shared = n > MAX_HELD and size <= free
+            free -= size if in_shared else 0
+            held.append(n if n <= MAX_HELD or in_shared else 0)
+            shared.append(in_shared)
+        return cls(warp, lanes, block, tuple(held), tuple(shared))
 
     @property
     def rows_per_block(self) -> int:
@@ -256,10 +289,15 @@ class RowSchedule:
         return block, thread
 
 
+def _compute_bytes(dtype: DType) -> int:
+    return 8 if compute_type(dtype) in ("double", "long long") else 4
+
+
 def row_region_source(body: RegionBody, end: int, warp: bool = False) -> CudaKernel:
     """``k_row_region``: a row region (the body of the region ending at kernel ``end``) scheduled as
     ``RowSchedule.of(body, warp)``. Per-row inputs are read at the row index ``o``; inputs read along the row in more
-    than one pass are loaded once into registers where the schedule holds them; in ``body.row_order()``, each
+    than one pass are loaded once into registers or shared memory where the schedule holds them; in
+    ``body.row_order()``, each
     reduction is a pass along the row in which each lane reduces its elements (what it reads computed there), then
     the row's lanes combine (warp shuffles, and across warps shared memory), and each per-row step is computed
     once its operands are known; the end is stored along the row by the lanes, or once per row. An input that
@@ -279,33 +317,39 @@ def row_region_source(body: RegionBody, end: int, warp: bool = False) -> CudaKer
                   f"  __shared__ {ctype} partial[32];"]
     lines += [f"  const {compute_type(d)} x{j} = {w.read(d, f'in{j}', view, 'o')};"
               for j, (_, view, d) in enumerate(body.inputs) if body.extent(f"x{j}") is None]
-    steady = {j for j, (_, view, _) in enumerate(body.inputs)  # along the row, but the same all along it
-              if body.extent(f"x{j}") is not None and view.strides[-1] == 0 and view.masks[-1] == 1}
+    steady = steady_inputs(body)
     lines += [f"  const {compute_type(dtypes[j])} x{j} = {w.read(dtypes[j], f'in{j}', body.inputs[j][1], z)};"
               for j in sorted(steady) for z in [f"(o * ext{body.lengths.index(body.extent(f'x{j}'))})"]]
-    passes = [names[0] for op, names in body.steps if op in REDUCE_KERNELS and body.extent(names[0]) is not None]
-    passes += [body.result] if body.extent(body.result) is not None else []
-    read_in = [j for name in passes for j in body.reads(name) if body.extent(f"x{j}") is not None and j not in steady]
-    held = {j for j in read_in if read_in.count(j) > 1 and schedule.held[body.lengths.index(body.extent(f"x{j}"))]}
+    held = {j for j in multi_pass_inputs(body) if schedule.held[body.lengths.index(body.extent(f"x{j}"))]}
+    slot: dict[int, str] = {}  # held input -> its element k of this lane
 
     def loop(length: int, inner: list[str]) -> list[str]:
         """``inner`` for each element ``z`` (row ``o``, position ``r``) a lane visits along rows of ``ext{length}``."""
         guard = [f"    const long long z = o * ext{length} + r;", *(f"  {line}" for line in inner)]
         if schedule.held[length]:
-            return ["  #pragma unroll", f"  for (int k = 0; k < {schedule.held[length]}; ++k) {{",
+            unroll = [] if schedule.shared[length] else ["  #pragma unroll"]
+            return [*unroll, f"  for (int k = 0; k < {schedule.held[length]}; ++k) {{",
                     f"    const long long r = t + (long long)k * {lanes};", f"    if (r < ext{length}) {{",
                     *(f"  {line}" for line in guard), "    }", "  }"]
         return [f"  for (long long r = t; r < ext{length}; r += {lanes}) {{", *guard, "  }"]
 
     for j in sorted(held):
         length = body.lengths.index(body.extent(f"x{j}"))
-        lines += [f"  {compute_type(dtypes[j])} h{j}[{schedule.held[length]}];",
-                  *loop(length, [f"  h{j}[k] = {w.read(dtypes[j], f'in{j}', body.inputs[j][1], 'z')};"])]
+        n, ctype_j = schedule.held[length], compute_type(dtypes[j])
+        if schedule.shared[length]:  # this row's part of the block's array; lane t at k * lanes + t
+            part = f"{n} * {lanes}"
+            lines += [f"  __shared__ {ctype_j} hs{j}[{schedule.rows_per_block} * {part}];",
+                      f"  {ctype_j}* h{j} = hs{j} + {'warp' if warp else '0'} * {part};"]
+            slot[j] = f"h{j}[k * {lanes} + t]"
+        else:
+            lines.append(f"  {ctype_j} h{j}[{n}];")
+            slot[j] = f"h{j}[k]"
+        lines += loop(length, [f"  {slot[j]} = {w.read(dtypes[j], f'in{j}', body.inputs[j][1], 'z')};"])
 
     def along(name: str, inner: list[str]) -> list[str]:
         """A pass along ``name``'s row: what computes ``name`` at ``z``, then ``inner``."""
         reads = [f"  const {compute_type(dtypes[j])} x{j} = "
-                 + (f"h{j}[k];" if j in held else f"{w.read(dtypes[j], f'in{j}', body.inputs[j][1], 'z')};")
+                 + (f"{slot[j]};" if j in held else f"{w.read(dtypes[j], f'in{j}', body.inputs[j][1], 'z')};")
                  for j in body.reads(name) if body.extent(f"x{j}") is not None and j not in steady]
         steps = [_step(body, i, "  ") for i in body.needs(name)]
         return loop(body.lengths.index(body.extent(name)), [*reads, *steps, *inner])

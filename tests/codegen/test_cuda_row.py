@@ -1,5 +1,5 @@
-"""``k_row_region`` on the CPU: each schedule (a block or a warp per row, the row held in registers or re-read)
-run by its twin (``tests.helpers.row_twin``) against the reference runtime, and compiled with NVRTC."""
+"""``k_row_region`` on the CPU: each schedule (a block or a warp per row, the row held in registers or shared memory,
+or re-read) run by its twin (``tests.helpers.row_twin``) against the reference runtime, and compiled with NVRTC."""
 
 from __future__ import annotations
 
@@ -41,8 +41,20 @@ def twin(comp: ll.Compiled, llir: LLIR, warp: bool, values: dict[str, torch.Tens
     return run, run.run()
 
 
+def holds(pattern: str, length: int, schedule: str) -> str:
+    """Where a lane of ``schedule`` keeps its elements of ``pattern``'s row of ``length`` (f32): a warp holds up to
+    ``MAX_HELD`` * 32 = 1024 in registers, a block 8192; past that, shared memory takes a row's inputs read in more
+    than one pass while the block's rows fit in 48 KiB (eight rows of 1500 for a warp, one of 10000 for a block: one
+    input, ``x``, but not the attention row's two, ``x`` and the mask), and beyond that each pass re-reads them."""
+    limit = 1024 if schedule == "warp" else 8192
+    if length <= limit:
+        return "registers"
+    fits = (length <= 1536 if schedule == "warp" else length <= 12288) and pattern != "attention"
+    return "shared" if fits else "re-read"
+
+
 @pytest.mark.parametrize("schedule", list(SCHEDULES))
-@pytest.mark.parametrize("shape", [(7, 31), (2, 33), (9, 1000), (3, 2000)], ids=str)
+@pytest.mark.parametrize("shape", [(7, 31), (2, 33), (9, 1000), (2, 1500), (3, 2000), (1, 10000)], ids=str)
 @pytest.mark.parametrize("pattern", sorted(PATTERNS))
 def test_twin_matches_reference(pattern: str, shape: tuple[int, int], schedule: str) -> None:
     comp, llir = fused_pattern(pattern, *shape)
@@ -50,10 +62,10 @@ def test_twin_matches_reference(pattern: str, shape: tuple[int, int], schedule: 
     run, got = twin(comp, llir, SCHEDULES[schedule], values)
     expected = comp.run_reference(**values).double().numpy().reshape(-1)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
-    # rows of 1000 are held in registers by both schedules; rows of 2000 only by a block (a warp would hold 63)
     per_lane = -(-shape[1] // run.lanes)
-    assert run.schedule.held == (per_lane if per_lane <= MAX_HELD else 0,)
-    assert bool(run.schedule.held[0]) == (shape[1] < 2000 or schedule == "block")
+    where = holds(pattern, shape[1], schedule)
+    assert run.schedule.held == ((0,) if where == "re-read" else (per_lane,))
+    assert run.schedule.shared == (where == "shared",) and (where != "registers") == (per_lane > MAX_HELD)
 
 
 @pytest.mark.parametrize("schedule", list(SCHEDULES))
@@ -84,8 +96,18 @@ def test_a_warp_runs_eight_rows_to_a_block() -> None:
     assert "h0[2];" in source
 
 
+def test_a_long_row_is_held_in_shared_memory() -> None:
+    """Rows of 1500 for a warp: each lane's 47 elements of x in this warp's part of the block's shared array."""
+    _, llir = fused_pattern("softmax", 2, 1500)
+    (region,) = find_regions(llir)
+    source = row_region_source(region.body(llir), region.end, warp=True).source
+    assert "__shared__ float hs0[8 * 47 * 32];" in source and "float* h0 = hs0 + warp * 47 * 32;" in source
+    assert source.count("h0[k * 32 + t]") == 4  # stored once, read in the max, sum and store passes
+    assert ".entry k_row_region" in compile_ptx(source)
+
+
 @pytest.mark.parametrize("schedule", list(SCHEDULES))
-@pytest.mark.parametrize("shape", [(7, 31), (3, 2000)], ids=str)  # held by both; re-read by a warp
+@pytest.mark.parametrize("shape", [(7, 31), (3, 2000), (1, 10000)], ids=str)  # registers, re-read, shared
 @pytest.mark.parametrize("pattern", sorted(PATTERNS))
 def test_schedules_compile_with_nvrtc(pattern: str, shape: tuple[int, int], schedule: str) -> None:
     _, llir = fused_pattern(pattern, *shape)

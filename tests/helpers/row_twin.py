@@ -2,7 +2,7 @@
 
 The twin launches the schedule's grid, maps each thread to its row and lane (``RowSchedule.row``), and for each
 row runs the body in ``body.row_order()`` as the kernel does: each lane visits the elements the kernel's loops
-give it (``t, t + lanes, ...``, through the held registers' ``k`` where the schedule holds the row), reads inputs
+give it (``t, t + lanes, ...``, through the held elements' ``k`` where the schedule holds the row), reads inputs
 through their views at the same flat index ``z``, reduces its elements, and the lanes' partial values are combined
 in the order of the kernel's shuffles (butterfly within a warp; for a block, down-shuffles, then shared memory
 across warps). Every pass counts the elements it visits and every store the element it writes; ``RowTwin.run``
@@ -15,8 +15,9 @@ from collections import Counter
 
 import numpy as np
 
-from luminal_lab.codegen.cuda import RowSchedule
+from luminal_lab.codegen.cuda import SHARED_BYTES, RowSchedule, multi_pass_inputs
 from luminal_lab.codegen.cuda_c import CudaKernel
+from luminal_lab.core.dtypes import DType
 from luminal_lab.core.ops import REDUCE_KERNELS
 from luminal_lab.llir.regions import RegionBody
 
@@ -58,7 +59,7 @@ class RowTwin:
         """The positions along ``name``'s row that ``lane`` visits: the held loop's ``k`` or the strided loop."""
         length, k = self.length(name), self.body.lengths.index(self.body.extent(name))
         if self.schedule.held[k]:
-            assert self.schedule.held[k] * self.lanes >= length, "the held registers miss part of the row"
+            assert self.schedule.held[k] * self.lanes >= length, "the held elements miss part of the row"
             return np.array([r for r in (lane + i * self.lanes for i in range(self.schedule.held[k])) if r < length],
                             np.int64)
         return np.arange(lane, length, self.lanes, dtype=np.int64)
@@ -98,6 +99,33 @@ class RowTwin:
         first = np.array([partial[lane] if lane < warps else init for lane in range(32)])
         return float(self._shuffle_down(op, first)[0])
 
+    def check_shared(self) -> None:
+        """Where a lane holds elements in shared memory, the kernel's slots (``warp * n * lanes`` for the row's part,
+        then ``k * lanes + t``) give each element of each row of a block its own place inside the block's array,
+        and the block's arrays fit in ``SHARED_BYTES``."""
+        schedule, body = self.schedule, self.body
+        total = 0
+        for k, length in enumerate(body.lengths):
+            if not schedule.shared[k]:
+                continue
+            n, extent = schedule.held[k], int(length.evaluate(self.bindings))
+            size = schedule.rows_per_block * n * self.lanes
+            inputs = [d for j, (_, _, d) in enumerate(body.inputs) if j in multi_pass_inputs(body)
+                      and body.extent(f"x{j}") == length]
+            total += size * sum(8 if d == DType.F64 else 4 for d in inputs)
+            for block in range(self.grid):
+                slots: dict[int, tuple[int, int]] = {}
+                for thread in range(self.block):
+                    row, lane = schedule.row(block, thread)
+                    part = (thread // 32 if schedule.warp else 0) * n * self.lanes
+                    for i in range(n):
+                        if lane + i * self.lanes < extent and row < self.rows:
+                            slot = part + i * self.lanes + lane
+                            assert 0 <= slot < size and slot not in slots, (block, thread, i)
+                            slots[slot] = (row, lane + i * self.lanes)
+                assert len(set(slots.values())) == len(slots)
+        assert total <= SHARED_BYTES
+
     @staticmethod
     def _shuffle_down(op: str, acc: np.ndarray) -> np.ndarray:
         """``__shfl_down_sync`` steps over one warp: a lane past the warp reads its own value."""
@@ -118,6 +146,7 @@ class RowTwin:
                     lanes_of.setdefault(row, []).append(lane)
         assert sorted(lanes_of) == list(range(self.rows))
         assert all(sorted(lanes) == list(range(self.lanes)) for lanes in lanes_of.values())
+        self.check_shared()
         end = body.extent(body.result)
         out = np.zeros(self.rows * (1 if end is None else self.length(body.result)))
         for o in range(self.rows):
