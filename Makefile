@@ -75,6 +75,7 @@ bench: setup
 	$(BIN)/python benchmarks/fuzz.py
 	$(BIN)/python benchmarks/fusion.py
 	$(BIN)/python benchmarks/row_fusion.py
+	$(BIN)/python benchmarks/torch_compile.py
 	$(BIN)/python benchmarks/gpu.py
 
 clean:

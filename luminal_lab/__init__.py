@@ -35,6 +35,14 @@ from .hlir.tensor import GraphTensor, concat, embedding, maximum, minimum, stack
 __version__ = "0.1.0"
 
 
+def programs(compiled) -> list[Compiled]:
+    """The ``Compiled`` programs behind a ``torch.compile(..., backend="luminal_lab")``-d module or function (see
+    ``compiler.dynamo.programs``); torch loads here, not at ``import luminal_lab``."""
+    from .compiler.dynamo import programs as behind
+
+    return behind(compiled)
+
+
 def load_ipython_extension(ipython) -> None:
     """``%load_ext luminal_lab``: registers the ``%luminal`` / ``%%luminal`` magics."""
     from .notebook.magic import LuminalMagics
@@ -46,5 +54,5 @@ __all__ = [
     "BudgetExceeded", "Compiled", "DType", "DTypeBoundaryError", "DTypeError", "EgglogError", "Expr", "Graph",
     "GraphTensor", "LuminalError", "MemoryBudgetError", "NoDeviceError", "Node", "Op", "ReferenceRuntime", "ShapeError",
     "ShapeTracker", "Signature", "UnsupportedOpError", "bf16", "bool", "compile", "concat", "embedding", "f16",
-    "f32", "f64", "i32", "i64", "maximum", "minimum", "stack", "where",
+    "f32", "f64", "i32", "i64", "maximum", "minimum", "programs", "stack", "where",
 ]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from luminal_lab.runtime.cache import CACHE_ENV
+from luminal_lab.search.genome_cache import CACHE_ENV as GENOME_CACHE_ENV
 from tests.helpers.fused import Fused, compile_fused
 
 
@@ -23,6 +24,16 @@ def kernel_directory(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     directory = cache.mkdir("luminal_lab_kernels") if cache is not None else tmp_path_factory.mktemp("kernels")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(CACHE_ENV, str(directory))
+        yield directory
+
+
+@pytest.fixture(scope="session", autouse=True)
+def genome_directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The best genomes the torch.compile backend caches go to a fresh directory of this session (so each session's
+    backend searches as a new user's would), never to the user's home."""
+    directory = tmp_path_factory.mktemp("genomes")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(GENOME_CACHE_ENV, str(directory))
         yield directory
 
 

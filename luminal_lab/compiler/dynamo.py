@@ -1,4 +1,4 @@
-"""``torch.compile(model, backend="luminal_lab")``: the TorchDynamo backend.
+"""``torch.compile(model, backend="luminal_lab", options={...})``: the TorchDynamo backend.
 
 The backend is registered through the ``torch_dynamo_backends`` entry point, so torch
 finds it by name without importing luminal_lab first. Dynamo hands over an FX
@@ -6,20 +6,75 @@ finds it by name without importing luminal_lab first. Dynamo hands over an FX
 values of non-tensor arguments, such as the symbolic sizes dynamo passes once it treats a
 dimension as dynamic) is compiled through the same torch.export path as ``ll.compile``,
 specialised to those values, and cached.
+
+Each program gets its genome once: the best genome cached on disk for it (``search.genome_cache``: keyed by the
+e-graph, the input signature, the device and the library version), else the most-fused genome improved by a short
+measured search (``BackendOptions``), which is then cached. The device follows the inputs: CPU tensors run on the
+CPU runtime, CUDA tensors on the CUDA runtime (device-resident), and results come back on the inputs' device.
+``programs(compiled)`` finds the ``Compiled`` programs behind a compiled module or function.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+import os
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
 import torch.fx.traceback as fx_traceback
+import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensor
 
+from ..core.errors import LuminalError
 from ..frontends.export import export_core_aten
 from ..frontends.translate import translate
+from ..llir.genome import Refused
+from ..runtime import DEVICES, check_device
+from ..search.genome_cache import GenomeCache, program_key
 from .compiled import Compiled
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """The backend's ``options``: the search each new program gets (``generations`` of ``generation_size`` children,
+    within ``budget`` seconds, from ``seed``; ``generations=0``: the most-fused genome, unmeasured), the ``device``
+    (``None``: the inputs' device), ``fusion`` (whether the e-graph offers fused regions) and ``cache_dir`` (where
+    best genomes are kept; ``None``: the default directory, ``False``: no cache)."""
+
+    generations: int = 2
+    generation_size: int = 8
+    budget: float = 5.0
+    seed: int = 0
+    device: str | None = None
+    fusion: bool = True
+    cache_dir: Any = None
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any] | None) -> BackendOptions:
+        """Checked options: an unknown name is a ``TypeError``, a bad value a ``ValueError``, each naming it."""
+        options = dict(options or {})
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(options) - set(names))
+        if unknown:
+            raise TypeError(f"unknown option(s) {unknown} for backend 'luminal_lab'; the options are {names}")
+        made = cls(**options)
+        for name, low in (("generations", 0), ("generation_size", 1), ("seed", 0)):
+            value = getattr(made, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"option {name}={value!r}: expected an int >= {low}")
+        if isinstance(made.budget, bool) or not isinstance(made.budget, (int, float)) or made.budget < 0:
+            raise ValueError(f"option budget={made.budget!r}: expected seconds, a number >= 0")
+        if made.device is not None and made.device not in DEVICES:
+            raise ValueError(f"option device={made.device!r}: expected one of {DEVICES}, or None (the inputs')")
+        if not isinstance(made.fusion, bool):
+            raise ValueError(f"option fusion={made.fusion!r}: expected True or False")
+        if made.cache_dir is not None and made.cache_dir is not False \
+                and not isinstance(made.cache_dir, (str, os.PathLike)):
+            raise ValueError(f"option cache_dir={made.cache_dir!r}: expected a directory, None (the default) or False")
+        return made
 
 
 class _Bound(torch.nn.Module):
@@ -41,34 +96,137 @@ class _Bound(torch.nn.Module):
 class DynamoProgram:
     """What the backend returns to dynamo: runs the graph through luminal_lab.
 
-    ``programs`` maps an input key (shapes, dtypes, non-tensor values) to its ``Compiled``
-    program, for looking at in a notebook.
+    ``programs`` maps an input key (shapes, dtypes, devices, non-tensor values) to its ``Compiled`` program, for
+    looking at in a notebook (``ll.programs(compiled_model)`` collects them).
     """
 
-    def __init__(self, gm: torch.fx.GraphModule):
+    def __init__(self, gm: torch.fx.GraphModule, options: BackendOptions | None = None):
         self.gm = gm
+        self.options = options or BackendOptions()
         self.programs: dict[tuple, Compiled] = {}
         self.input_names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        self.code, self.owner = _compiling_frame()
+        self.serial = next(_SERIAL)
 
     def __call__(self, *args: Any) -> Any:
+        where, device = self.device_of(args)
         program = self.programs.get(_key(args)) or self.compile_for(args)
-        result = program.run(*[a for a in args if isinstance(a, torch.Tensor)])
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if device == "cpu":
+            tensors = [t.cpu() for t in tensors]
+        result = program.run(*tensors, device=device)
         # the genome is chosen: the idle egglog worker goes (it restarts, replaying, if the e-graph is used again)
         program.egraph.close()
-        return result
+        return pytree.tree_map_only(torch.Tensor, lambda t: t.to(where) if t.device != where else t, result)
+
+    def device_of(self, args: Sequence[Any]) -> tuple[torch.device, str]:
+        """The inputs' device and the runtime that runs them (the ``device`` option, else the inputs'); raises on
+        inputs on different devices, and ``NoDeviceError`` where the runtime cannot run here."""
+        placed = [(name, a.device) for name, a in zip(self.input_names, args, strict=True)
+                  if isinstance(a, torch.Tensor)]
+        devices = {device for _, device in placed}
+        if len(devices) > 1:
+            listed = ", ".join(f"{name} on {device}" for name, device in placed)
+            raise LuminalError(f"inputs on different devices ({listed}): a luminal_lab program runs on one device; "
+                               "move the model and its inputs to one (for example with .to('cuda'))")
+        where = devices.pop() if devices else torch.device("cpu")
+        device = self.options.device or where.type
+        if device not in DEVICES:
+            raise LuminalError(f"inputs on device {where}: luminal_lab runs programs on {DEVICES}")
+        check_device(device)
+        return where, device
 
     def compile_for(self, args: Sequence[Any]) -> Compiled:
-        """Compile (and cache) the program for concrete ``args``; inputs keep dynamo's placeholder names."""
+        """Compile (and cache) the program for concrete ``args``, with its genome; inputs keep dynamo's placeholder
+        names."""
+        _, device = self.device_of(args)
         tensors = tuple(a for a in args if isinstance(a, torch.Tensor))
         names = [name for name, a in zip(self.input_names, args, strict=True) if isinstance(a, torch.Tensor)]
         bound = _Bound(self.gm, args)
         with fx_traceback.preserve_node_meta():
-            program = Compiled.of_torch(translate(export_core_aten(bound, tensors), bound, names, tensors))
+            exported = export_core_aten(bound, tensors)
+            program = Compiled.of_torch(translate(exported, bound, names, tensors), fusion=self.options.fusion)
+        self.choose_genome(program, [t.detach().cpu() for t in tensors], device, _key(args))
         self.programs[_key(args)] = program
         return program
 
+    def choose_genome(self, program: Compiled, inputs: list[torch.Tensor], device: str, signature: tuple) -> None:
+        """The cached best genome of ``program``, else the most-fused one searched from (then cached)."""
+        from .. import __version__
+
+        options = self.options
+        cache = None if options.cache_dir is False else GenomeCache(options.cache_dir)
+        space = program.choice_space()
+        key = program_key(program.egraph.program, program.egraph.rulesets, signature, device, __version__)
+        cached = cache.load(key, space) if cache is not None else None
+        if cached is not None:
+            program.genome = cached
+            return
+        try:
+            program.genome = space.fused_genome()
+        except Refused:  # the smallest-term genome stays
+            pass
+        seconds = None
+        if options.generations:
+            result = program.search(options.generations, options.generation_size, budget=options.budget,
+                                    seed=options.seed, device=device, inputs=inputs)
+            seconds = result.best.seconds
+        if cache is not None:
+            cache.save(key, program.genome, seconds)
+
     def __repr__(self) -> str:
         return f"<luminal_lab DynamoProgram, {len(self.programs)} compiled input signature(s)>"
+
+
+_MADE: weakref.WeakSet[DynamoProgram] = weakref.WeakSet()  # every live program the backend made
+_SERIAL = itertools.count()  # the order programs were made in
+
+
+def _compiling_frame() -> tuple[Any, Any]:
+    """The code object dynamo is compiling (a function, a module's forward, or a resumption of one after a graph
+    break) and its ``self`` where it has one."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx = InstructionTranslator.current_tx()
+        return tx.f_code, tx.f_locals.get("self")
+    except Exception:  # not inside dynamo (a test calling the backend directly)
+        return None, None
+
+
+def _resumptions(code: Any) -> set[Any]:
+    """``code`` and the functions dynamo made to resume it after graph breaks (and those of theirs)."""
+    from torch._dynamo.resume_execution import ContinueExecutionCache
+
+    found, todo = set(), [code]
+    while todo:
+        current = todo.pop()
+        if current in found:
+            continue
+        found.add(current)
+        todo.extend(ContinueExecutionCache.cache.get(current, {}).values())
+    return found
+
+
+def programs(compiled: Any) -> list[Compiled]:
+    """The ``Compiled`` programs behind ``compiled``, a ``torch.compile``-d module or function (or a module compiled
+    in place), one per graph and input signature, in the order they were made: ``comp.workbench()``,
+    ``comp.pipeline()`` and ``comp.profiler()`` work on each. A module's programs are those compiled from its
+    ``forward`` (on this module, or after a graph break, on any module of its class)."""
+    target = getattr(compiled, "_orig_mod", None) or getattr(compiled, "_torchdynamo_orig_callable", None) \
+        or compiled
+    owner = target if isinstance(target, torch.nn.Module) else None
+    code = type(target).forward.__code__ if owner is not None else getattr(target, "__code__", None)
+    if code is None:
+        raise TypeError(f"ll.programs takes a torch.compile-d module or function, not {type(compiled).__name__}")
+    codes = _resumptions(code)
+    made = sorted((p for p in _MADE if p.code in codes and (p.owner is None or p.owner is owner)),
+                  key=lambda p: p.serial)
+    found = [program for p in made for program in p.programs.values()]
+    if not found:
+        raise LuminalError(f"no luminal_lab programs behind {type(compiled).__name__} yet: torch.compile compiles on "
+                           "the first call, so call it once (with backend='luminal_lab') first")
+    return found
 
 
 def _key(args: Sequence[Any]) -> tuple:
@@ -81,13 +239,16 @@ def _is_concrete(value: Any) -> bool:
     return isinstance(value, (int, float, bool)) or value is None
 
 
-def luminal_lab_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> DynamoProgram:
-    """TorchDynamo backend: compile ``gm`` with luminal_lab; unsupported ops raise here, at compile time.
+def luminal_lab_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                        options: Mapping[str, Any] | None = None) -> DynamoProgram:
+    """TorchDynamo backend: compile ``gm`` with luminal_lab (``options``: ``BackendOptions``); unsupported ops raise
+    here, at compile time.
 
     When the example inputs are symbolic (dynamic shapes), compilation waits for the
     first call, which brings concrete values.
     """
-    program = DynamoProgram(gm)
+    program = DynamoProgram(gm, BackendOptions.of(options))
+    _MADE.add(program)
     if all(_is_concrete(a) for a in example_inputs):
         program.compile_for(example_inputs)
     return program

@@ -8,14 +8,14 @@ from . import dtypes as dt
 
 
 def to_numpy(value) -> np.ndarray:
-    """A numpy view of a CPU tensor (bf16 through ml_dtypes), or the array itself."""
+    """A numpy view of a CPU tensor (a copy of a CUDA one; bf16 through ml_dtypes), or the array itself."""
     if isinstance(value, np.ndarray):
         return value
     import torch
 
     value = value.detach()
     if value.dtype == torch.bfloat16:
-        return value.contiguous().view(torch.int16).numpy().view(dt.bf16.numpy)
+        return value.contiguous().view(torch.int16).numpy(force=True).view(dt.bf16.numpy)
     return value.numpy(force=True)
 
 

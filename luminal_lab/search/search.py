@@ -5,9 +5,11 @@ per region, matmuls kept) and a viable random genome (up to 100 random tries), t
 of children of the best ``keep_best`` candidates so far. Each candidate's outputs are compared
 with the reference runtime's (tolerance by dtype) and checked for NaNs before its time
 counts; a failing candidate is recorded with its outcome and reason, never fatal. A candidate
-that would not fit the memory budget, or runs out of memory, is refused with the reason. The
-random choices are seeded, so the same seed and the same measurements give the same
-history; pass ``cost`` (a function of the LLIR) for measurements that do not vary.
+that would not fit the memory budget, or runs out of memory, is refused with the reason.
+``budget`` (seconds) is checked before each candidate after the most-fused one, so a search ends
+within about one candidate's time of it. The random choices are seeded, so the same seed and
+the same measurements give the same history; pass ``cost`` (a function of the LLIR) for
+measurements that do not vary.
 ``on_candidate`` sees each candidate as it joins the history (a live view), and setting the
 ``stop`` event ends the search before its next candidate, as an interrupt does.
 """
@@ -156,6 +158,8 @@ def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generati
         seen.add(fused.hash)
         initial = candidate if (candidate := evaluate(fused, 0, None)).outcome == "ok" else None
         for _ in range(100):
+            if initial is not None and deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError
             genome = space.random_genome(rng.randrange(2**32), without)
             if genome.hash in seen:
                 continue

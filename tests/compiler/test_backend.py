@@ -1,0 +1,231 @@
+"""The torch.compile backend as a user meets it: its options, the genome each program starts with (cached best,
+else the most-fused one searched from), the genome cache across processes, the device following the inputs, and
+``ll.programs`` reaching the compiled programs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+import luminal_lab as ll
+from luminal_lab.compiler.dynamo import BackendOptions, DynamoProgram
+from luminal_lab.llir.regions import find_regions
+from luminal_lab.runtime import cuda_unavailable_reason
+from tests.helpers.models import MLP, mlp_inputs
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICK = {"generations": 1, "generation_size": 2, "budget": 30.0}
+GPU = cuda_unavailable_reason() is None
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def chain(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a * b + 1).sin().exp()
+
+
+def operands() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randn(64, 32, generator=generator), torch.randn(64, 32, generator=generator)
+
+
+# ---- options ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("options", "error", "named"), [
+    ({"generation": 2}, TypeError, "['generation']"),
+    ({"generations": -1}, ValueError, "generations=-1"),
+    ({"generation_size": 0}, ValueError, "generation_size=0"),
+    ({"budget": "fast"}, ValueError, "budget='fast'"),
+    ({"seed": 1.5}, ValueError, "seed=1.5"),
+    ({"device": "tpu"}, ValueError, "device='tpu'"),
+    ({"fusion": "yes"}, ValueError, "fusion='yes'"),
+    ({"cache_dir": 3}, ValueError, "cache_dir=3"),
+])
+def test_bad_options_are_named(options: dict, error: type, named: str) -> None:
+    with pytest.raises(error) as info:
+        BackendOptions.of(options)
+    assert named in str(info.value).splitlines()[0]
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed) as through:
+        torch.compile(chain, backend="luminal_lab", options=options)(*operands())
+    assert isinstance(through.value.inner_exception, error) and named in str(through.value.inner_exception)
+
+
+# ---- the genome a program starts with ----------------------------------------------------------------
+def test_default_searches_from_the_most_fused_genome_and_caches_the_best(tmp_path: Path) -> None:
+    compiled = torch.compile(chain, backend="luminal_lab", options={**QUICK, "cache_dir": tmp_path})
+    a, b = operands()
+    torch.testing.assert_close(compiled(a, b), chain(a, b), atol=1e-5, rtol=1e-5)
+    (comp,) = ll.programs(compiled)
+    search = comp.last_search
+    assert search is not None and search.history[0].hash == comp.choice_space().fused_genome().hash
+    assert comp.genome.hash == search.best.hash
+    (entry,) = tmp_path.glob("*.json")
+    stored = json.loads(entry.read_text())
+    assert stored["hash"] == f"{search.best.hash:016x}" and stored["seconds"] == search.best.seconds
+
+
+def test_a_second_process_starts_with_the_cached_genome(tmp_path: Path) -> None:
+    """The same program in a new process: the cached genome, no search; results as before."""
+    script = textwrap.dedent(f"""
+        import torch, luminal_lab as ll
+        def chain(a, b):
+            return (a * b + 1).sin().exp()
+        options = {{**{QUICK!r}, "cache_dir": {str(tmp_path)!r}}}
+        compiled = torch.compile(chain, backend="luminal_lab", options=options)
+        a, b = torch.randn(64, 32), torch.randn(64, 32)
+        torch.testing.assert_close(compiled(a, b), chain(a, b), atol=1e-5, rtol=1e-5)
+        (comp,) = ll.programs(compiled)
+        print(comp.last_search is not None, f"{{comp.genome.hash:016x}}")
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    runs = [subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=300) for _ in range(2)]
+    assert all(run.returncode == 0 for run in runs), runs[-1].stderr[-3000:]
+    (searched, first), (again, second) = (run.stdout.split()[-2:] for run in runs)
+    assert (searched, again) == ("True", "False") and first == second
+    assert json.loads(next(tmp_path.glob("*.json")).read_text())["hash"] == first
+
+
+def test_a_stale_entry_is_not_used(tmp_path: Path) -> None:
+    """An entry whose choices are not this e-graph's (here: a tampered hash) is ignored and replaced."""
+    options = {"generations": 0, "cache_dir": tmp_path}
+    torch.compile(chain, backend="luminal_lab", options=options)(*operands())
+    (entry,) = tmp_path.glob("*.json")
+    stored = json.loads(entry.read_text())
+    entry.write_text(json.dumps({**stored, "hash": "0" * 16}))
+    torch._dynamo.reset()
+    compiled = torch.compile(chain, backend="luminal_lab", options=options)
+    compiled(*operands())
+    (comp,) = ll.programs(compiled)
+    assert json.loads(entry.read_text())["hash"] == stored["hash"] == f"{comp.genome.hash:016x}"
+
+
+def test_no_search_runs_the_most_fused_genome_and_fusion_can_be_off() -> None:
+    a, b = operands()
+    fused = torch.compile(chain, backend="luminal_lab", options={"generations": 0, "cache_dir": False})
+    torch.testing.assert_close(fused(a, b), chain(a, b), atol=1e-5, rtol=1e-5)
+    (comp,) = ll.programs(fused)
+    assert comp.last_search is None and comp.genome.hash == comp.choice_space().fused_genome().hash
+    assert len(find_regions(comp.llir())) == 1
+    torch._dynamo.reset()
+    plain = torch.compile(chain, backend="luminal_lab", options={"generations": 0, "fusion": False,
+                                                                   "cache_dir": False})
+    torch.testing.assert_close(plain(a, b), chain(a, b), atol=1e-5, rtol=1e-5)
+    (comp,) = ll.programs(plain)
+    assert not find_regions(comp.llir())
+
+
+# ---- devices -------------------------------------------------------------------------------------
+def adder() -> DynamoProgram:
+    return DynamoProgram(torch.fx.symbolic_trace(lambda a, b: a + b), BackendOptions())
+
+
+def test_inputs_on_two_devices_are_refused_by_name() -> None:
+    with pytest.raises(ll.LuminalError) as info:
+        adder().device_of([torch.ones(2), torch.ones(2, device="meta")])
+    first = str(info.value).splitlines()[0]
+    assert first.startswith("inputs on different devices (a on cpu, b on meta)")
+
+
+def test_a_device_without_a_runtime_is_refused() -> None:
+    with pytest.raises(ll.LuminalError, match=r"inputs on device meta: luminal_lab runs programs on \('cpu', 'cuda'\)"):
+        adder().device_of([torch.ones(2, device="meta"), torch.ones(2, device="meta")])
+
+
+@pytest.mark.skipif(GPU, reason="a GPU is present")
+def test_cuda_without_a_gpu_raises_no_device_error() -> None:
+    program = DynamoProgram(torch.fx.symbolic_trace(lambda a, b: a + b), BackendOptions(device="cuda"))
+    with pytest.raises(ll.NoDeviceError, match="device='cuda' runs the generated CUDA C"):
+        program.device_of([torch.ones(2), torch.ones(2)])
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed) as info:
+        torch.compile(chain, backend="luminal_lab", options={"device": "cuda"})(*operands())
+    assert isinstance(info.value.inner_exception, ll.NoDeviceError)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU, reason=f"needs a CUDA GPU: {cuda_unavailable_reason()}")
+def test_cuda_inputs_run_on_the_gpu_and_come_back_there() -> None:
+    model = MLP(16, 32, 8).cuda().eval()
+    (x,) = mlp_inputs(3, 16)
+    compiled = torch.compile(model, backend="luminal_lab", options={"generations": 0})
+    with torch.no_grad():
+        out = compiled(x.cuda())
+        assert out.device.type == "cuda"
+        torch.testing.assert_close(out, model(x.cuda()), atol=1e-4, rtol=1e-4)
+        # CPU inputs to a program asked to run on CUDA come back on the CPU
+        torch._dynamo.reset()
+        cpu_model = MLP(16, 32, 8).eval()
+        on_gpu = torch.compile(cpu_model, backend="luminal_lab", options={"generations": 0, "device": "cuda"})
+        result = on_gpu(x)
+        assert result.device.type == "cpu"
+        torch.testing.assert_close(result, cpu_model(x), atol=1e-4, rtol=1e-4)
+
+
+# ---- from torch.compile to the workbench -------------------------------------------------------------
+class Broken(torch.nn.Module):
+    """Two graphs: dynamo breaks the graph at the print."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x).relu()
+        print("a graph break")
+        return (y * 2).sin()
+
+
+def test_programs_reach_every_graph_of_a_module_and_open_in_the_workbench() -> None:
+    model = Broken().eval()
+    compiled = torch.compile(model, backend="luminal_lab", options={"generations": 0, "cache_dir": False})
+    with pytest.raises(ll.LuminalError, match="no luminal_lab programs behind OptimizedModule yet"):
+        ll.programs(compiled)
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
+        compiled(torch.randn(6, 8))  # a new input signature: a second program for each graph
+    found = ll.programs(compiled)
+    assert len(found) == 4 and all(isinstance(comp, ll.Compiled) for comp in found)
+    ops = [{node.op.value for node in comp.graph.nodes} for comp in found]
+    # in the order made: the linear layer, the rest after the break; then both again for the new signature
+    assert [("SumReduce" in o, "Sin" in o) for o in ops] == [(True, False), (False, True)] * 2
+    assert found[0].pipeline() is not None and found[1].workbench() is not None
+    # another instance of the class shares the graphs after the break (dynamo resumes both through one function),
+    # not the first one's own top-level graph
+    other = torch.compile(Broken().eval(), backend="luminal_lab", options={"generations": 0, "cache_dir": False})
+    assert ll.programs(other) == found[1::2]
+
+
+def test_programs_of_a_compiled_function_and_of_something_else() -> None:
+    compiled = torch.compile(chain, backend="luminal_lab", options={"generations": 0, "cache_dir": False})
+    compiled(*operands())
+    (comp,) = ll.programs(compiled)
+    assert comp.profile().total > 0
+    with pytest.raises(TypeError, match=r"ll\.programs takes a torch\.compile-d module or function, not int"):
+        ll.programs(3)
+
+
+# ---- several models in one process -----------------------------------------------------------------
+def test_models_compiled_one_after_another_all_match() -> None:
+    """As in a notebook: a decoder layer, then a batch-norm model, then the first again, in one process."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerDecoderLayer(16, 2, 32, dropout=0.0, batch_first=True).eval()
+    norm = torch.nn.Sequential(torch.nn.BatchNorm1d(3), torch.nn.ReLU()).eval()
+    x, memory, y = torch.randn(2, 5, 16), torch.randn(2, 7, 16), torch.randn(4, 3)
+    options = {"generations": 0, "cache_dir": False}
+    with torch.no_grad():
+        for model, inputs in ((layer, (x, memory)), (norm, (y,)), (layer, (x, memory))):
+            compiled = torch.compile(model, backend="luminal_lab", options=options)
+            torch.testing.assert_close(compiled(*inputs), model(*inputs), atol=1e-5, rtol=1e-5)
