@@ -25,7 +25,7 @@ import torch.utils._pytree as pytree
 from ..core import dtypes as dt
 from ..core.errors import UnsupportedOpError
 from ..hlir.graph import Graph
-from ..hlir.tensor import GraphTensor, concat, embedding, maximum, minimum, where
+from ..hlir.tensor import GraphTensor, concat, embedding, maximum, minimum, per_axis, where
 from .origins import user_frame
 
 aten = torch.ops.aten
@@ -381,6 +381,55 @@ def _no_op(cx: Context, *_, **__) -> None:
     return None
 
 
+# ---- convolution and pooling: windows of the input as views, reduced (or contracted with the weight) -----------
+def _convolution(cx: Context, x: GraphTensor, weight: GraphTensor, bias: GraphTensor | None, stride: Sequence[int],
+                 padding: Sequence[int], dilation: Sequence[int], transposed: bool, output_padding: Sequence[int],
+                 groups: int) -> GraphTensor:
+    if transposed:
+        raise cx.refuse("a transposed convolution (only forward convolutions are supported)")
+    return x.conv(weight, bias, stride, padding, dilation, groups)
+
+
+def _max_pool(n: int) -> Translation:
+    def translate_op(cx: Context, x: GraphTensor, kernel: Sequence[int], stride: Sequence[int] = (),
+                     padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
+                     ceil_mode: bool = False) -> tuple[GraphTensor, GraphTensor]:
+        return x.max_pool(per_axis(kernel, n, "kernel"), stride, padding, dilation, ceil_mode, return_indices=True)
+    return translate_op
+
+
+def _avg_pool(n: int) -> Translation:
+    def translate_op(cx: Context, x: GraphTensor, kernel: Sequence[int], stride: Sequence[int] = (),
+                     padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True,
+                     divisor_override: int | None = None) -> GraphTensor:
+        return x.avg_pool(per_axis(kernel, n, "kernel"), stride, padding, ceil_mode, count_include_pad,
+                          divisor_override)
+    return translate_op
+
+
+def _adaptive_max_pool(cx: Context, x: GraphTensor, output_size: Sequence[int]) -> tuple[GraphTensor, GraphTensor]:
+    """Windows of equal size only: each pooled size a multiple of its output size."""
+    sizes = [d.value for d in x.shape[x.ndim - len(output_size):]]
+    if any(size % out for size, out in zip(sizes, output_size)):
+        raise cx.refuse(f"adaptive max pooling of sizes {sizes} to {list(output_size)} (windows of unequal size; "
+                        "only sizes that are multiples of the output sizes are supported)")
+    kernel = [size // out for size, out in zip(sizes, output_size)]
+    return x.max_pool(kernel, kernel, return_indices=True)
+
+
+POOLING: dict[Any, Translation] = {
+    aten.convolution.default: _convolution,
+    aten.max_pool2d_with_indices.default: _max_pool(2),
+    aten.max_pool3d_with_indices.default: _max_pool(3),
+    aten.avg_pool2d.default: opmath(_avg_pool(2)),
+    aten.avg_pool3d.default: opmath(_avg_pool(3)),
+    aten._adaptive_avg_pool2d.default: opmath(lambda cx, x, output_size: x.adaptive_avg_pool(output_size)),
+    aten._adaptive_avg_pool3d.default: opmath(lambda cx, x, output_size: x.adaptive_avg_pool(output_size)),
+    aten.adaptive_max_pool2d.default: _adaptive_max_pool,
+    aten.adaptive_max_pool3d.default: _adaptive_max_pool,
+}
+
+
 # ---- the table ---------------------------------------------------------------------------------
 Operand = GraphTensor | float
 
@@ -553,4 +602,5 @@ TABLE: dict[Any, Translation] = {
     aten.arange.start_step: _arange,
     # checks that export inserts; nothing to compute
     aten._assert_tensor_metadata.default: _no_op,
+    **POOLING,
 }
