@@ -299,13 +299,24 @@ def _constant_pad_nd(cx: Context, x: GraphTensor, pad: Sequence[int], value: flo
 
 
 def _index(cx: Context, x: GraphTensor, indices: Sequence[GraphTensor | None]) -> GraphTensor:
-    tensors = [(axis, i) for axis, i in enumerate(indices) if i is not None]
-    if len(tensors) != 1:
-        raise cx.refuse(f"indexing with {len(tensors)} index tensors (one is supported)")
-    axis, index = tensors[0]
-    if index.dtype == dt.bool_:
+    """``x[indices]`` with integer index tensors, broadcast together: the axes they index become one axis of
+    their broadcast shape, in place when those axes are adjacent, else in front (as torch)."""
+    axes = [axis for axis, i in enumerate(indices) if i is not None]
+    if any(indices[axis].dtype == dt.bool_ for axis in axes):
         raise cx.refuse("indexing with a boolean mask (its result shape depends on the data)")
-    return x.take(index, axis)
+    tensors = [indices[axis] for axis in axes]
+    if axes != list(range(axes[0], axes[-1] + 1)):
+        x = x.permute(axes + [axis for axis in range(x.ndim) if axis not in axes])
+        axes = list(range(len(axes)))
+    sizes = [x.shape[axis].value for axis in axes]
+    flat = None
+    for position, index in enumerate(tensors):
+        stride = math.prod(sizes[position + 1:])
+        term = index if stride == 1 else index.cast(dt.i64) * stride
+        flat = term if flat is None else flat + term
+    first, last = axes[0], axes[-1] + 1
+    merged = x.reshape(list(x.shape[:first]) + [math.prod(sizes)] + list(x.shape[last:]))
+    return merged.take(flat, first)
 
 
 def _index_put(cx: Context, x: GraphTensor, indices: Sequence[GraphTensor | None], values: GraphTensor,
