@@ -110,8 +110,6 @@ def test_fused_kernels_match_their_decompositions() -> None:
 
 
 def test_convolutions_run_as_matmul_kernels() -> None:
-    conv = ll.compile(lambda x, w: F.conv2d(x, w, stride=2, padding=1), (_randn(1, 4, 8, 8), _randn(6, 4, 3, 3)))
-    assert [k.op for k in conv.llir().kernels if k.op.startswith("Matmul")] == ["Matmul"]
     _, _, cnn = compiled("cnn")
     from_conv = [k.op for k in cnn.llir().kernels
                  if any("aten.convolution" in (cnn.graph.nodes[i].origin or "") for i in k.hlir)]
