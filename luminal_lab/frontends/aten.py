@@ -25,7 +25,7 @@ import torch.utils._pytree as pytree
 from ..core import dtypes as dt
 from ..core.errors import UnsupportedOpError
 from ..hlir.graph import Graph
-from ..hlir.tensor import GraphTensor, concat, embedding, maximum, minimum, where
+from ..hlir.tensor import GraphTensor, concat, embedding, maximum, minimum, per_axis, where
 from .origins import user_frame
 
 aten = torch.ops.aten
@@ -299,13 +299,24 @@ def _constant_pad_nd(cx: Context, x: GraphTensor, pad: Sequence[int], value: flo
 
 
 def _index(cx: Context, x: GraphTensor, indices: Sequence[GraphTensor | None]) -> GraphTensor:
-    tensors = [(axis, i) for axis, i in enumerate(indices) if i is not None]
-    if len(tensors) != 1:
-        raise cx.refuse(f"indexing with {len(tensors)} index tensors (one is supported)")
-    axis, index = tensors[0]
-    if index.dtype == dt.bool_:
+    """``x[indices]`` with integer index tensors, broadcast together: the axes they index become one axis of
+    their broadcast shape, in place when those axes are adjacent, else in front (as torch)."""
+    axes = [axis for axis, i in enumerate(indices) if i is not None]
+    if any(indices[axis].dtype == dt.bool_ for axis in axes):
         raise cx.refuse("indexing with a boolean mask (its result shape depends on the data)")
-    return x.take(index, axis)
+    tensors = [indices[axis] for axis in axes]
+    if axes != list(range(axes[0], axes[-1] + 1)):
+        x = x.permute(axes + [axis for axis in range(x.ndim) if axis not in axes])
+        axes = list(range(len(axes)))
+    sizes = [x.shape[axis].value for axis in axes]
+    flat = None
+    for position, index in enumerate(tensors):
+        stride = math.prod(sizes[position + 1:])
+        term = index if stride == 1 else index.cast(dt.i64) * stride
+        flat = term if flat is None else flat + term
+    first, last = axes[0], axes[-1] + 1
+    merged = x.reshape(list(x.shape[:first]) + [math.prod(sizes)] + list(x.shape[last:]))
+    return merged.take(flat, first)
 
 
 def _index_put(cx: Context, x: GraphTensor, indices: Sequence[GraphTensor | None], values: GraphTensor,
@@ -379,6 +390,55 @@ def _identity(cx: Context, x: GraphTensor, *_, **__) -> GraphTensor:
 
 def _no_op(cx: Context, *_, **__) -> None:
     return None
+
+
+# ---- convolution and pooling: windows of the input as views, reduced (or contracted with the weight) -----------
+def _convolution(cx: Context, x: GraphTensor, weight: GraphTensor, bias: GraphTensor | None, stride: Sequence[int],
+                 padding: Sequence[int], dilation: Sequence[int], transposed: bool, output_padding: Sequence[int],
+                 groups: int) -> GraphTensor:
+    if transposed:
+        raise cx.refuse("a transposed convolution (only forward convolutions are supported)")
+    return x.conv(weight, bias, stride, padding, dilation, groups)
+
+
+def _max_pool(n: int) -> Translation:
+    def translate_op(cx: Context, x: GraphTensor, kernel: Sequence[int], stride: Sequence[int] = (),
+                     padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
+                     ceil_mode: bool = False) -> tuple[GraphTensor, GraphTensor]:
+        return x.max_pool(per_axis(kernel, n, "kernel"), stride, padding, dilation, ceil_mode, return_indices=True)
+    return translate_op
+
+
+def _avg_pool(n: int) -> Translation:
+    def translate_op(cx: Context, x: GraphTensor, kernel: Sequence[int], stride: Sequence[int] = (),
+                     padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True,
+                     divisor_override: int | None = None) -> GraphTensor:
+        return x.avg_pool(per_axis(kernel, n, "kernel"), stride, padding, ceil_mode, count_include_pad,
+                          divisor_override)
+    return translate_op
+
+
+def _adaptive_max_pool(cx: Context, x: GraphTensor, output_size: Sequence[int]) -> tuple[GraphTensor, GraphTensor]:
+    """Windows of equal size only: each pooled size a multiple of its output size."""
+    sizes = [d.value for d in x.shape[x.ndim - len(output_size):]]
+    if any(size % out for size, out in zip(sizes, output_size)):
+        raise cx.refuse(f"adaptive max pooling of sizes {sizes} to {list(output_size)} (windows of unequal size; "
+                        "only sizes that are multiples of the output sizes are supported)")
+    kernel = [size // out for size, out in zip(sizes, output_size)]
+    return x.max_pool(kernel, kernel, return_indices=True)
+
+
+POOLING: dict[Any, Translation] = {
+    aten.convolution.default: _convolution,
+    aten.max_pool2d_with_indices.default: _max_pool(2),
+    aten.max_pool3d_with_indices.default: _max_pool(3),
+    aten.avg_pool2d.default: opmath(_avg_pool(2)),
+    aten.avg_pool3d.default: opmath(_avg_pool(3)),
+    aten._adaptive_avg_pool2d.default: opmath(lambda cx, x, output_size: x.adaptive_avg_pool(output_size)),
+    aten._adaptive_avg_pool3d.default: opmath(lambda cx, x, output_size: x.adaptive_avg_pool(output_size)),
+    aten.adaptive_max_pool2d.default: _adaptive_max_pool,
+    aten.adaptive_max_pool3d.default: _adaptive_max_pool,
+}
 
 
 # ---- the table ---------------------------------------------------------------------------------
@@ -553,4 +613,5 @@ TABLE: dict[Any, Translation] = {
     aten.arange.start_step: _arange,
     # checks that export inserts; nothing to compute
     aten._assert_tensor_metadata.default: _no_op,
+    **POOLING,
 }

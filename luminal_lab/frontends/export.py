@@ -1,4 +1,5 @@
-"""``torch.export`` of a module or function on example tensors, decomposed to core aten.
+"""``torch.export`` of a module or function on example tensors, decomposed to core aten (torch's fused
+inference fast paths included, through ``fast_paths``).
 
 Non-strict export normally keeps only the frames of ``forward`` methods in a node's stack trace;
 here it keeps every user frame, so an op written in a helper points at its own line. A plain
@@ -16,6 +17,7 @@ import torch
 from torch.fx.proxy import TracerBase
 
 from ..core.errors import LuminalError
+from .fast_paths import DECOMPOSITIONS
 
 
 def export_core_aten(module: torch.nn.Module, example_inputs: tuple,
@@ -29,7 +31,7 @@ def export_core_aten(module: torch.nn.Module, example_inputs: tuple,
         exported = torch.export.export(module, example_inputs, strict=strict)
     with warnings.catch_warnings():  # torch's own deepcopy of its pytree specs warns about itself
         warnings.filterwarnings("ignore", r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning)
-        return exported.run_decompositions()
+        return exported.run_decompositions({**torch.export.default_decompositions(), **DECOMPOSITIONS})
 
 
 def parameter_names(fn: Callable, count: int) -> list[str] | None:

@@ -18,7 +18,7 @@ from ..core.dtypes import DType
 from ..core.errors import DTypeError, ShapeError
 from ..core.ops import LOG2_E, Op
 from ..core.shape_tracker import ONE, ShapeTracker, format_shape, numel
-from ..core.symbolic import Expr, ExprLike, as_expr, div, max_, min_, mod
+from ..core.symbolic import Expr, ExprLike, add, and_, as_expr, div, gte, lt, max_, min_, mod, mul
 
 if TYPE_CHECKING:
     from .graph import Graph, Node
@@ -611,6 +611,145 @@ class GraphTensor:
             out = out.squeeze(-1 if b_vector else -2)
         return out
 
+    # ---- windows: convolution and pooling ---------------------------------------------------
+    def windows(self, axes: Sequence[int], kernel: Sequence[int], stride: Sequence[int] | None = None,
+                dilation: Sequence[int] | None = None) -> GraphTensor:
+        """Sliding windows as a view: each of ``axes`` becomes the axis of window positions (``stride[i]`` apart)
+        and each window's ``kernel[i]`` elements (``dilation[i]`` apart) a new trailing axis, in order of ``axes``.
+
+        ``x.windows([1], [3])[i, p, j] == x[i, p + j]``. The windows overlap in memory: a view of self when its
+        layout is linear (nothing padded), else of a row-major copy.
+        """
+        axes = [self._axis(a) for a in axes]
+        stride = list(stride or [1] * len(axes))
+        dilation = list(dilation or [1] * len(axes))
+        if not len(axes) == len(kernel) == len(stride) == len(dilation):
+            raise ShapeError(f"windows: {len(axes)} axes but kernel {list(kernel)}, stride {stride}, "
+                             f"dilation {dilation}")
+        source = self if self.tracker.linear_strides() is not None else self.contiguous()
+        linear = source.tracker.linear_strides()
+        z = Expr.z()
+        dims = list(source.shape)
+        strides = [add(mul(z, step), offset) for step, offset in linear]
+        for axis, k, s, d in zip(axes, kernel, stride, dilation):
+            span = d * (k - 1) + 1
+            size = dims[axis]
+            if k < 1 or s < 1 or d < 1 or (size.is_num and size.value < span):
+                raise ShapeError(f"windows: a window of {k} elements, stride {s}, dilation {d} does not fit axis "
+                                 f"{axis} of shape {format_shape(self.shape)}")
+            step, offset = linear[axis]
+            dims[axis] = div(size - span, s) + 1
+            strides[axis] = add(mul(z, step, s), offset)
+            dims.append(as_expr(k))
+            strides.append(mul(z, step, d))
+        return source._view(ShapeTracker(tuple(dims), tuple(strides), (ONE,) * len(dims)))
+
+    @high_level
+    def conv(self, weight: GraphTensor, bias: GraphTensor | None = None, stride: int | Sequence[int] = 1,
+             padding: int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, groups: int = 1) -> GraphTensor:
+        """``torch.nn.functional.conv1d/2d/3d``: ``self [N, C, *spatial]``, ``weight [C_out, C / groups, *kernel]``.
+
+        The windows of the zero-padded input (a view) against the weight: per group one batched matmul over
+        channels and kernel positions, so the matmul kernels serve it.
+        """
+        n_spatial = weight.ndim - 2
+        if n_spatial < 1 or self.ndim != n_spatial + 2:
+            raise ShapeError(f"conv: input {format_shape(self.shape)} does not fit weight {format_shape(weight.shape)} "
+                             "(input [N, C, *spatial], weight [C_out, C / groups, *kernel])")
+        stride, padding, dilation = (per_axis(v, n_spatial, name) for v, name in
+                                     ((stride, "stride"), (padding, "padding"), (dilation, "dilation")))
+        (n, c), c_out = self.shape[:2], weight.shape[0]
+        if c != weight.shape[1] * groups or not c_out.is_num or c_out.value % groups:
+            raise ShapeError(f"conv: input {format_shape(self.shape)} and weight {format_shape(weight.shape)} do not "
+                             f"fit {groups} group(s) (weight's dim 1 times groups must be the input's channels)")
+        kernel = [_static(d, "conv kernel") for d in weight.shape[2:]]
+        padded = self.pad([(0, 0), (0, 0)] + [(p, p) for p in padding])
+        win = padded.windows(range(2, 2 + n_spatial), kernel, stride, dilation)  # [N, C, *out, *kernel]
+        out_sizes = list(win.shape[2:2 + n_spatial])
+        per_group = div(c, groups)
+        spatial, taps = range(3, 3 + n_spatial), range(3 + n_spatial, 3 + 2 * n_spatial)
+        rows = (win.reshape([n, groups, per_group, *out_sizes, *kernel]).permute([0, 1, *spatial, 2, *taps])
+                .reshape([n, groups, numel(out_sizes), -1]))  # [N, groups, positions, C / groups * taps]
+        columns = weight.reshape([groups, c_out.value // groups, -1]).transpose(-1, -2)
+        out = (rows @ columns).transpose(-1, -2).reshape([n, c_out, *out_sizes])
+        return out if bias is None else out + bias.reshape([c_out] + [1] * n_spatial)
+
+    def _pool_windows(self, kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int],
+                      dilation: Sequence[int], ceil_mode: bool, fill: Scalar) -> GraphTensor:
+        """The pooling windows of the last ``len(kernel)`` axes, padded with ``fill``, as torch sizes them
+        (``ceil_mode`` included): shape ``[..., *out, window elements]``."""
+        lead = self.ndim - len(kernel)
+        geometry = [_pool_geometry(_static(self.shape[lead + i], "pooled size"), k, s, p, d, ceil_mode)
+                    for i, (k, s, p, d) in enumerate(zip(kernel, stride, padding, dilation))]
+        widths = [(0, 0)] * lead + [(p, after) for p, (_, after) in zip(padding, geometry)]
+        padded = self.pad(widths, fill) if any(w != (0, 0) for w in widths) else self
+        win = padded.windows(range(lead, self.ndim), kernel, stride, dilation)
+        for i, (out, _) in enumerate(geometry):
+            win = win.slice(lead + i, 0, out)
+        return win.reshape(list(win.shape[:self.ndim]) + [-1])
+
+    @high_level
+    def max_pool(self, kernel: Sequence[int], stride: Sequence[int] | None = None, padding: int | Sequence[int] = 0,
+                 dilation: int | Sequence[int] = 1, ceil_mode: bool = False,
+                 return_indices: bool = False) -> GraphTensor | tuple[GraphTensor, GraphTensor]:
+        """``torch.nn.functional.max_pool1d/2d/3d`` over the last ``len(kernel)`` axes (stride defaults to the
+        kernel; padding never wins). ``return_indices``: also the flat position in the pooled axes of each
+        maximum (the first, as torch), as i64."""
+        n = len(kernel)
+        stride, padding, dilation = (per_axis(v, n, name) for v, name in
+                                     ((stride or kernel, "stride"), (padding, "padding"), (dilation, "dilation")))
+        win = self._pool_windows(kernel, stride, padding, dilation, ceil_mode, -math.inf)
+        values = win.max(-1)
+        if not return_indices:
+            return values
+        sizes = self.shape[self.ndim - n:]
+        count = numel(sizes)
+        positions = self.graph.arange(count, dtype=dt.i64).reshape(sizes)
+        position_win = positions._pool_windows(kernel, stride, padding, dilation, ceil_mode, 0)
+        first = where(win.eq(values.unsqueeze(-1)), position_win, self.graph.constant(count.value, dt.i64))
+        return values, first.min(-1)
+
+    @high_level
+    def avg_pool(self, kernel: Sequence[int], stride: Sequence[int] | None = None, padding: int | Sequence[int] = 0,
+                 ceil_mode: bool = False, count_include_pad: bool = True,
+                 divisor_override: int | None = None) -> GraphTensor:
+        """``torch.nn.functional.avg_pool1d/2d/3d`` over the last ``len(kernel)`` axes: each window's sum over
+        its size (counting the padding or not), or over ``divisor_override``."""
+        n = len(kernel)
+        stride, padding = per_axis(stride or kernel, n, "stride"), per_axis(padding, n, "padding")
+        total = self._float()._pool_windows(kernel, stride, padding, [1] * n, ceil_mode, 0).sum(-1)
+        if divisor_override:
+            return total / divisor_override
+        lead = self.ndim - n
+        z = Expr.z()
+        counts = None
+        for i, (k, s, p) in enumerate(zip(kernel, stride, padding)):
+            size = _static(self.shape[lead + i], "pooled size")
+            lo, hi = (-p, size + p) if count_include_pad else (0, size)
+            start = add(mul(z, s), -p)
+            along = self.graph.iota(min_(add(start, k), hi) - max_(start, lo), total.shape[lead + i])
+            along = along.reshape([-1] + [1] * (n - 1 - i))
+            counts = along if counts is None else counts * along
+        return total / counts.cast(total.dtype)
+
+    @high_level
+    def adaptive_avg_pool(self, output_size: Sequence[int]) -> GraphTensor:
+        """``torch.nn.functional.adaptive_avg_pool1d/2d/3d`` over the last ``len(output_size)`` axes: output
+        ``i`` averages elements ``floor(i * L / out)`` to ``ceil((i + 1) * L / out)``; per axis a matmul with
+        the averaging matrix."""
+        out = self._float()
+        z = Expr.z()
+        for i, o in enumerate(output_size):
+            axis = self.ndim - len(output_size) + i
+            size = _static(self.shape[axis], "pooled size")
+            row, column = div(z, size), mod(z, size)
+            start, end = div(mul(row, size), o), div(add(mul(row, size), size + o - 1), o)
+            inside = self.graph.iota(and_(gte(column, start), lt(column, end)), o * size).reshape(o, size)
+            counts = self.graph.iota(div(add(mul(z, size), size + o - 1), o) - div(mul(z, size), o), o)
+            weights = inside.cast(out.dtype) / counts.cast(out.dtype).reshape(o, 1)
+            out = (out.transpose(axis, -1) @ weights.T).transpose(axis, -1)
+        return out
+
     # ---- indexing -----------------------------------------------------------------------
     def _flat_positions(self, coord_shape: Sequence[Expr], skip_axis: int) -> GraphTensor:
         """i32 tensor over ``coord_shape``: the flat offset in self's logical layout of each
@@ -678,6 +817,34 @@ class GraphTensor:
     def _index_scalar(self, value: Expr) -> int | GraphTensor:
         """A size as an operand of index arithmetic: a Python int, or an i32 constant when symbolic."""
         return value.value if value.is_num else self._scalar(value, dt.i32)
+
+
+def per_axis(value: int | Sequence[int], n: int, name: str) -> list[int]:
+    """A convolution or pooling argument for ``n`` axes: one int (or a one-element list) for all, or one each."""
+    values = [value] if isinstance(value, int) else list(value)
+    if len(values) == 1:
+        values = values * n
+    if len(values) != n:
+        raise ShapeError(f"{name} {list(values)} does not fit {n} spatial axes")
+    return values
+
+
+def _static(size: Expr, what: str) -> int:
+    if not size.is_num:
+        raise ShapeError(f"{what} {size} must be a number, not symbolic")
+    return size.value
+
+
+def _pool_geometry(size: int, kernel: int, stride: int, padding: int, dilation: int,
+                   ceil_mode: bool) -> tuple[int, int]:
+    """torch's pooled length of an axis, and the padding after it that its last window reaches."""
+    span = dilation * (kernel - 1) + 1
+    out = (size + 2 * padding - span + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + padding:
+        out -= 1  # the last window must start inside the input or its leading padding
+    if out < 1:
+        raise ShapeError(f"pooling an axis of {size} with a window of {span} (padding {padding}) leaves nothing")
+    return out, max(padding, (out - 1) * stride + span - size - padding)
 
 
 # ---- functions over several tensors --------------------------------------------------------

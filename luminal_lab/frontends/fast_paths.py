@@ -1,0 +1,81 @@
+"""torch's fused inference fast paths, spelled out in plain torch ops for the export to decompose.
+
+Under ``torch.no_grad()`` in eval mode ``nn.MultiheadAttention`` and ``nn.TransformerEncoderLayer``
+(and so ``nn.TransformerDecoderLayer``'s self-attention) call fused kernels,
+``aten._native_multi_head_attention`` and ``aten._transformer_encoder_layer_fwd``, which have no
+decomposition of their own. ``torch.export`` traces past them, but the graphs dynamo captures keep
+them; ``DECOMPOSITIONS`` gives the export the same computation as the modules' plain path.
+
+Masks follow the fused kernels: any nonzero (or true) entry hides a key, and mask type 1 is a
+``[batch, keys]`` key padding mask.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+aten = torch.ops.aten
+
+
+def native_multi_head_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, embed_dim: int,
+                                num_head: int, qkv_weight: torch.Tensor, qkv_bias: torch.Tensor,
+                                proj_weight: torch.Tensor, proj_bias: torch.Tensor, mask: torch.Tensor | None = None,
+                                need_weights: bool = True, average_attn_weights: bool = True,
+                                mask_type: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``aten._native_multi_head_attention``: attention output and, when ``need_weights``, the attention weights
+    (averaged over heads when ``average_attn_weights``)."""
+    batch, length, _ = query.shape
+    head = embed_dim // num_head
+
+    def heads(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, weight, bias).view(batch, -1, num_head, head).transpose(1, 2)
+
+    (wq, wk, wv), (bq, bk, bv) = qkv_weight.chunk(3), qkv_bias.chunk(3)
+    q, k, v = heads(query, wq, bq) / math.sqrt(head), heads(key, wk, bk), heads(value, wv, bv)
+    scores = q @ k.transpose(-2, -1)
+    if mask is not None:
+        hidden = mask.view(batch, 1, 1, -1) if mask_type == 1 else mask
+        scores = scores.masked_fill(hidden.to(torch.bool), -math.inf)
+    weights = scores.softmax(-1)
+    attended = (weights @ v).transpose(1, 2).reshape(batch, length, embed_dim)
+    out = F.linear(attended, proj_weight, proj_bias)
+    if not need_weights:
+        return out, None
+    return out, weights.mean(1) if average_attn_weights else weights
+
+
+def transformer_encoder_layer_fwd(src: torch.Tensor, embed_dim: int, num_heads: int, qkv_weight: torch.Tensor,
+                                  qkv_bias: torch.Tensor, proj_weight: torch.Tensor, proj_bias: torch.Tensor,
+                                  use_gelu: bool, norm_first: bool, eps: float, norm_weight_1: torch.Tensor,
+                                  norm_bias_1: torch.Tensor, norm_weight_2: torch.Tensor, norm_bias_2: torch.Tensor,
+                                  ffn_weight_1: torch.Tensor, ffn_bias_1: torch.Tensor, ffn_weight_2: torch.Tensor,
+                                  ffn_bias_2: torch.Tensor, mask: torch.Tensor | None = None,
+                                  mask_type: int | None = None) -> torch.Tensor:
+    """``aten._transformer_encoder_layer_fwd``: self-attention and a ReLU (or GELU) feed-forward block, each with
+    a residual and a layer norm (before the block when ``norm_first``, else after the residual)."""
+
+    def norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, (embed_dim,), weight, bias, eps)
+
+    def attention(x: torch.Tensor) -> torch.Tensor:
+        return native_multi_head_attention(x, x, x, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight,
+                                           proj_bias, mask, False, True, mask_type)[0]
+
+    def feed_forward(x: torch.Tensor) -> torch.Tensor:
+        hidden = F.linear(x, ffn_weight_1, ffn_bias_1)
+        return F.linear(F.gelu(hidden) if use_gelu else F.relu(hidden), ffn_weight_2, ffn_bias_2)
+
+    if norm_first:
+        x = src + attention(norm(src, norm_weight_1, norm_bias_1))
+        return x + feed_forward(norm(x, norm_weight_2, norm_bias_2))
+    x = norm(src + attention(src), norm_weight_1, norm_bias_1)
+    return norm(x + feed_forward(x), norm_weight_2, norm_bias_2)
+
+
+DECOMPOSITIONS = {
+    aten._native_multi_head_attention.default: native_multi_head_attention,
+    aten._transformer_encoder_layer_fwd.default: transformer_encoder_layer_fwd,
+}

@@ -1,0 +1,195 @@
+"""Real models with random weights and no downloads (transformers' Llama, GPT-2 and BERT from small configs,
+torch's transformer layers and multi-head attention under no_grad, a small CNN) through ``ll.compile`` and
+``torch.compile(backend="luminal_lab")``, checked against eager PyTorch; and the convolution and pooling ops the
+CNN needs, which lower to windows of the input (views) and, for convolution, a matmul."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import luminal_lab as ll
+from luminal_lab.runtime.cuda import cuda_available, cuda_unavailable_reason
+from tests.helpers.real_models import MODELS, Built
+
+TOL = {"atol": 1e-4, "rtol": 1e-4}
+# f32 matmuls on tensor cores round their operands to TF32 (10 mantissa bits)
+GPU_TOL = {"atol": 5e-3, "rtol": 5e-3}
+needs_gpu = pytest.mark.skipif(not cuda_available(), reason=f"needs a CUDA GPU: {cuda_unavailable_reason()}")
+
+@functools.cache
+def compiled(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...], ll.Compiled]:
+    """One model, its inputs and its ``ll.compile``d program, shared by the tests of one process."""
+    model, inputs = MODELS[name]()
+    return model, inputs, ll.compile(model, inputs)
+
+
+def eager(model: nn.Module, inputs: tuple[torch.Tensor, ...]):
+    with torch.no_grad():
+        return model(*inputs)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_matches_eager_through_ll_compile(name: str) -> None:
+    model, inputs, comp = compiled(name)
+    torch.testing.assert_close(comp(*inputs), eager(model, inputs), **TOL)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_matches_eager_through_torch_compile(name: str) -> None:
+    model, inputs = MODELS[name]()
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    try:
+        with torch.no_grad():
+            got = torch.compile(model, backend="luminal_lab")(*inputs)
+        graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    finally:
+        torch._dynamo.reset()
+    torch.testing.assert_close(got, eager(model, inputs), **TOL)
+    assert graphs == 1, f"dynamo split the model into {graphs} graphs"
+
+
+def test_torch_compile_meets_the_encoder_layers_fast_path() -> None:
+    """Under no_grad dynamo's graph holds torch's fused kernel itself, which the export then decomposes."""
+    model, inputs = MODELS["encoder_layer"]()
+    seen: list = []
+
+    def capture(gm: torch.fx.GraphModule, example_inputs) -> torch.fx.GraphModule:
+        seen.extend(n.target for n in gm.graph.nodes if n.op == "call_function")
+        return gm
+
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            torch.compile(model, backend=capture)(*inputs)
+    finally:
+        torch._dynamo.reset()
+    assert torch._transformer_encoder_layer_fwd in seen
+
+
+class FusedKernels(nn.Module):
+    """torch's fused attention and encoder-layer kernels called directly, with and without masks."""
+
+    def __init__(self):
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            self.layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, activation="gelu", batch_first=True)
+
+    def forward(self, x: torch.Tensor, padding: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        attention, layer = self.layer.self_attn, self.layer
+        weights = (attention.in_proj_weight, attention.in_proj_bias, attention.out_proj.weight,
+                   attention.out_proj.bias)
+        per_head = torch._native_multi_head_attention(x, x, x, 32, 4, *weights, None, True, False)
+        padded = torch._native_multi_head_attention(x, x, x, 32, 4, *weights, padding, True, True, 1)
+        masked = torch._native_multi_head_attention(x, x, x, 32, 4, *weights, mask, False, True, 2)[0]
+        encoded = torch._transformer_encoder_layer_fwd(
+            x, 32, 4, *weights, True, True, layer.norm1.eps, layer.norm1.weight, layer.norm1.bias,
+            layer.norm2.weight, layer.norm2.bias, layer.linear1.weight, layer.linear1.bias, layer.linear2.weight,
+            layer.linear2.bias, padding, 1)
+        return (*per_head, *padded, masked, encoded)
+
+
+def test_fused_kernels_match_their_decompositions() -> None:
+    x = _randn(2, 8, 32)
+    padding = torch.zeros(2, 8, dtype=torch.bool)
+    padding[0, 5:] = True
+    causal = torch.full((8, 8), -math.inf).triu(1).expand(2, 4, 8, 8)
+    model, inputs = FusedKernels().eval(), (x, padding, causal)
+    for position, (got, expected) in enumerate(zip(ll.compile(model, inputs)(*inputs), eager(model, inputs),
+                                                   strict=True)):
+        torch.testing.assert_close(got, expected, **TOL, msg=lambda m, p=position: f"output {p}: {m}")
+
+
+def test_convolutions_run_as_matmul_kernels() -> None:
+    _, _, cnn = compiled("cnn")
+    from_conv = [k.op for k in cnn.llir().kernels
+                 if any("aten.convolution" in (cnn.graph.nodes[i].origin or "") for i in k.hlir)]
+    assert from_conv.count("Matmul") == 2, from_conv  # the product and sum of each of the two convolutions
+
+
+@needs_gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", MODELS)
+def test_model_matches_eager_on_the_gpu(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    model, inputs, comp = compiled(name)
+    on_gpu = tuple(t.cuda() for t in inputs)
+    expected = eager(copy.deepcopy(model).cuda(), on_gpu)
+    torch.testing.assert_close(comp.run(*on_gpu, device="cuda"), expected, **GPU_TOL)
+
+
+# ---- convolution and pooling ----------------------------------------------------------------------
+def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _convolutions(x1, w1, x2, w2, b2, w3):
+    return (F.conv1d(x1, w1, padding=2, dilation=2),
+            F.conv1d(x1, w1, stride=3),
+            F.conv2d(x2, w2, b2, stride=(2, 1), padding=(1, 2), groups=2),
+            F.conv2d(x2, w3, dilation=2, padding="same"),
+            F.conv2d(x2, w3[:, :1], groups=4))  # depthwise
+
+
+def _poolings(x2, x1):
+    values, indices = F.max_pool2d(x2, 3, 2, padding=1, ceil_mode=True, return_indices=True)
+    return (values, indices,
+            F.max_pool2d(x2, (2, 3), (1, 2), dilation=(2, 1)),
+            F.avg_pool2d(x2, 3, 2, padding=1, ceil_mode=True),
+            F.avg_pool2d(x2, 3, 2, padding=1, ceil_mode=True, count_include_pad=False),
+            F.avg_pool2d(x2, 2, divisor_override=3),
+            F.adaptive_avg_pool2d(x2, (3, 4)),
+            F.adaptive_avg_pool2d(x2, 1),
+            *F.adaptive_max_pool2d(x2, (3, 2), return_indices=True),
+            F.max_pool1d(x1, 3, 2, padding=1),
+            F.avg_pool1d(x1, 4, 3, ceil_mode=True),
+            F.adaptive_avg_pool1d(x1, 3))
+
+
+OPS: dict[str, Built] = {
+    "convolutions": (_convolutions, (_randn(2, 3, 11), _randn(5, 3, 3, seed=1), _randn(2, 4, 9, 8, seed=2),
+                                     _randn(6, 2, 3, 3, seed=3), _randn(6, seed=4), _randn(4, 4, 3, 3, seed=5))),
+    "poolings": (_poolings, (_randn(2, 3, 9, 8), _randn(2, 3, 10, seed=1))),
+}
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_op_matches_eager(name: str) -> None:
+    fn, inputs = OPS[name]
+    expected = fn(*inputs)
+    got = ll.compile(fn, inputs)(*inputs)
+    assert len(got) == len(expected)
+    for position, (a, b) in enumerate(zip(got, expected, strict=True)):
+        torch.testing.assert_close(a, b, **TOL, msg=lambda m, p=position: f"output {p}: {m}")
+
+
+def test_transposed_convolution_is_refused() -> None:
+    with pytest.raises(ll.UnsupportedOpError, match=r"aten.convolution.default .*transposed"):
+        ll.compile(lambda x, w: F.conv_transpose2d(x, w), (torch.randn(1, 2, 4, 4), torch.randn(2, 3, 3, 3)))
+
+
+def test_adaptive_max_pool_of_unequal_windows_is_refused() -> None:
+    with pytest.raises(ll.UnsupportedOpError, match=r"adaptive_max_pool2d.*\[7, 8\] to \[3, 3\]"):
+        ll.compile(lambda x: F.adaptive_max_pool2d(x, 3), (torch.randn(1, 2, 7, 8),))
+
+
+def test_windows_are_a_view_and_must_fit() -> None:
+    g = ll.Graph()
+    x = g.tensor((2, 7), name="x")
+    windows = x.windows([1], [3], [2])
+    assert windows.node is x.node and [d.value for d in windows.shape] == [2, 3, 3]
+    windows.output("w")
+    data = np.arange(14, dtype=np.float32).reshape(2, 7)
+    got = ll.ReferenceRuntime(g).run({"x": data})["w"]
+    np.testing.assert_array_equal(got, np.stack([data[:, p:p + 3] for p in (0, 2, 4)], axis=1))
+    with pytest.raises(ll.ShapeError, match=r"window of 3 elements, stride 1, dilation 4 does not fit axis 1"):
+        x.windows([1], [3], [1], [4])
