@@ -351,9 +351,27 @@ def _pow_scalar_base(cx: Context, base: float, exponent: GraphTensor) -> GraphTe
 
 
 def _div_mode(cx: Context, a: GraphTensor | float, b: GraphTensor | float, *, rounding_mode: str | None = None):
-    if rounding_mode is None:
-        return a / b
-    raise cx.refuse(f"division with rounding_mode={rounding_mode!r}")
+    if not isinstance(a, GraphTensor):
+        a = cx.graph.constant(a, b.dtype if isinstance(a, int) or b.dtype.is_float else dt.f32)
+    return a.div(b, rounding_mode)
+
+
+def _polygamma(cx: Context, n: int, x: GraphTensor) -> GraphTensor:
+    if n != 0:
+        raise cx.refuse(f"polygamma of order {n} (only order 0, digamma)")
+    return x.digamma()
+
+
+def _spherical_bessel_j0(cx: Context, x: GraphTensor) -> GraphTensor:
+    """``sin(x) / x``, 1 at 0 and 0 at ±inf."""
+    x = x._float()
+    return where(x.eq(0), 1.0, where(x.abs().eq(math.inf), 0.0, x.sin() / x))
+
+
+def _angle(cx: Context, x: GraphTensor) -> GraphTensor:
+    """The argument of a real number: π for negative values, 0 otherwise (NaN stays NaN)."""
+    x = x._float()
+    return where(x.isnan(), x, where(x.lt(0), math.pi, 0.0))
 
 
 def _leaky_relu(cx: Context, x: GraphTensor, slope: float = 0.01) -> GraphTensor:
@@ -442,6 +460,45 @@ TABLE: dict[Any, Translation] = {
     aten.pow.Scalar: opmath(_pow_scalar_base),
     aten.erf.default: opmath(lambda cx, x: x.erf()),
     aten.sign.default: lambda cx, x: x.sign(),
+    aten.sgn.default: lambda cx, x: x.sign(),
+    aten.erfc.default: opmath(lambda cx, x: x.erfc()),
+    aten.erfinv.default: opmath(lambda cx, x: x.erfinv()),
+    aten.trunc.default: lambda cx, x: x.trunc(),
+    aten.floor.default: lambda cx, x: x.floor(),
+    aten.ceil.default: lambda cx, x: x.ceil(),
+    aten.round.default: lambda cx, x: x.round(),
+    aten.round.decimals: lambda cx, x, *, decimals=0: x.round(decimals),
+    aten.frac.default: lambda cx, x: x.frac(),
+    aten.tan.default: opmath(lambda cx, x: x.tan()),
+    aten.atan.default: opmath(lambda cx, x: x.atan()),
+    aten.atan2.default: opmath(lambda cx, a, b: a.atan2(b)),
+    aten.asin.default: opmath(lambda cx, x: x.asin()),
+    aten.acos.default: opmath(lambda cx, x: x.acos()),
+    aten.sinh.default: opmath(lambda cx, x: x.sinh()),
+    aten.cosh.default: opmath(lambda cx, x: x.cosh()),
+    aten.asinh.default: opmath(lambda cx, x: x.asinh()),
+    aten.acosh.default: opmath(lambda cx, x: x.acosh()),
+    aten.atanh.default: opmath(lambda cx, x: x.atanh()),
+    aten.log10.default: opmath(lambda cx, x: x.log10()),
+    aten.hypot.default: opmath(lambda cx, a, b: a.hypot(b)),
+    aten.copysign.Tensor: opmath(lambda cx, a, b: a.copysign(b)),
+    aten.copysign.Scalar: opmath(lambda cx, a, b: a.copysign(b)),
+    aten.signbit.default: lambda cx, x: x.signbit(),
+    aten.fmax.default: lambda cx, a, b: a.fmax(b),
+    aten.fmin.default: lambda cx, a, b: a.fmin(b),
+    aten.lgamma.default: opmath(lambda cx, x: x.lgamma()),
+    aten.digamma.default: opmath(lambda cx, x: x.digamma()),
+    aten.polygamma.default: opmath(_polygamma),
+    aten.i0.default: opmath(lambda cx, x: x.i0()),
+    aten.special_i0e.default: opmath(lambda cx, x: x.i0(scaled=True)),
+    aten.special_i1.default: opmath(lambda cx, x: x.i1()),
+    aten.special_i1e.default: opmath(lambda cx, x: x.i1(scaled=True)),
+    aten.special_modified_bessel_i0.default: opmath(lambda cx, x: x.i0()),
+    aten.special_modified_bessel_i1.default: opmath(lambda cx, x: x.i1()),
+    aten.special_spherical_bessel_j0.default: opmath(_spherical_bessel_j0),
+    aten.special_ndtri.default: opmath(lambda cx, p: (2 * p - 1).erfinv() * math.sqrt(2)),
+    aten.angle.default: _angle,
+    aten.ldexp.Tensor: opmath(lambda cx, x, e: x * e._float().exp2()),
     # activations
     aten.relu.default: lambda cx, x: x.relu(),
     aten.sigmoid.default: opmath(lambda cx, x: x.sigmoid()),

@@ -27,6 +27,7 @@ Scalar = float | int | bool
 TensorLike = Union["GraphTensor", Scalar]
 
 LN_2 = 0.6931471805599453
+_EXACT_INTEGERS = 2.0**23  # every float32 of this magnitude or more is an integer
 
 
 def _graph_of(values) -> Graph | None:
@@ -328,6 +329,30 @@ class GraphTensor:
         wrong_sign = r.ne(zero) & r.lt(zero).ne(b.lt(zero))
         return where(wrong_sign, r + b, r)
 
+    @high_level
+    def div(self, other: TensorLike, rounding_mode: str | None = None) -> GraphTensor:
+        """``torch.div``: true division, or rounded ``"trunc"`` / ``"floor"`` (Python's ``//``); integer operands
+        divide in f64 (exact below 2^53) and keep their dtype."""
+        if rounding_mode is None:
+            return self / other
+        if rounding_mode not in ("trunc", "floor"):
+            raise ValueError(f"div rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+        a, b = self._pair(other)
+        if not a.dtype.is_float:
+            return a.cast(dt.f64).div(b.cast(dt.f64), rounding_mode).cast(a.dtype)
+        mod = a.fmod(b)
+        if rounding_mode == "trunc":
+            q = a / b
+            exact = ((a - mod) / b).round()  # the quotient of a - fmod(a, b) is an integer: undo the reciprocal's ulp
+            return where(q.abs().lt(_EXACT_INTEGERS), exact, q)
+        # torch's floor division: the truncated quotient, one less where the remainder's sign differs from b's
+        quotient = (a - mod) / b
+        quotient = where(mod.ne(0) & mod.lt(0).ne(b.lt(0)), quotient - 1, quotient)
+        floored = quotient.floor()
+        floored = where((quotient - floored).gt(0.5), floored + 1, floored)
+        floored = where(quotient.eq(0), (a / b) * 0, floored)
+        return where(b.eq(0), a / b, floored)
+
     # ---- comparisons and logic ----------------------------------------------------------
     def lt(self, other: TensorLike) -> GraphTensor:
         a, b = self._pair(other)
@@ -454,6 +479,234 @@ class GraphTensor:
         t = (1 + 0.3275911 * ax).reciprocal()
         poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
         return x.sign() * (1 - poly * (-(ax * ax)).exp())
+
+    @high_level
+    def erfc(self) -> GraphTensor:
+        """``1 - erf(x)`` without the cancellation: A&S 7.1.26's tail for ``|x|``, reflected for negative ``x``."""
+        x = self._float()
+        ax = x.abs()
+        t = (1 + 0.3275911 * ax).reciprocal()
+        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+        tail = poly * (-(ax * ax)).exp()
+        return where(x.lt(0), 2 - tail, tail)
+
+    @high_level
+    def erfinv(self) -> GraphTensor:
+        """Inverse error function: Giles' single-precision polynomials in ``w = -log(1 - x²)``."""
+        x = self._float()
+        w = -((1 - x) * (1 + x)).log()
+        central, tail = w - 2.5, w.sqrt() - 3
+        p = _horner(central, (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                              -0.00125372503, -0.00417768164, 0.246640727, 1.50140941))
+        q = _horner(tail, (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                           -0.0076224613, 0.00943887047, 1.00167406, 2.83297682))
+        out = where(w.lt(5), p, q) * x
+        return where(x.abs().eq(1), x * math.inf, out)
+
+    # ---- rounding -----------------------------------------------------------------------
+    @high_level
+    def trunc(self) -> GraphTensor:
+        """Round toward zero: ``x - fmod(x, 1)``; values of 2^23 and beyond (and inf, nan) are integers already."""
+        if not self.dtype.is_float:
+            return self
+        return where(self.abs().lt(_EXACT_INTEGERS), self - self.fmod(1), self)
+
+    @high_level
+    def floor(self) -> GraphTensor:
+        if not self.dtype.is_float:
+            return self
+        t = self.trunc()
+        return where(t.gt(self), t - 1, t)
+
+    @high_level
+    def ceil(self) -> GraphTensor:
+        if not self.dtype.is_float:
+            return self
+        t = self.trunc()
+        return where(t.lt(self), t + 1, t)
+
+    @high_level
+    def round(self, decimals: int = 0) -> GraphTensor:
+        """Round half to even (``torch.round``); with ``decimals``, of ``x * 10**decimals`` scaled back."""
+        if not self.dtype.is_float:
+            return self
+        if decimals:
+            scale = 10.0 ** abs(decimals)
+            scaled = self * scale if decimals > 0 else self * (1 / scale)
+            return scaled.round() * (1 / scale) if decimals > 0 else scaled.round() * scale
+        f = self.floor()
+        d = self - f  # exact below 2^23
+        odd = f.fmod(2).ne(0)
+        up = d.gt(0.5) | (d.eq(0.5) & odd)
+        return where(self.abs().lt(_EXACT_INTEGERS), where(up, f + 1, f), self)
+
+    def frac(self) -> GraphTensor:
+        return self - self.trunc()
+
+    # ---- trigonometric and hyperbolic ---------------------------------------------------
+    @high_level
+    def tan(self) -> GraphTensor:
+        """``sin(x) / cos(x)``, computed in f64 for f32 inputs (so the shifted sine that is ``cos`` stays exact
+        enough near the poles)."""
+        x = self._float()
+        wide = x.cast(dt.f64) if x.dtype != dt.f64 else x
+        return (wide.sin() / wide.cos()).cast(x.dtype)
+
+    @high_level
+    def atan(self) -> GraphTensor:
+        """Arctangent: reduced to ``|t| <= tan(pi/8)`` (by ``pi/2 - atan(1/x)`` and ``pi/4 + atan((x-1)/(x+1))``),
+        then an odd minimax polynomial, accurate to a few float32 ulps."""
+        x = self._float()
+        a = x.abs()
+        big, mid = a.gt(2.414213562373095), a.gt(0.4142135623730950)
+        t = where(big, -a.reciprocal(), where(mid, (a - 1) / (a + 1), a))
+        offset = where(big, math.pi / 2, where(mid, math.pi / 4, 0.0))
+        z = t * t
+        poly = _horner(z, (8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1)) * z * t + t
+        return where(x.lt(0), -(offset + poly), offset + poly)
+
+    @high_level
+    def atan2(self, other: TensorLike) -> GraphTensor:
+        """``torch.atan2(self, other)``: the angle of ``(other, self)``, from the atan of the smaller ratio."""
+        y, x = self._pair(other, result_float=True)
+        ay, ax = y.abs(), x.abs()
+        high, low = maximum(ay, ax), minimum(ay, ax)
+        ratio = where(high.eq(0), 0.0, where(high.eq(math.inf) & low.eq(math.inf), 1.0, low / high))
+        angle = ratio.atan()
+        angle = where(ay.gt(ax), math.pi / 2 - angle, angle)
+        angle = where(x.lt(0), math.pi - angle, angle)
+        return where(y.lt(0), -angle, angle)
+
+    @high_level
+    def asin(self) -> GraphTensor:
+        x = self._float()
+        return x.atan2(((1 - x) * (1 + x)).sqrt())
+
+    @high_level
+    def acos(self) -> GraphTensor:
+        x = self._float()
+        return ((1 - x) * (1 + x)).sqrt().atan2(x)
+
+    @high_level
+    def sinh(self) -> GraphTensor:
+        x = self._float()
+        a = x.abs()
+        magnitude = (a - LN_2).exp() - (-a - LN_2).exp()
+        return where(x.lt(0), -magnitude, magnitude)
+
+    @high_level
+    def cosh(self) -> GraphTensor:
+        a = self._float().abs()
+        return (a - LN_2).exp() + (-a - LN_2).exp()
+
+    @high_level
+    def asinh(self) -> GraphTensor:
+        x = self._float()
+        a = x.abs()
+        magnitude = where(a.gt(1e18), a.log() + LN_2, (a + (a * a + 1).sqrt()).log())
+        return where(x.lt(0), -magnitude, magnitude)
+
+    @high_level
+    def acosh(self) -> GraphTensor:
+        x = self._float()
+        return where(x.gt(1e18), x.log() + LN_2, (x + ((x - 1) * (x + 1)).sqrt()).log())
+
+    @high_level
+    def atanh(self) -> GraphTensor:
+        x = self._float()
+        return ((1 + x) / (1 - x)).log() * 0.5
+
+    # ---- more functions of one or two values ---------------------------------------------
+    @high_level
+    def log10(self) -> GraphTensor:
+        return self.log2() * math.log10(2)
+
+    @high_level
+    def hypot(self, other: TensorLike) -> GraphTensor:
+        """``sqrt(a² + b²)`` scaled by the larger magnitude, so it neither overflows nor underflows early."""
+        a, b = self._pair(other, result_float=True)
+        high, low = maximum(a.abs(), b.abs()), minimum(a.abs(), b.abs())
+        ratio = low / high
+        scaled = high * (1 + ratio * ratio).sqrt()
+        return where(high.eq(0), 0.0, where(high.eq(math.inf), high, scaled))
+
+    @high_level
+    def signbit(self) -> GraphTensor:
+        """Whether the sign bit is set: negative, or a zero whose reciprocal is ``-inf`` (``-0.0``)."""
+        if not self.dtype.is_float:
+            return self.lt(0)
+        return self.lt(0) | (self.eq(0) & self.reciprocal().lt(0))
+
+    @high_level
+    def copysign(self, other: TensorLike) -> GraphTensor:
+        a, b = self._pair(other, result_float=True)
+        return where(b.signbit(), -a.abs(), a.abs())
+
+    @high_level
+    def fmax(self, other: TensorLike) -> GraphTensor:
+        """Elementwise maximum that ignores a NaN operand (``torch.fmax``)."""
+        a, b = self._pair(other)
+        if not a.dtype.is_float:
+            return maximum(a, b)
+        return where(a.isnan(), b, where(b.isnan(), a, maximum(a, b)))
+
+    @high_level
+    def fmin(self, other: TensorLike) -> GraphTensor:
+        a, b = self._pair(other)
+        if not a.dtype.is_float:
+            return minimum(a, b)
+        return where(a.isnan(), b, where(b.isnan(), a, minimum(a, b)))
+
+    # ---- special functions --------------------------------------------------------------
+    @high_level
+    def lgamma(self) -> GraphTensor:
+        """log|Γ(x)|: shifted up by 8 and Stirling's series; reflection ``log(π/|sin πx|) - lgamma(1-x)`` below 0.5."""
+        x = self._float()
+        reflect = x.lt(0.5)
+        z = where(reflect, 1 - x, x)
+        shifted, product = z + 8, z
+        for k in range(1, 8):
+            product = product * (z + k)
+        inverse = shifted.reciprocal()
+        series = inverse * _horner(inverse * inverse, (1 / 1260, -1 / 360, 1 / 12))
+        positive = (shifted - 0.5) * shifted.log() - shifted + 0.5 * math.log(2 * math.pi) + series - product.log()
+        sine = (x.fmod(2) * math.pi).sin().abs()
+        reflected = math.log(math.pi) - sine.log() - positive
+        out = where(reflect, reflected, positive)
+        return where(x.eq(math.inf) | x.eq(-math.inf), math.inf, out)
+
+    @high_level
+    def digamma(self) -> GraphTensor:
+        """ψ(x): shifted up by 6 and the asymptotic series; reflection ``ψ(1-x) - π/tan(πx)`` below 0.5."""
+        x = self._float()
+        reflect = x.lt(0.5)
+        z = where(reflect, 1 - x, x)
+        shift = z.reciprocal()
+        for k in range(1, 6):
+            shift = shift + (z + k).reciprocal()
+        w = z + 6
+        inverse2 = (w * w).reciprocal()
+        series = w.log() - 0.5 * w.reciprocal() - inverse2 * _horner(inverse2, (1 / 252, -1 / 120, 1 / 12))
+        positive = series - shift
+        reduced = x.fmod(1) * math.pi  # tan has period π
+        reflected = positive - math.pi * reduced.cos() / reduced.sin()
+        out = where(reflect, reflected, positive)
+        pole = x.lt(0.5) & x.eq(x.trunc())
+        out = where(pole, where(x.eq(0), -math.inf, math.nan), out)
+        return where(x.eq(math.inf), math.inf, where(x.eq(-math.inf), math.nan, out))
+
+    @high_level
+    def i0(self, scaled: bool = False) -> GraphTensor:
+        """Modified Bessel function I₀ (times ``exp(-|x|)`` when ``scaled``): its power series below 15, the
+        asymptotic expansion above."""
+        return _bessel_i(self._float(), 0, scaled)
+
+    @high_level
+    def i1(self, scaled: bool = False) -> GraphTensor:
+        """Modified Bessel function I₁ (times ``exp(-|x|)`` when ``scaled``)."""
+        x = self._float()
+        magnitude = _bessel_i(x, 1, scaled)
+        return where(x.lt(0), -magnitude, magnitude)
 
     @high_level
     def gelu(self, approximate: str = "none") -> GraphTensor:
@@ -803,6 +1056,42 @@ def maximum(a: TensorLike, b: TensorLike) -> GraphTensor:
 def minimum(a: TensorLike, b: TensorLike) -> GraphTensor:
     a, b = _binary_operands(a, b)
     return -maximum(-a, -b)
+
+
+def _horner(x: GraphTensor, coefficients: Sequence[float]) -> GraphTensor:
+    """The polynomial with ``coefficients`` (highest power first) at ``x``."""
+    out = x * 0 + coefficients[0]
+    for c in coefficients[1:]:
+        out = out * x + c
+    return out
+
+
+_BESSEL_TERMS = 40  # of the power series below |x| = 15: the last term is below 1e-9 of the sum there
+_BESSEL_SWITCH = 15.0
+
+
+def _bessel_i(x: GraphTensor, order: int, scaled: bool) -> GraphTensor:
+    """|I_order(x)| for order 0 or 1 (times ``exp(-|x|)`` when ``scaled``)."""
+    a = x.abs()
+    small = where(a.lt(_BESSEL_SWITCH), a, 0.0)
+    quarter = small * small * 0.25
+    term = small * 0.5 if order else small * 0 + 1
+    total = term
+    for k in range(1, _BESSEL_TERMS):
+        term = term * quarter * (1.0 / (k * (k + order)))
+        total = total + term
+    if scaled:
+        total = total * (-small).exp()
+    mu = 4.0 * order * order
+    large = where(a.lt(_BESSEL_SWITCH), _BESSEL_SWITCH, a)
+    inverse = (8 * large).reciprocal()
+    factor, correction = 1.0, large * 0 + 1
+    for k in range(1, 6):
+        factor *= -(mu - (2 * k - 1) ** 2) / k
+        correction = correction + factor * inverse.pow(k)
+    root = (2 * math.pi * large).rsqrt() * correction
+    asymptotic = root if scaled else (large * 0.5).exp() * root * (large * 0.5).exp()
+    return where(a.lt(_BESSEL_SWITCH), total, asymptotic)
 
 
 @high_level
