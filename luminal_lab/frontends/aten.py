@@ -285,10 +285,18 @@ def _repeat(cx: Context, x: GraphTensor, repeats: Sequence[int]) -> GraphTensor:
 
 
 def _flip(cx: Context, x: GraphTensor, dims: Sequence[int]) -> GraphTensor:
-    for dim in dims:
-        size = x.shape[x._axis(dim)].value
-        x = x.take(x.graph.arange(size, start=size - 1, step=-1), axis=dim)
+    for axis in x._axes(dims):
+        size = x.shape[axis].value
+        if size > 1:
+            x = x.take(x.graph.arange(size, start=size - 1, step=-1), axis=axis)
     return x
+
+
+def _index_select(cx: Context, x: GraphTensor, dim: int, index: GraphTensor) -> GraphTensor:
+    """``x.index_select(dim, index)``; a 0-dim ``x`` is read as one element (a 0- or 1-element index)."""
+    if x.ndim == 0:
+        return x.reshape(1).take(index.reshape(-1), 0).reshape(cx.shape)
+    return x.take(index, dim)
 
 
 def _constant_pad_nd(cx: Context, x: GraphTensor, pad: Sequence[int], value: float = 0) -> GraphTensor:
@@ -589,7 +597,7 @@ TABLE: dict[Any, Translation] = {
     # indexing
     aten.embedding.default: lambda cx, weight, indices, *_: embedding(indices, weight),
     aten.index.Tensor: _index,
-    aten.index_select.default: lambda cx, x, dim, index: x.take(index, dim),
+    aten.index_select.default: _index_select,
     aten.gather.default: lambda cx, x, dim, index, *, sparse_grad=False: x.gather(dim, index),
     aten.scatter.src: lambda cx, x, dim, index, src: x.scatter(dim, index, src),
     aten.scatter.value: lambda cx, x, dim, index, value: x.scatter(dim, index, value),

@@ -100,14 +100,16 @@ class GraphTensor:
         return self.graph.constant(value, dtype or self.dtype)
 
     def _axis(self, axis: int) -> int:
-        if not -self.ndim <= axis < max(self.ndim, 1):
+        if not -max(self.ndim, 1) <= axis < max(self.ndim, 1):
             raise ShapeError(f"axis {axis} is out of range for shape {format_shape(self.shape)}")
         return axis % max(self.ndim, 1)
 
     def _axes(self, axes: int | Sequence[int] | None) -> list[int]:
+        """Axes as sorted non-negative ints; a 0-dim tensor takes axis 0 or -1 as torch does, meaning none."""
         if axes is None:
             return list(range(self.ndim))
-        return sorted({self._axis(a) for a in ([axes] if isinstance(axes, int) else axes)})
+        found = sorted({self._axis(a) for a in ([axes] if isinstance(axes, int) else axes)})
+        return found if self.ndim else []
 
     def _float(self) -> GraphTensor:
         """Self, cast to f32 when it is an int or bool tensor (as torch does for math functions)."""
@@ -779,7 +781,7 @@ class GraphTensor:
         count = numel([self.shape[a] for a in self._axes(axes)])
         total = x.sum(axes, keepdim)
         if count.is_num:
-            return total * (1.0 / count.value)
+            return total * (1.0 / count.value if count.value else math.nan)
         return total * x._scalar(count, dt.i32).cast(x.dtype).reciprocal()
 
     @high_level
