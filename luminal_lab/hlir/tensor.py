@@ -839,6 +839,146 @@ class GraphTensor:
                                batch.masks[:-1] + (ONE, ONE))
         return padded._view(windows).sum(-1).transpose(axis, -1)
 
+    @high_level
+    def prod(self, axes: int | Sequence[int] | None = None, keepdim: bool = False) -> GraphTensor:
+        """Product over ``axes`` (all when None): a tree of pairwise products, padded with ones to a power of two.
+        bool and i32 multiply to i64 as in torch."""
+        out = self.cast(dt.i64) if self.dtype in (dt.bool_, dt.i32) else self
+        for axis in reversed(self._axes(axes)):
+            n = out.shape[axis].value
+            width = 1 << max(n - 1, 0).bit_length()
+            if width != n:
+                widths = [(0, 0)] * out.ndim
+                widths[axis] = (0, width - n)
+                out = out.pad(widths, 1)
+            while width > 1:
+                width //= 2
+                out = out.slice(axis, 0, width) * out.slice(axis, width, 2 * width)
+            out = out if keepdim else out.squeeze(axis)
+        return out
+
+    @high_level
+    def cumprod(self, axis: int = -1) -> GraphTensor:
+        """Running product: log₂(n) steps, each multiplying by a copy shifted along ``axis`` (padded with ones)."""
+        return self._scan(axis, lambda a, b: a * b, 1)
+
+    @high_level
+    def cummax(self, axis: int = -1) -> tuple[GraphTensor, GraphTensor]:
+        """Running maximum and the index of its last occurrence so far (NaN, once seen, stays), as torch."""
+        return self._cumulative_extreme(axis, largest=True)
+
+    @high_level
+    def cummin(self, axis: int = -1) -> tuple[GraphTensor, GraphTensor]:
+        return self._cumulative_extreme(axis, largest=False)
+
+    @high_level
+    def logcumsumexp(self, axis: int = -1) -> GraphTensor:
+        """``log(cumsum(exp(x)))`` along ``axis``, each prefix shifted by its running maximum."""
+        x = self._float()
+        if not x.ndim:
+            return x
+        axis = x._axis(axis)
+        last = x.transpose(axis, -1)
+        n = last.shape[-1]
+        top = last.cummax(-1)[0]
+        shift = where(top.abs().eq(math.inf), 0.0, top)
+        terms = where(_prefix_mask(self.graph, n), (last.unsqueeze(-2) - shift.unsqueeze(-1)).exp(), 0.0)
+        return (terms.sum(-1).log() + shift).transpose(axis, -1)
+
+    def _scan(self, axis: int, combine: Callable, identity: Scalar) -> GraphTensor:
+        axis = self._axis(axis)
+        out = self.cast(dt.i64) if self.dtype in (dt.bool_, dt.i32) else self
+        if not self.ndim:
+            return out
+        n = out.shape[axis].value
+        shift = 1
+        while shift < n:
+            widths = [(0, 0)] * out.ndim
+            widths[axis] = (shift, -shift)
+            out = combine(out, out.pad(widths, identity))
+            shift *= 2
+        return out
+
+    def _cumulative_extreme(self, axis: int, largest: bool) -> tuple[GraphTensor, GraphTensor]:
+        if not self.ndim:
+            return self, self.graph.constant(0, dt.i64)
+        axis = self._axis(axis)
+        pick = maximum if largest else minimum
+        values = self._scan(axis, pick, -math.inf if largest else math.inf) if self.dtype.is_float else \
+            self._scan(axis, pick, _extreme_int(self.dtype, not largest))
+        last, top = self.transpose(axis, -1), values.transpose(axis, -1)
+        n = last.shape[-1]
+        positions = self.graph.arange(n, dtype=dt.i64)
+        same = last.unsqueeze(-2).eq(top.unsqueeze(-1))
+        if self.dtype.is_float:
+            same = same | (last.unsqueeze(-2).isnan() & top.unsqueeze(-1).isnan())
+        found = where(same & _prefix_mask(self.graph, n), positions, -1).max(-1)
+        return values, found.transpose(axis, -1)
+
+    @high_level
+    def sort(self, axis: int = -1, descending: bool = False) -> tuple[GraphTensor, GraphTensor]:
+        """Stable sort along ``axis`` (NaN sorts as the largest value): each element's rank is the count of
+        elements before it in the order, ties broken by index, and the values are scattered to their ranks.
+        It builds an n×n comparison per row, so it suits axes of up to a few thousand elements."""
+        axis = self._axis(axis)
+        last = self.transpose(axis, -1) if self.ndim else self.reshape(1)
+        n = last.shape[-1]
+        a, b = last.unsqueeze(-1), last.unsqueeze(-2)  # a: element i, b: element j
+        ahead = sort_key_less(a, b) if descending else sort_key_less(b, a)
+        earlier = self.graph.arange(n).reshape(1, n).lt(self.graph.arange(n).reshape(n, 1))
+        before = ahead | (_key_equal(a, b) & earlier)
+        rank = before.cast(dt.i64).sum(-1)
+        values = last.scatter(-1, rank, last)
+        indices = self.graph.arange(n, dtype=dt.i64).broadcast_to(last.shape)
+        indices = indices.scatter(-1, rank, indices)
+        if not self.ndim:
+            return values.reshape(()), indices.reshape(())
+        return values.transpose(axis, -1), indices.transpose(axis, -1)
+
+    @high_level
+    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> GraphTensor:
+        """The diagonal of the ``(axis1, axis2)`` planes, as the last axis: a strided slice of the flattened plane."""
+        flat, start, stop, step = self._diagonal_plane(offset, axis1, axis2)
+        return flat.slice(-1, start, stop, step)
+
+    @high_level
+    def diagonal_scatter(self, src: GraphTensor, offset: int = 0, axis1: int = 0, axis2: int = 1) -> GraphTensor:
+        """A copy of self with ``src`` written on the diagonal that ``diagonal`` reads."""
+        flat, start, stop, step = self._diagonal_plane(offset, axis1, axis2)
+        written = flat.slice_scatter(src, -1, start, stop, step)
+        a, b = self._axis(axis1), self._axis(axis2)
+        rest = [i for i in range(self.ndim) if i not in (a, b)]
+        planes = written.reshape([self.shape[i] for i in rest] + [self.shape[a], self.shape[b]])
+        order = rest + [a, b]
+        return planes.permute([order.index(i) for i in range(self.ndim)])
+
+    def _diagonal_plane(self, offset: int, axis1: int, axis2: int) -> tuple[GraphTensor, int, int, int]:
+        a, b = self._axis(axis1), self._axis(axis2)
+        if a == b:
+            raise ShapeError(f"diagonal needs two different axes, got {axis1} and {axis2}")
+        rows, cols = self.shape[a].value, self.shape[b].value
+        rest = [i for i in range(self.ndim) if i not in (a, b)]
+        flat = self.permute(rest + [a, b]).reshape([self.shape[i] for i in rest] + [rows * cols])
+        start = offset if offset >= 0 else -offset * cols
+        length = max(min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols), 0)
+        if length == 0:
+            return flat, 0, 0, 1
+        return flat, start, start + (length - 1) * (cols + 1) + 1, cols + 1
+
+    @high_level
+    def unfold(self, axis: int, size: int, step: int) -> GraphTensor:
+        """Windows of ``size`` every ``step`` along ``axis`` (``torch.Tensor.unfold``): the window index replaces
+        the axis and the position in the window becomes a new last axis."""
+        if not self.ndim:
+            return self.reshape(1).broadcast_to((size,)) if size == 1 else self.reshape(1)
+        axis = self._axis(axis)
+        count = (self.shape[axis].value - size) // step + 1
+        starts = self.graph.arange(count, step=step, dtype=dt.i64).reshape(count, 1)
+        index = starts + self.graph.arange(size, dtype=dt.i64).reshape(1, size)
+        windows = self.take(index, axis)
+        order = [i for i in range(windows.ndim) if i != axis + 1] + [axis + 1]
+        return windows.permute(order)
+
     # ---- matmul -------------------------------------------------------------------------
     @high_level
     def matmul(self, other: GraphTensor) -> GraphTensor:
@@ -880,6 +1020,12 @@ class GraphTensor:
             inner = inner * coord_shape[i]
         return self.graph.iota(expr, numel(coord_shape)).reshape(coord_shape)
 
+    def flat_positions(self, axis: int, index: GraphTensor) -> GraphTensor:
+        """i32 tensor shaped like ``index``: the flat offset in self of ``c with c[axis] = index[c]`` for each
+        coordinate ``c`` of ``index`` (the elements ``gather`` reads and ``scatter`` writes)."""
+        axis = self._axis(axis)
+        return self._flat_positions(index.shape, axis) + index.cast(dt.i32) * self._axis_stride(axis)
+
     @high_level
     def take(self, indices: GraphTensor, axis: int = 0) -> GraphTensor:
         """``numpy.take``: result shape ``shape[:axis] + indices.shape + shape[axis+1:]``."""
@@ -887,6 +1033,8 @@ class GraphTensor:
         _check_indices(indices, "take")
         before, after = self.shape[:axis], self.shape[axis + 1:]
         out_shape = before + indices.shape + after
+        if _is_empty(out_shape):
+            return self._scalar(0).broadcast_to(out_shape)
         # an output position z splits into (before, index, after); the source offset is
         # before*size*inner + index*inner + after, with inner the size of the trailing axes
         inner = numel(after)
@@ -899,18 +1047,15 @@ class GraphTensor:
     @high_level
     def gather(self, axis: int, index: GraphTensor) -> GraphTensor:
         """``torch.gather``: ``out[c] = self[c with c[axis] = index[c]]``."""
-        axis = self._axis(axis)
         _check_indices(index, "gather")
-        flat = self._flat_positions(index.shape, axis) + index.cast(dt.i32) * self._axis_stride(axis)
-        return flat._apply(Op.GATHER, self)
+        return self.flat_positions(axis, index)._apply(Op.GATHER, self)
 
 
     @high_level
     def scatter(self, axis: int, index: GraphTensor, src: GraphTensor | Scalar) -> GraphTensor:
         """``torch.scatter``: a copy of self with ``out[c with c[axis] = index[c]] = src[c]``."""
-        axis = self._axis(axis)
         _check_indices(index, "scatter")
-        flat = self._flat_positions(index.shape, axis) + index.cast(dt.i32) * self._axis_stride(axis)
+        flat = self.flat_positions(axis, index)
         values = _as_tensor(src, self).cast(self.dtype)
         if isinstance(src, GraphTensor):
             for ax, size in enumerate(index.shape):
@@ -978,6 +1123,11 @@ def _check_indices(indices: GraphTensor, what: str) -> None:
     if not isinstance(indices, GraphTensor) or not indices.dtype.is_int:
         raise DTypeError(f"{what} needs an i32 or i64 index tensor, got "
                          f"{indices.dtype.value if isinstance(indices, GraphTensor) else type(indices).__name__}")
+
+
+def _is_empty(shape: Sequence[Expr]) -> bool:
+    """Whether a shape has a zero-size axis (so there is no element and no coordinate to compute)."""
+    return any(d.is_num and d.value == 0 for d in shape)
 
 
 def _clamp_bound(bound: ExprLike | None, size: Expr, default: ExprLike) -> Expr:
@@ -1058,6 +1208,29 @@ def maximum(a: TensorLike, b: TensorLike) -> GraphTensor:
 def minimum(a: TensorLike, b: TensorLike) -> GraphTensor:
     a, b = _binary_operands(a, b)
     return -maximum(-a, -b)
+
+
+def sort_key_less(a: GraphTensor, b: GraphTensor) -> GraphTensor:
+    """``a < b`` in sorting order, where NaN is the largest value."""
+    if not a.dtype.is_float:
+        return a.lt(b)
+    return a.lt(b) | (b.isnan() & a.isnan().logical_not())
+
+
+def _key_equal(a: GraphTensor, b: GraphTensor) -> GraphTensor:
+    if not a.dtype.is_float:
+        return a.eq(b)
+    return a.eq(b) | (a.isnan() & b.isnan())
+
+
+def _prefix_mask(graph: Graph, n: Expr) -> GraphTensor:
+    """``[i, j]`` is true where ``j <= i``: the elements of prefix ``i``."""
+    return graph.arange(n).reshape(n, 1).lt(graph.arange(n).reshape(1, n)).logical_not()
+
+
+def _extreme_int(dtype: DType, largest: bool) -> int:
+    bits = 31 if dtype == dt.i32 else 63
+    return (1 << bits) - 1 if largest else -(1 << bits)
 
 
 def _horner(x: GraphTensor, coefficients: Sequence[float]) -> GraphTensor:
