@@ -154,6 +154,8 @@ def _arg_extreme(x: GraphTensor, dim: int | None, keepdim: bool, largest: bool) 
         flat = x.reshape(-1)
         found = _arg_extreme(flat, 0, False, largest)
         return found.reshape([1] * x.ndim) if keepdim else found
+    if not x.ndim:
+        return x.graph.constant(0, dt.i64)
     axis = x._axis(dim)
     extreme = x.max(axis, keepdim=True) if largest else x.min(axis, keepdim=True)
     size = x.shape[axis]

@@ -831,6 +831,8 @@ class GraphTensor:
         """Running sum: windows of a left-padded copy, summed (exact for inf, no masks multiplied)."""
         axis = self._axis(axis)
         source = self.cast(dt.i64) if self.dtype in (dt.bool_, dt.i32) else self
+        if not self.ndim:
+            return source
         last = source.transpose(axis, -1)
         n = last.shape[-1]
         padded = last.pad([(0, 0)] * (last.ndim - 1) + [(n - 1, 0)]).contiguous()

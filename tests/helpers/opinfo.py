@@ -23,11 +23,13 @@ from torch.testing._internal.opinfo.core import OpInfo
 
 from luminal_lab.compiler.compiled import Compiled
 from luminal_lab.core.errors import LuminalError, UnsupportedOpError
-from luminal_lab.frontends import from_torch
+from luminal_lab.frontends import from_torch, translate
 from luminal_lab.frontends.export import FunctionModule, export_core_aten
+from luminal_lab.frontends.translate import lookup
 
 # ops whose values torch leaves undefined (uninitialised memory): only their shapes and dtypes are compared
-UNDEFINED_VALUES = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"})
+UNDEFINED_VALUES = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty",
+                              "new_empty_strided"})
 OUTCOMES = ("pass", "wrong", "refused", "named", "crash", "torch")
 # the default float32 tolerances of torch.testing.assert_close, which OpInfo tests use unless overridden
 DEFAULT_ATOL, DEFAULT_RTOL = 1e-5, 1.3e-6
@@ -181,3 +183,130 @@ def sweep(count: int = 3, ops: list[OpInfo] | None = None) -> Iterator[tuple[str
             yield op_name(op), classify([run_sample(op, sample) for sample in samples(op, count)])
 
 
+
+
+# ---- batches: many samples through one export -----------------------------------------------------------------
+SMALL = 1024  # elements: a sample's tensors at most this large are cheap on every path (sort is n² in its axis)
+
+
+def small_samples(op: OpInfo, count: int, scan: int = 8) -> list:
+    """Up to ``count`` of the first ``scan`` samples whose tensors are all small (else the smallest sample)."""
+    found = samples(op, scan)
+    small = [s for s in found if _largest_tensor(s) <= SMALL]
+    return small[:count] if small else sorted(found, key=_largest_tensor)[:1]
+
+
+def _largest_tensor(sample) -> int:
+    leaves = pytree.tree_leaves((sample.input, sample.args, sample.kwargs))
+    return max((leaf.numel() for leaf in leaves if isinstance(leaf, torch.Tensor)), default=0)
+
+
+@dataclass
+class Entry:
+    """One sample of one op, ready to run: its function, input tensors and eager torch's result."""
+
+    name: str
+    op: OpInfo
+    sample: object
+    fn: Callable
+    tensors: tuple[torch.Tensor, ...]
+    expected: object
+
+    @classmethod
+    def of(cls, op: OpInfo, sample) -> Entry | Outcome:
+        """The entry, or the ``torch`` outcome when eager torch fails on the sample."""
+        fn, tensors = _as_function(op, sample)
+        try:
+            expected = fn(*(t.clone() for t in tensors))
+        except Exception as error:
+            return Outcome("torch", f"eager: {type(error).__name__}")
+        return cls(op_name(op), op, sample, fn, tensors, expected)
+
+
+class _Batch(torch.nn.Module):
+    """Several samples as one module: submodule ``s{i}`` runs entry ``i``; the outputs are every tensor of every
+    sample's result, in order (node metadata names the submodule that made each node)."""
+
+    def __init__(self, entries: list[Entry]):
+        super().__init__()
+        self.entries = entries
+        for i, entry in enumerate(entries):
+            self.add_module(f"s{i}", FunctionModule(entry.fn))
+
+    def forward(self, *tensors):
+        outputs, at = [], 0
+        for i, entry in enumerate(self.entries):
+            result = getattr(self, f"s{i}")(*tensors[at:at + len(entry.tensors)])
+            at += len(entry.tensors)
+            outputs.extend(leaf for leaf in pytree.tree_leaves(result) if isinstance(leaf, torch.Tensor))
+        return tuple(outputs)
+
+
+def run_batch(entries: list[Entry], compiled: bool = False) -> dict[str, Outcome]:
+    """Each entry's outcome, translating as many of them as possible through one export: entries whose graph needs
+    an untranslated op are found in the exported graph (and the refusal checked to name them), the rest run as one
+    program; a batch that fails otherwise is split in halves."""
+    if not entries:
+        return {}
+    if len(entries) == 1:
+        entry = entries[0]
+        return {entry.name: run_sample(entry.op, entry.sample, compiled)}
+    tensors = tuple(t.clone() for entry in entries for t in entry.tensors)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exported = export_core_aten(_Batch(entries), tensors)
+    except Exception:
+        return _split(entries, compiled)
+    missing = _untranslated(exported)
+    if -1 in missing:  # an untranslated node outside every sample's submodule
+        return _split(entries, compiled)
+    if missing:
+        outcomes = _refusals(exported, entries, missing)
+        rest = [e for i, e in enumerate(entries) if i not in missing]
+        return outcomes | run_batch(rest, compiled)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            comp = Compiled.of_torch(translate(exported, example_inputs=tensors))
+            got = comp.run(*tensors) if compiled else comp.run_reference(*tensors)
+    except Exception:
+        return _split(entries, compiled)
+    outcomes, at = {}, 0
+    for entry in entries:
+        count = len([x for x in pytree.tree_leaves(entry.expected) if isinstance(x, torch.Tensor)])
+        problem = _compare(list(got[at:at + count]), entry.expected, *tolerances(entry.op),
+                           values=entry.op.name not in UNDEFINED_VALUES)
+        at += count
+        outcomes[entry.name] = Outcome("wrong", problem) if problem else Outcome("pass")
+    return outcomes
+
+
+def _split(entries: list[Entry], compiled: bool) -> dict[str, Outcome]:
+    half = len(entries) // 2
+    return run_batch(entries[:half], compiled) | run_batch(entries[half:], compiled)
+
+
+def _untranslated(exported: torch.export.ExportedProgram) -> dict[int, set[str]]:
+    """Entry index -> the untranslated aten ops in its part of the graph."""
+    found: dict[int, set[str]] = {}
+    for node in exported.graph.nodes:
+        if node.op == "call_function" and lookup(node.target) is None:
+            stack = node.meta.get("nn_module_stack") or {}
+            owners = [path for path, _ in stack.values() if path.startswith("s") and path[1:].isdigit()]
+            found.setdefault(int(owners[0][1:]) if owners else -1, set()).add(str(node.target))
+    return found
+
+
+def _refusals(exported, entries: list[Entry], missing: dict[int, set[str]]) -> dict[str, Outcome]:
+    """The translation of the batch must refuse with an ``UnsupportedOpError`` naming every untranslated op."""
+    try:
+        translate(exported)
+    except UnsupportedOpError as error:
+        message = str(error)
+        unnamed = sorted(op for ops in missing.values() for op in ops if op not in message)
+        if unnamed:
+            return {entries[i].name: Outcome("crash", f"the refusal does not name {unnamed}") for i in missing}
+        return {entries[i].name: Outcome("refused", f"unsupported op {', '.join(sorted(ops))}")
+                for i, ops in missing.items() if i >= 0}
+    return {entries[i].name: Outcome("crash", "untranslated ops were not refused") for i in missing}
