@@ -702,10 +702,11 @@ def _div_mode(cx: Context, a: GraphTensor | float, b: GraphTensor | float, *, ro
     return a.div(b, rounding_mode)
 
 
-def _polygamma(cx: Context, n: int, x: GraphTensor) -> GraphTensor:
-    if n != 0:
-        raise cx.refuse(f"polygamma of order {n} (only order 0, digamma)")
-    return x.digamma()
+def _native_dropout(cx: Context, x: GraphTensor, p: float, train: bool | None) -> tuple[GraphTensor, GraphTensor]:
+    """Dropout that drops nothing (``p == 0`` or not training): the input and an all-true mask."""
+    if train and p > 0:
+        raise cx.refuse(f"dropout with p={p} while training (random numbers)")
+    return x, x.graph.constant(True, dt.bool_).broadcast_to(x.shape)
 
 
 def _spherical_bessel_j0(cx: Context, x: GraphTensor) -> GraphTensor:
@@ -834,7 +835,9 @@ TABLE: dict[Any, Translation] = {
     aten.fmin.default: lambda cx, a, b: a.fmin(b),
     aten.lgamma.default: opmath(lambda cx, x: x.lgamma()),
     aten.digamma.default: opmath(lambda cx, x: x.digamma()),
-    aten.polygamma.default: opmath(_polygamma),
+    aten.polygamma.default: opmath(lambda cx, n, x: x.polygamma(n)),
+    aten.frexp.Tensor: lambda cx, x: x.frexp(),
+    aten.native_dropout.default: _native_dropout,
     aten.i0.default: opmath(lambda cx, x: x.i0()),
     aten.special_i0e.default: opmath(lambda cx, x: x.i0(scaled=True)),
     aten.special_i1.default: opmath(lambda cx, x: x.i1()),

@@ -698,6 +698,39 @@ class GraphTensor:
         return where(x.eq(math.inf), math.inf, where(x.eq(-math.inf), math.nan, out))
 
     @high_level
+    def polygamma(self, n: int) -> GraphTensor:
+        """ψ⁽ⁿ⁾(x) for n >= 1: ``(-1)^(n+1) n! ζ(n+1, x)``, the Hurwitz zeta summed directly over twenty terms, then
+        Euler–Maclaurin's tail (as torch's Cephes-derived zeta; n = 0 is ``digamma``)."""
+        if n == 0:
+            return self.digamma()
+        x = self._float()
+        s = n + 1
+        total = x.pow(-s)
+        for k in range(1, _ZETA_TERMS):
+            total = total + (x + k).pow(-s)
+        w = x + _ZETA_TERMS
+        tail = w.pow(1 - s) * (1 / (s - 1)) + w.pow(-s) * 0.5
+        rising = 1.0
+        for j, bernoulli in enumerate(_BERNOULLI, start=1):
+            rising *= (s + 2 * j - 2) * ((s + 2 * j - 3) if j > 1 else 1)
+            tail = tail + w.pow(-s - 2 * j + 1) * (bernoulli * rising / math.factorial(2 * j))
+        return (total + tail) * ((-1) ** (n + 1) * math.factorial(n))
+
+    @high_level
+    def frexp(self) -> tuple[GraphTensor, GraphTensor]:
+        """Mantissa in ``[0.5, 1)`` (signed) and i32 exponent with ``x = m * 2**e``; 0, inf and NaN keep ``e = 0``."""
+        x = self._float()
+        a = x.abs()
+        finite = a.lt(math.inf) & a.gt(0)
+        e = where(finite, a, 1.0).log2().floor() + 1
+        m = x * (-e).exp2()
+        for fix_up in (m.abs().ge(1), ):
+            e, m = where(fix_up, e + 1, e), where(fix_up, m * 0.5, m)
+        low = m.abs().lt(0.5) & finite
+        e, m = where(low, e - 1, e), where(low, m * 2, m)
+        return where(finite, m, x), where(finite, e, 0.0).cast(dt.i32)
+
+    @high_level
     def i0(self, scaled: bool = False) -> GraphTensor:
         """Modified Bessel function I₀ (times ``exp(-|x|)`` when ``scaled``): its power series below 15, the
         asymptotic expansion above."""
@@ -1243,6 +1276,8 @@ def _horner(x: GraphTensor, coefficients: Sequence[float]) -> GraphTensor:
     return out
 
 
+_ZETA_TERMS = 20  # terms of the Hurwitz zeta summed before its Euler–Maclaurin tail
+_BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66)  # B₂, B₄, ... B₁₀
 _BESSEL_TERMS = 40  # of the power series below |x| = 15: the last term is below 1e-9 of the sum there
 _BESSEL_SWITCH = 15.0
 

@@ -21,11 +21,10 @@ OPS = float32_ops()
 BATCH = 24
 CHUNKS = [OPS[i:i + BATCH] for i in range(0, len(OPS), BATCH)]
 FAILURES = ("wrong", "crash", "named")
-# a cross-section of the decompositions for the compiled path: rounding, trigonometry, special functions,
-# sorting, scans, scatter reductions, advanced indexing and strided views
-COMPILED = ("atan2", "asin", "floor", "round", "div.floor_rounding", "lgamma", "digamma", "erfinv", "sort", "topk",
-            "cumprod", "logcumsumexp", "scatter_reduce.amax", "index_put", "index_add", "diagonal", "unfold",
-            "special.i0e")
+# a cross-section of the decompositions for the compiled path (each compiles its own e-graph and kernels, about
+# ten seconds): rounding through Mod, atan's polynomial and quadrant selection, a scatter through several index
+# tensors, a strided diagonal view
+COMPILED = ("floor", "atan2", "index_put", "diagonal")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -58,12 +57,10 @@ def test_opinfo_samples_match_torch_or_are_refused(chunk: int) -> None:
     assert all(o.detail.startswith("unsupported op ") for o in refused)
 
 
-def test_compiled_kernels_match_torch_on_opinfo_samples() -> None:
-    ops = [op for op in OPS if op_name(op) in COMPILED]
-    assert len(ops) == len(COMPILED)
-    outcomes = _run(ops, compiled=True)
-    assert not _failures(outcomes), _failures(outcomes)
-    assert [name for name, o in outcomes.items() if o.kind != "pass"] == []
+@pytest.mark.parametrize("name", COMPILED)
+def test_compiled_kernels_match_torch_on_opinfo_samples(name: str) -> None:
+    outcomes = _run([op for op in OPS if op_name(op) == name], compiled=True)
+    assert outcomes == {name: Outcome("pass")}
 
 
 # ---- the cases the issue named, with torch as the reference ---------------------------------------------------
