@@ -666,6 +666,29 @@ def _histc(cx: Context, x: GraphTensor, bins: int = 100, min: float = 0, max: fl
     return hits.cast(x.dtype).sum(1)
 
 
+def _upsample_linear(cx: Context, x: GraphTensor, output_size: Sequence[int] | None, align_corners: bool,
+                     scale_factors: Sequence[float] | None) -> GraphTensor:
+    """(Bi)linear resizing of the spatial axes (2 on): each output position reads its two nearest source positions
+    per axis and blends them, with torch's source coordinates (``align_corners`` or half-pixel centres)."""
+    out = x
+    for k, axis in enumerate(range(2, x.ndim)):
+        size, target = x.shape[axis].value, cx.shape[axis]
+        scale = scale_factors[k] if scale_factors else None
+        if align_corners:
+            step = (size - 1) / (target - 1) if target > 1 else 0.0
+        else:
+            step = 1 / scale if scale else size / target
+        position = cx.graph.arange(target, dtype=dt.f32)
+        source = position * step if align_corners else maximum((position + 0.5) * step - 0.5, 0.0)
+        low = source.cast(dt.i64)
+        high = minimum(low + 1, size - 1)
+        weight = (source - low.cast(dt.f32)).clamp(0.0, 1.0).cast(x.dtype)
+        weight = weight.reshape([target] + [1] * (x.ndim - axis - 1))
+        near, far = out.take(low, axis), out.take(high, axis)
+        out = near + (far - near) * weight
+    return out
+
+
 def _select_scatter(cx: Context, x: GraphTensor, src: GraphTensor, dim: int, index: int) -> GraphTensor:
     axis = x._axis(dim)
     index = index + x.shape[axis].value if index < 0 else index
@@ -964,6 +987,8 @@ TABLE: dict[Any, Translation] = {
     aten.index_reduce.default: _index_reduce,
     aten.put.default: _put,
     aten.masked_scatter.default: _masked_scatter,
+    aten.upsample_bilinear2d.vec: opmath(_upsample_linear),
+    aten.upsample_linear1d.vec: opmath(_upsample_linear),
     aten.diagonal.default: lambda cx, x, offset=0, dim1=0, dim2=1: x.diagonal(offset, dim1, dim2),
     aten.diagonal_copy.default: lambda cx, x, offset=0, dim1=0, dim2=1: x.diagonal(offset, dim1, dim2),
     aten.diagonal_scatter.default: lambda cx, x, src, offset=0, dim1=0, dim2=1: x.diagonal_scatter(src, offset,
