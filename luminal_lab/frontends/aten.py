@@ -859,6 +859,7 @@ TABLE: dict[Any, Translation] = {
     aten.lgamma.default: opmath(lambda cx, x: x.lgamma()),
     aten.digamma.default: opmath(lambda cx, x: x.digamma()),
     aten.polygamma.default: opmath(lambda cx, n, x: x.polygamma(n)),
+    aten.nextafter.default: lambda cx, a, b: a.nextafter(b),
     aten.frexp.Tensor: lambda cx, x: x.frexp(),
     aten.native_dropout.default: _native_dropout,
     aten.i0.default: opmath(lambda cx, x: x.i0()),

@@ -659,6 +659,23 @@ class GraphTensor:
             return minimum(a, b)
         return where(a.isnan(), b, where(b.isnan(), a, minimum(a, b)))
 
+    @high_level
+    def nextafter(self, other: TensorLike) -> GraphTensor:
+        """The next float32 after self toward ``other``: one unit in the last place of self's binade (half that
+        when stepping down from a power of two; 2⁻¹⁴⁹ among subnormals)."""
+        a, b = self._pair(other)
+        if a.dtype != dt.f32:
+            raise DTypeError(f"nextafter is implemented for f32, got {a.dtype.value}")
+        mantissa, exponent = a.frexp()
+        e = exponent.cast(dt.f32)
+        away = b.gt(a).ne(a.lt(0))  # the step grows |a|
+        power_of_two = mantissa.abs().eq(0.5)
+        step = where(away | power_of_two.logical_not(), e - 24, e - 25)
+        step = maximum(step, -149.0).exp2()
+        moved = where(b.gt(a), a + step, a - step)
+        moved = where(a.eq(0), where(b.gt(0), 2.0**-149, -(2.0**-149)), moved)
+        return where(a.eq(b), b, where(a.isnan() | b.isnan(), a + b, moved))
+
     # ---- special functions --------------------------------------------------------------
     @high_level
     def lgamma(self) -> GraphTensor:
