@@ -220,7 +220,7 @@ def _native_group_norm(cx: Context, x: GraphTensor, weight: GraphTensor | None, 
 
 def _vector_norm(cx: Context, x: GraphTensor, ord: float = 2, dim=None, keepdim: bool = False,  # noqa: A002
                  *, dtype=None) -> GraphTensor:
-    """``torch.linalg.vector_norm`` for ord 1, 2, inf, -inf and other positive orders."""
+    """``torch.linalg.vector_norm`` of any order (0 counts the nonzero elements)."""
     magnitude = _reduce_input(x, dtype).abs()
     if ord == math.inf:
         return magnitude.max(_dims(dim), keepdim)
@@ -230,9 +230,9 @@ def _vector_norm(cx: Context, x: GraphTensor, ord: float = 2, dim=None, keepdim:
         return magnitude.sum(_dims(dim), keepdim)
     if ord == 2:
         return (magnitude * magnitude).sum(_dims(dim), keepdim).sqrt()
-    if ord > 0:
-        return magnitude.pow(ord).sum(_dims(dim), keepdim).pow(1 / ord)
-    raise cx.refuse(f"a vector norm of order {ord}")
+    if ord == 0:
+        return magnitude.ne(0).cast(magnitude.dtype).sum(_dims(dim), keepdim)
+    return magnitude.pow(ord).sum(_dims(dim), keepdim).pow(1 / ord)
 
 
 def _elu(cx: Context, x: GraphTensor, alpha: float = 1.0, scale: float = 1.0,
@@ -475,6 +475,19 @@ def _masked_scatter(cx: Context, x: GraphTensor, mask: GraphTensor, source: Grap
     return where(mask, values, x.broadcast_to(shape))
 
 
+_SCATTER_MODES = {"add": "sum", "multiply": "prod"}
+
+
+def _scatter_mode(cx: Context, x: GraphTensor, dim: int, index: GraphTensor, src: GraphTensor | float, *,
+                  reduce: str) -> GraphTensor:
+    """``x.scatter(dim, index, src, reduce="add" | "multiply")``."""
+    if reduce not in _SCATTER_MODES:
+        raise cx.refuse(f"scatter with reduce={reduce!r}")
+    if not isinstance(src, GraphTensor):
+        src = cx.graph.constant(src, x.dtype).broadcast_to(index.shape)
+    return _scatter_reduce(cx, x, dim, index, src, _SCATTER_MODES[reduce])
+
+
 def _scatter_add(cx: Context, x: GraphTensor, dim: int, index: GraphTensor, src: GraphTensor) -> GraphTensor:
     return _scatter_reduce(cx, x, dim, index, src, "sum")
 
@@ -584,19 +597,12 @@ def _addbmm(cx: Context, bias: GraphTensor, a: GraphTensor, b: GraphTensor, *, b
     return (_scaled((a @ b).sum(0), alpha) + _beta_scaled(bias, beta)).broadcast_to(cx.shape)
 
 
-def _p_norm(cx: Context, diff: GraphTensor, p: float, axis: int) -> GraphTensor:
-    """The ``p``-norm along ``axis`` (p = 0 counts nonzeros)."""
-    if p == 0:
-        return diff.ne(0).cast(diff.dtype).sum(axis)
-    return _vector_norm(cx, diff, p, axis)
-
-
 def _dist(cx: Context, a: GraphTensor, b: GraphTensor, p: float = 2) -> GraphTensor:
-    return _p_norm(cx, (a - b).reshape(-1), p, 0)
+    return _vector_norm(cx, (a - b).reshape(-1), p, 0)
 
 
 def _cdist(cx: Context, x1: GraphTensor, x2: GraphTensor, p: float, compute_mode: int | None = None) -> GraphTensor:
-    return _p_norm(cx, x1.unsqueeze(-2) - x2.unsqueeze(-3), p, -1)
+    return _vector_norm(cx, x1.unsqueeze(-2) - x2.unsqueeze(-3), p, -1)
 
 
 def _pdist(cx: Context, x: GraphTensor, p: float = 2) -> GraphTensor:
@@ -609,7 +615,7 @@ def _pdist(cx: Context, x: GraphTensor, p: float = 2) -> GraphTensor:
     rows, cols = cx.graph.arange(n).reshape(n, 1), cx.graph.arange(n).reshape(1, n)
     running = rows.lt(cols).cast(dt.i64).reshape(-1).cumsum(0)
     at = running.unsqueeze(0).le(cx.graph.arange(count, dtype=dt.i64).unsqueeze(1)).cast(dt.i64).sum(1)
-    return _p_norm(cx, x.unsqueeze(1) - x.unsqueeze(0), p, -1).reshape(-1).take(at, 0)
+    return _vector_norm(cx, x.unsqueeze(1) - x.unsqueeze(0), p, -1).reshape(-1).take(at, 0)
 
 
 def _trilinear(cx: Context, i1: GraphTensor, i2: GraphTensor, i3: GraphTensor, expand1: Sequence[int],
@@ -984,6 +990,8 @@ TABLE: dict[Any, Translation] = {
     aten.scatter.value: lambda cx, x, dim, index, value: x.scatter(dim, index, value),
     aten.index_put.default: _index_put,
     aten.scatter_add.default: _scatter_add,
+    aten.scatter.reduce: _scatter_mode,
+    aten.scatter.value_reduce: _scatter_mode,
     aten.scatter_reduce.two: _scatter_reduce,
     aten.index_reduce.default: _index_reduce,
     aten.put.default: _put,
