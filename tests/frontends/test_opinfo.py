@@ -18,7 +18,7 @@ import luminal_lab as ll
 from tests.helpers.opinfo import Entry, Outcome, cached_decompositions, float32_ops, op_name, run_batch, small_samples
 
 OPS = float32_ops()
-BATCH = 24
+BATCH = 40
 CHUNKS = [OPS[i:i + BATCH] for i in range(0, len(OPS), BATCH)]
 FAILURES = ("wrong", "crash", "named")
 # a cross-section of the decompositions for the compiled path (each compiles its own e-graph and kernels, about
