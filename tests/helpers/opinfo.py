@@ -4,7 +4,8 @@ outputs are compared with eager torch within the OpInfo's float32 tolerances.
 
 ``run_sample`` classifies one sample: ``pass``, ``wrong`` (a mismatch), ``refused`` (``UnsupportedOpError``),
 ``named`` (another ``LuminalError``), ``crash`` (anything else), or ``torch`` (torch itself fails on the sample,
-eagerly or in ``torch.export``; such samples say nothing about the frontend). ``sweep`` runs every op.
+eagerly or in ``torch.export``; such samples say nothing about the frontend). ``sweep`` runs every op, a sample
+at a time (``scripts/opinfo_sweep.py``); ``run_batch`` runs many samples through one export (the test module).
 """
 
 from __future__ import annotations
@@ -296,6 +297,7 @@ def run_batch(entries: list[Entry], compiled: bool = False) -> dict[str, Outcome
             got = comp.run(*tensors) if compiled else comp.run_reference(*tensors)
     except Exception:
         return _split(entries, compiled)
+    got = got if isinstance(got, (tuple, list)) else (got,)
     outcomes, at = {}, 0
     for entry in entries:
         count = len([x for x in pytree.tree_leaves(entry.expected) if isinstance(x, torch.Tensor)])
