@@ -62,10 +62,10 @@ test: setup
 	cd extension && npm test
 	$(BIN)/python -m pytest -q -rs -n auto --maxprocesses 4 --dist loadfile
 	$(BIN)/python -m pytest -q --nbval notebooks/ --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
-	$(BIN)/ruff check luminal_lab tests benchmarks
+	$(BIN)/ruff check luminal_lab tests benchmarks scripts
 
 lint: setup
-	$(BIN)/ruff check luminal_lab tests benchmarks
+	$(BIN)/ruff check luminal_lab tests benchmarks scripts
 
 ## Benchmarks: JSON figures under benchmarks/results/ (benchmarks/gpu.py measures only where a GPU is present).
 bench: setup

@@ -178,6 +178,8 @@ class ShapeTracker:
         for old_group, new_group in _reshape_groups(self.dims, new_dims):
             merged = ShapeTracker(*(tuple(seq[i] for i in old_group) for seq in (self.dims, self.strides, self.masks)))
             stride, mask = merged.index_expr(), merged.valid_expr()
+            if not new_group:  # size-1 dims dropped: their offset has no dim to live in
+                return None
             if len(new_group) == 1:
                 strides.append(stride)
                 masks.append(mask)

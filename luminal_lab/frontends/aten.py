@@ -25,7 +25,17 @@ import torch.utils._pytree as pytree
 from ..core import dtypes as dt
 from ..core.errors import UnsupportedOpError
 from ..hlir.graph import Graph
-from ..hlir.tensor import GraphTensor, concat, embedding, maximum, minimum, per_axis, where
+from ..hlir.tensor import (
+    GraphTensor,
+    broadcast_shapes,
+    concat,
+    embedding,
+    maximum,
+    minimum,
+    per_axis,
+    sort_key_less,
+    where,
+)
 from .origins import user_frame
 
 aten = torch.ops.aten
@@ -154,6 +164,8 @@ def _arg_extreme(x: GraphTensor, dim: int | None, keepdim: bool, largest: bool) 
         flat = x.reshape(-1)
         found = _arg_extreme(flat, 0, False, largest)
         return found.reshape([1] * x.ndim) if keepdim else found
+    if not x.ndim:
+        return x.graph.constant(0, dt.i64)
     axis = x._axis(dim)
     extreme = x.max(axis, keepdim=True) if largest else x.min(axis, keepdim=True)
     size = x.shape[axis]
@@ -218,7 +230,7 @@ def _native_group_norm(cx: Context, x: GraphTensor, weight: GraphTensor | None, 
 
 def _vector_norm(cx: Context, x: GraphTensor, ord: float = 2, dim=None, keepdim: bool = False,  # noqa: A002
                  *, dtype=None) -> GraphTensor:
-    """``torch.linalg.vector_norm`` for ord 1, 2, inf, -inf and other positive orders."""
+    """``torch.linalg.vector_norm`` of any order (0 counts the nonzero elements)."""
     magnitude = _reduce_input(x, dtype).abs()
     if ord == math.inf:
         return magnitude.max(_dims(dim), keepdim)
@@ -228,9 +240,9 @@ def _vector_norm(cx: Context, x: GraphTensor, ord: float = 2, dim=None, keepdim:
         return magnitude.sum(_dims(dim), keepdim)
     if ord == 2:
         return (magnitude * magnitude).sum(_dims(dim), keepdim).sqrt()
-    if ord > 0:
-        return magnitude.pow(ord).sum(_dims(dim), keepdim).pow(1 / ord)
-    raise cx.refuse(f"a vector norm of order {ord}")
+    if ord == 0:
+        return magnitude.ne(0).cast(magnitude.dtype).sum(_dims(dim), keepdim)
+    return magnitude.pow(ord).sum(_dims(dim), keepdim).pow(1 / ord)
 
 
 def _elu(cx: Context, x: GraphTensor, alpha: float = 1.0, scale: float = 1.0,
@@ -285,10 +297,18 @@ def _repeat(cx: Context, x: GraphTensor, repeats: Sequence[int]) -> GraphTensor:
 
 
 def _flip(cx: Context, x: GraphTensor, dims: Sequence[int]) -> GraphTensor:
-    for dim in dims:
-        size = x.shape[x._axis(dim)].value
-        x = x.take(x.graph.arange(size, start=size - 1, step=-1), axis=dim)
+    for axis in x._axes(dims):
+        size = x.shape[axis].value
+        if size > 1:
+            x = x.take(x.graph.arange(size, start=size - 1, step=-1), axis=axis)
     return x
+
+
+def _index_select(cx: Context, x: GraphTensor, dim: int, index: GraphTensor) -> GraphTensor:
+    """``x.index_select(dim, index)``; a 0-dim ``x`` is read as one element (a 0- or 1-element index)."""
+    if x.ndim == 0:
+        return x.reshape(1).take(index.reshape(-1), 0).reshape(cx.shape)
+    return x.take(index, dim)
 
 
 def _constant_pad_nd(cx: Context, x: GraphTensor, pad: Sequence[int], value: float = 0) -> GraphTensor:
@@ -298,37 +318,391 @@ def _constant_pad_nd(cx: Context, x: GraphTensor, pad: Sequence[int], value: flo
     return x.pad(widths, value)
 
 
-def _index(cx: Context, x: GraphTensor, indices: Sequence[GraphTensor | None]) -> GraphTensor:
-    """``x[indices]`` with integer index tensors, broadcast together: the axes they index become one axis of
-    their broadcast shape, in place when those axes are adjacent, else in front (as torch)."""
+def _index_tensors(cx: Context, x: GraphTensor,
+                   indices: Sequence[GraphTensor | None]) -> tuple[list[int], list[GraphTensor]]:
+    """The indexed axes and their index tensors, broadcast together, negative indices wrapped (as torch does)."""
     axes = [axis for axis, i in enumerate(indices) if i is not None]
-    if any(indices[axis].dtype == dt.bool_ for axis in axes):
+    tensors = [i for i in indices if i is not None]
+    if any(i.dtype == dt.bool_ for i in tensors):
         raise cx.refuse("indexing with a boolean mask (its result shape depends on the data)")
-    tensors = [indices[axis] for axis in axes]
-    if axes != list(range(axes[0], axes[-1] + 1)):
-        x = x.permute(axes + [axis for axis in range(x.ndim) if axis not in axes])
-        axes = list(range(len(axes)))
-    sizes = [x.shape[axis].value for axis in axes]
-    flat = None
-    for position, index in enumerate(tensors):
-        stride = math.prod(sizes[position + 1:])
-        term = index if stride == 1 else index.cast(dt.i64) * stride
-        flat = term if flat is None else flat + term
-    first, last = axes[0], axes[-1] + 1
-    merged = x.reshape(list(x.shape[:first]) + [math.prod(sizes)] + list(x.shape[last:]))
-    return merged.take(flat, first)
+    shape: tuple = ()
+    for i in tensors:
+        shape = broadcast_shapes(shape, i.shape)
+    wrapped = []
+    for axis, i in zip(axes, tensors, strict=True):
+        i = i.cast(dt.i64)
+        wrapped.append(where(i.lt(0), i + x.shape[axis].value, i).broadcast_to(shape))
+    return axes, wrapped
+
+
+def _flat_index(x: GraphTensor, axes: list[int], tensors: list[GraphTensor]) -> tuple[GraphTensor, GraphTensor]:
+    """``x`` with its indexed axes moved to the front and merged into one, and the index into that axis."""
+    rest = [a for a in range(x.ndim) if a not in axes]
+    sizes = [x.shape[a].value for a in axes]
+    flat = x.permute(axes + rest).reshape([math.prod(sizes)] + [x.shape[a] for a in rest])
+    combined = tensors[-1]
+    for k in range(len(tensors) - 2, -1, -1):
+        combined = combined + tensors[k] * math.prod(sizes[k + 1:])
+    return flat, combined
+
+
+def _result_order(axes: list[int], index_ndim: int, rest_ndim: int) -> list[int] | None:
+    """torch puts the index dims where the indexed axes were when those are adjacent (else first): the permutation
+    from index-dims-first to that order, or None when it is the identity."""
+    first = axes[0]
+    if first == 0 or axes != list(range(first, first + len(axes))):
+        return None
+    return list(range(index_ndim, index_ndim + first)) + list(range(index_ndim)) + \
+        list(range(index_ndim + first, index_ndim + rest_ndim))
+
+
+def _index(cx: Context, x: GraphTensor, indices: Sequence[GraphTensor | None]) -> GraphTensor:
+    """``x[i0, i1, ...]`` with integer index tensors (advanced indexing, as torch orders the result)."""
+    axes, tensors = _index_tensors(cx, x, indices)
+    flat, combined = _flat_index(x, axes, tensors)
+    out = flat.take(combined, 0)
+    order = _result_order(axes, combined.ndim, flat.ndim - 1)
+    return out if order is None else out.permute(order)
 
 
 def _index_put(cx: Context, x: GraphTensor, indices: Sequence[GraphTensor | None], values: GraphTensor,
                accumulate: bool = False) -> GraphTensor:
-    """``x[..., index, ...] = values`` for one 1-D index tensor, as a Scatter."""
-    tensors = [(axis, i) for axis, i in enumerate(indices) if i is not None]
-    if accumulate or len(tensors) != 1 or tensors[0][1].ndim != 1 or tensors[0][1].dtype == dt.bool_:
-        raise cx.refuse("index_put with accumulate or anything but one 1-D integer index tensor")
-    axis, index = tensors[0]
-    region = x.shape[:axis] + index.shape + x.shape[axis + 1:]
-    positions = index.reshape([1] * axis + [index.shape[0]] + [1] * (x.ndim - axis - 1)).broadcast_to(region)
-    return x.scatter(axis, positions, values.cast(x.dtype).broadcast_to(region))
+    """``x[i0, i1, ...] = values`` (or ``+=`` with ``accumulate``, repeated indices adding up); a boolean mask
+    as the only index takes a single value."""
+    if len(indices) == 1 and indices[0] is not None and indices[0].dtype == dt.bool_ and not accumulate:
+        mask = indices[0]
+        if math.prod(d.value for d in values.shape) != 1:
+            raise cx.refuse("index_put through a boolean mask with more than one value (the count depends on data)")
+        mask = mask.reshape(list(mask.shape) + [1] * (x.ndim - mask.ndim))
+        return where(mask, values.reshape(()).cast(x.dtype), x)
+    axes, tensors = _index_tensors(cx, x, indices)
+    flat, combined = _flat_index(x, axes, tensors)
+    region = combined.shape + flat.shape[1:]
+    order = _result_order(axes, combined.ndim, flat.ndim - 1)
+    if order is not None:  # values come in torch's result order; bring the index dims to the front
+        inverse = [order.index(i) for i in range(len(order))]
+        values = values.broadcast_to([region[i] for i in order]).permute(inverse)
+    values = values.cast(x.dtype).broadcast_to(region).reshape([-1] + list(flat.shape[1:]))
+    positions = combined.reshape(-1)
+    if accumulate:
+        written = flat + _one_hot(positions, flat.shape[0].value).sum_into(values)
+    else:
+        spread = positions.reshape([-1] + [1] * (flat.ndim - 1)).broadcast_to(values.shape)
+        written = flat.scatter(0, spread, values)
+    rest = [a for a in range(x.ndim) if a not in axes]
+    moved = written.reshape([x.shape[a] for a in axes + rest])
+    return moved.permute([(axes + rest).index(a) for a in range(x.ndim)])
+
+
+@dataclass(frozen=True)
+class _OneHot:
+    """``hits[t, s]``: whether source element ``s`` goes to target ``t`` (for reductions into targets)."""
+
+    hits: GraphTensor
+
+    def spread(self, values: GraphTensor, empty: float) -> GraphTensor:
+        """``[t, s, ...]``: value ``s`` where it goes to ``t``, else ``empty``."""
+        hits = self.hits.reshape(list(self.hits.shape) + [1] * (values.ndim - 1))
+        return where(hits, values.unsqueeze(0), empty)
+
+    def sum_into(self, values: GraphTensor) -> GraphTensor:
+        return self.spread(values, 0).sum(1)
+
+    def count(self) -> GraphTensor:
+        return self.hits.cast(dt.i64).sum(1)
+
+
+def _one_hot(positions: GraphTensor, targets: int) -> _OneHot:
+    return _OneHot(positions.reshape(1, -1).eq(positions.graph.arange(targets, dtype=dt.i64).reshape(targets, 1)))
+
+
+_SCATTER_REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+
+
+def _scatter_reduce(cx: Context, x: GraphTensor, dim: int, index: GraphTensor, src: GraphTensor, reduce: str,
+                    *, include_self: bool = True) -> GraphTensor:
+    """``x.scatter_reduce(dim, index, src, reduce)``: every target combines the sources sent to it (and itself
+    with ``include_self``); targets nothing is sent to keep their value. Builds a targets × sources comparison."""
+    if reduce not in _SCATTER_REDUCTIONS:
+        raise cx.refuse(f"scatter reduction {reduce!r}")
+    if x.ndim == 0:
+        return _scatter_reduce(cx, x.reshape(1), 0, index.reshape(-1), src.reshape(-1), reduce,
+                               include_self=include_self).reshape(())
+    positions = x.flat_positions(dim, index).cast(dt.i64).reshape(-1)
+    values = src.cast(x.dtype)
+    for axis, size in enumerate(index.shape):
+        values = values.slice(axis, 0, size)
+    values = values.reshape(-1)
+    target = x.reshape(-1)
+    hot = _one_hot(positions, target.shape[0].value)
+    sent = hot.count().gt(0)
+    if reduce in ("sum", "mean"):
+        total = hot.sum_into(values) + (target if include_self else 0)
+        if reduce == "mean":
+            count = hot.count() + (1 if include_self else 0)
+            count = maximum(count, 1).cast(x.dtype)
+            total = total.div(count, "floor") if not x.dtype.is_float else total / count
+        combined = total
+    elif reduce == "prod":
+        combined = hot.spread(values, 1).prod(1) * (target if include_self else 1)
+    else:
+        largest = reduce == "amax"
+        empty = _lowest(x.dtype) if largest else -_lowest(x.dtype)
+        extreme = hot.spread(values, empty)
+        found = extreme.max(1) if largest else extreme.min(1)
+        combined = ((maximum if largest else minimum)(found, target)) if include_self else found
+    return where(sent, combined.cast(x.dtype), target).reshape(x.shape)
+
+
+def _lowest(dtype: dt.DType) -> float | int:
+    return -math.inf if dtype.is_float else -(1 << (31 if dtype == dt.i32 else 63))
+
+
+def _index_reduce(cx: Context, x: GraphTensor, dim: int, index: GraphTensor, source: GraphTensor, reduce: str,
+                  *, include_self: bool = True) -> GraphTensor:
+    """``x.index_reduce(dim, index, source, reduce)``: a scatter_reduce whose index repeats ``index`` along ``dim``."""
+    if x.ndim == 0:
+        return _scatter_reduce(cx, x, 0, index, source, reduce, include_self=include_self)
+    axis = x._axis(dim)
+    shape = [index.shape[0] if i == axis else 1 for i in range(source.ndim)]
+    full = index.reshape(shape).broadcast_to(source.shape)
+    return _scatter_reduce(cx, x, axis, full, source, reduce, include_self=include_self)
+
+
+def _put(cx: Context, x: GraphTensor, index: GraphTensor, source: GraphTensor,
+         accumulate: bool = False) -> GraphTensor:
+    """``x.put(index, source)``: writes at flat positions (negative ones wrap)."""
+    flat = x.reshape(-1)
+    return _index_put(cx, flat, [index.reshape(-1)], source.reshape(-1), accumulate).reshape(x.shape)
+
+
+def _masked_scatter(cx: Context, x: GraphTensor, mask: GraphTensor, source: GraphTensor) -> GraphTensor:
+    """``x.masked_scatter(mask, source)``: the masked positions take ``source``'s elements in order."""
+    shape = broadcast_shapes(x.shape, mask.shape)
+    mask = mask.broadcast_to(shape)
+    taken = mask.cast(dt.i64).reshape(-1).cumsum(0) - 1
+    values = source.reshape(-1).take(maximum(taken, 0), 0).reshape(shape)
+    return where(mask, values, x.broadcast_to(shape))
+
+
+_SCATTER_MODES = {"add": "sum", "multiply": "prod"}
+
+
+def _scatter_mode(cx: Context, x: GraphTensor, dim: int, index: GraphTensor, src: GraphTensor | float, *,
+                  reduce: str) -> GraphTensor:
+    """``x.scatter(dim, index, src, reduce="add" | "multiply")``."""
+    if reduce not in _SCATTER_MODES:
+        raise cx.refuse(f"scatter with reduce={reduce!r}")
+    if not isinstance(src, GraphTensor):
+        src = cx.graph.constant(src, x.dtype).broadcast_to(index.shape)
+    return _scatter_reduce(cx, x, dim, index, src, _SCATTER_MODES[reduce])
+
+
+def _scatter_add(cx: Context, x: GraphTensor, dim: int, index: GraphTensor, src: GraphTensor) -> GraphTensor:
+    return _scatter_reduce(cx, x, dim, index, src, "sum")
+
+
+def _prod(cx: Context, x: GraphTensor, dim: int | None = None, keepdim: bool = False, *, dtype=None) -> GraphTensor:
+    return _reduce_input(x, dtype).prod(dim, keepdim)
+
+
+def _sort(cx: Context, x: GraphTensor, dim: int = -1, descending: bool = False) -> tuple[GraphTensor, GraphTensor]:
+    return x.sort(dim, descending)
+
+
+def _sort_stable(cx: Context, x: GraphTensor, *, stable: bool | None = None, dim: int = -1,
+                 descending: bool = False) -> tuple[GraphTensor, GraphTensor]:
+    return x.sort(dim, descending)
+
+
+def _topk(cx: Context, x: GraphTensor, k: int, dim: int = -1, largest: bool = True,
+          sorted: bool = True) -> tuple[GraphTensor, GraphTensor]:  # noqa: A002 - torch's argument name
+    values, indices = x.sort(dim, descending=largest)
+    if x.ndim == 0:
+        return values, indices
+    return values.slice(dim, 0, k), indices.slice(dim, 0, k)
+
+
+def _pick(values: GraphTensor, indices: GraphTensor, axis: int, at: int | GraphTensor,
+          keepdim: bool) -> tuple[GraphTensor, GraphTensor]:
+    """Element ``at`` (a position, or a tensor of positions shaped like the result with keepdim) along ``axis``."""
+    if values.ndim == 0:
+        return values, indices
+    if isinstance(at, int):
+        picked = values.slice(axis, at, at + 1), indices.slice(axis, at, at + 1)
+    else:
+        picked = values.gather(axis, at), indices.gather(axis, at)
+    return picked if keepdim else (picked[0].squeeze(axis), picked[1].squeeze(axis))
+
+
+def _kthvalue(cx: Context, x: GraphTensor, k: int, dim: int = -1,
+              keepdim: bool = False) -> tuple[GraphTensor, GraphTensor]:
+    values, indices = x.sort(dim)
+    return _pick(values, indices, x._axis(dim), k - 1, keepdim)
+
+
+def _median_dim(cx: Context, x: GraphTensor, dim: int = 0, keepdim: bool = False,
+                ignore_nan: bool = False) -> tuple[GraphTensor, GraphTensor]:
+    """The lower median along ``dim`` and its index; NaN is the median where present (unless ``ignore_nan``)."""
+    axis = x._axis(dim)
+    values, indices = x.sort(axis)
+    n = x.shape[axis].value if x.ndim else 1
+    if not ignore_nan or not x.dtype.is_float:
+        return _pick(values, indices, axis, (n - 1) // 2, keepdim)
+    count = x.isnan().logical_not().cast(dt.i64).sum(axis, keepdim=True) if x.ndim else \
+        x.isnan().logical_not().cast(dt.i64)
+    at = maximum(count - 1, 0).div(2, "floor")
+    return _pick(values, indices, axis, at, keepdim)
+
+
+def _median(cx: Context, x: GraphTensor, ignore_nan: bool = False) -> GraphTensor:
+    return _median_dim(cx, x.reshape(-1), 0, ignore_nan=ignore_nan)[0]
+
+
+def _as_strided_positions(cx: Context, x: GraphTensor, size: Sequence[int], stride: Sequence[int],
+                          storage_offset: int | None) -> GraphTensor:
+    """The flat storage positions an ``as_strided`` view reads, for an input laid out contiguously."""
+    source = cx.node.args[0].meta["val"]
+    if not source.is_contiguous() or source.storage_offset() != 0:
+        raise cx.refuse("as_strided of a tensor that is not contiguous from the start of its storage")
+    positions = cx.graph.constant(storage_offset or 0, dt.i64)
+    for axis, (n, step) in enumerate(zip(size, stride, strict=True)):
+        shape = [n if i == axis else 1 for i in range(len(size))]
+        positions = positions + cx.graph.arange(n, dtype=dt.i64).reshape(shape) * step
+    return positions.broadcast_to(list(size))
+
+
+def _as_strided(cx: Context, x: GraphTensor, size: Sequence[int], stride: Sequence[int],
+                storage_offset: int | None = None) -> GraphTensor:
+    positions = _as_strided_positions(cx, x, size, stride, storage_offset)
+    return x.reshape(-1).take(positions.reshape(-1), 0).reshape(list(size))
+
+
+def _as_strided_scatter(cx: Context, x: GraphTensor, src: GraphTensor, size: Sequence[int], stride: Sequence[int],
+                        storage_offset: int | None = None) -> GraphTensor:
+    positions = _as_strided_positions(cx, x, size, stride, storage_offset).reshape(-1)
+    return x.reshape(-1).scatter(0, positions, src.cast(x.dtype).reshape(-1)).reshape(x.shape)
+
+
+def _unfold(cx: Context, x: GraphTensor, dimension: int, size: int, step: int) -> GraphTensor:
+    return x.unfold(dimension, size, step)
+
+
+def _narrow(cx: Context, x: GraphTensor, dim: int, start: int, length: int) -> GraphTensor:
+    return x.slice(dim, start, start + length)
+
+
+def _beta_scaled(bias: GraphTensor, beta: float) -> GraphTensor | float:
+    """``beta * bias``; with beta 0 the bias is ignored, NaN and inf included (as torch does)."""
+    return 0.0 if beta == 0 else _scaled(bias, beta)
+
+
+def _addmv(cx: Context, bias: GraphTensor, mat: GraphTensor, vec: GraphTensor, *, beta: float = 1,
+           alpha: float = 1) -> GraphTensor:
+    return (_scaled(mat @ vec, alpha) + _beta_scaled(bias, beta)).broadcast_to(cx.shape)
+
+
+def _addbmm(cx: Context, bias: GraphTensor, a: GraphTensor, b: GraphTensor, *, beta: float = 1,
+            alpha: float = 1) -> GraphTensor:
+    return (_scaled((a @ b).sum(0), alpha) + _beta_scaled(bias, beta)).broadcast_to(cx.shape)
+
+
+def _dist(cx: Context, a: GraphTensor, b: GraphTensor, p: float = 2) -> GraphTensor:
+    return _vector_norm(cx, (a - b).reshape(-1), p, 0)
+
+
+def _cdist(cx: Context, x1: GraphTensor, x2: GraphTensor, p: float, compute_mode: int | None = None) -> GraphTensor:
+    return _vector_norm(cx, x1.unsqueeze(-2) - x2.unsqueeze(-3), p, -1)
+
+
+def _pdist(cx: Context, x: GraphTensor, p: float = 2) -> GraphTensor:
+    """Distances between rows ``i < j`` in row-major order: the upper triangle of the full distance matrix,
+    whose ``k``-th element sits where the triangle's running count first exceeds ``k``."""
+    n = x.shape[0].value
+    count = n * (n - 1) // 2
+    if count == 0:
+        return _fill(cx, 0)
+    rows, cols = cx.graph.arange(n).reshape(n, 1), cx.graph.arange(n).reshape(1, n)
+    running = rows.lt(cols).cast(dt.i64).reshape(-1).cumsum(0)
+    at = running.unsqueeze(0).le(cx.graph.arange(count, dtype=dt.i64).unsqueeze(1)).cast(dt.i64).sum(1)
+    return _vector_norm(cx, x.unsqueeze(1) - x.unsqueeze(0), p, -1).reshape(-1).take(at, 0)
+
+
+def _trilinear(cx: Context, i1: GraphTensor, i2: GraphTensor, i3: GraphTensor, expand1: Sequence[int],
+               expand2: Sequence[int], expand3: Sequence[int], sumdim: Sequence[int],
+               unroll_dim: int = 1) -> GraphTensor:
+    """``(i1 ⊗ i2 ⊗ i3)`` after unsqueezing each at its ``expand`` dims, summed over ``sumdim``."""
+    operands = []
+    for tensor, expand in ((i1, expand1), (i2, expand2), (i3, expand3)):
+        for axis in sorted(expand):
+            tensor = tensor.unsqueeze(axis)
+        operands.append(tensor)
+    product = operands[0] * operands[1] * operands[2]
+    return product.sum(list(sumdim)) if sumdim else product
+
+
+def _bucket_counts(values: GraphTensor, boundaries: GraphTensor, right: bool) -> GraphTensor:
+    """How many ``boundaries`` (last axis) lie below each value (at or below with ``right``); NaN is largest."""
+    v, b = values.unsqueeze(-1), boundaries.unsqueeze(-2)
+    below = sort_key_less(v, b).logical_not() if right else sort_key_less(b, v)
+    return below.cast(dt.i64).sum(-1)
+
+
+def _bucketize(cx: Context, x: GraphTensor, boundaries: GraphTensor, *, out_int32: bool = False,
+               right: bool = False) -> GraphTensor:
+    flat = x.reshape(-1) if x.ndim else x.reshape(1)
+    return _bucket_counts(flat.unsqueeze(0), boundaries.reshape(1, -1), right).reshape(x.shape)
+
+
+def _searchsorted(cx: Context, sorted_sequence: GraphTensor, values: GraphTensor | float, *, out_int32: bool = False,
+                  right: bool = False, side: str | None = None, sorter: GraphTensor | None = None) -> GraphTensor:
+    right = right or side == "right"
+    if not isinstance(values, GraphTensor):
+        values = cx.graph.constant(values, sorted_sequence.dtype)
+    if sorter is not None:
+        sorted_sequence = sorted_sequence.gather(-1, sorter)
+    if sorted_sequence.ndim == 1:
+        return _bucketize(cx, values, sorted_sequence, right=right)
+    return _bucket_counts(values, sorted_sequence, right)
+
+
+def _histc(cx: Context, x: GraphTensor, bins: int = 100, min: float = 0, max: float = 0) -> GraphTensor:  # noqa: A002
+    """Counts of ``x`` in ``bins`` equal bins over ``[min, max]`` (the data's range when both are 0)."""
+    flat = x.reshape(-1)
+    if min == max:
+        low, high = flat.min(), flat.max()
+        same = low.eq(high)
+        low, high = where(same, low - 1, low), where(same, high + 1, high)
+    else:
+        low, high = cx.graph.constant(float(min), x.dtype), cx.graph.constant(float(max), x.dtype)
+    inside = flat.ge(low) & flat.le(high)
+    position = ((flat - low) / (high - low) * bins).trunc().cast(dt.i64)
+    position = where(position.ge(bins), bins - 1, position)
+    hits = position.unsqueeze(0).eq(cx.graph.arange(bins, dtype=dt.i64).unsqueeze(1)) & inside.unsqueeze(0)
+    return hits.cast(x.dtype).sum(1)
+
+
+def _upsample_linear(cx: Context, x: GraphTensor, output_size: Sequence[int] | None, align_corners: bool,
+                     scale_factors: Sequence[float] | None) -> GraphTensor:
+    """(Bi)linear resizing of the spatial axes (2 on): each output position reads its two nearest source positions
+    per axis and blends them, with torch's source coordinates (``align_corners`` or half-pixel centres)."""
+    out = x
+    for k, axis in enumerate(range(2, x.ndim)):
+        size, target = x.shape[axis].value, cx.shape[axis]
+        scale = scale_factors[k] if scale_factors else None
+        if align_corners:
+            step = (size - 1) / (target - 1) if target > 1 else 0.0
+        else:
+            step = 1 / scale if scale else size / target
+        position = cx.graph.arange(target, dtype=dt.f32)
+        source = position * step if align_corners else maximum((position + 0.5) * step - 0.5, 0.0)
+        low = source.cast(dt.i64)
+        high = minimum(low + 1, size - 1)
+        weight = (source - low.cast(dt.f32)).clamp(0.0, 1.0).cast(x.dtype)
+        weight = weight.reshape([target] + [1] * (x.ndim - axis - 1))
+        near, far = out.take(low, axis), out.take(high, axis)
+        out = near + (far - near) * weight
+    return out
 
 
 def _select_scatter(cx: Context, x: GraphTensor, src: GraphTensor, dim: int, index: int) -> GraphTensor:
@@ -362,9 +736,28 @@ def _pow_scalar_base(cx: Context, base: float, exponent: GraphTensor) -> GraphTe
 
 
 def _div_mode(cx: Context, a: GraphTensor | float, b: GraphTensor | float, *, rounding_mode: str | None = None):
-    if rounding_mode is None:
-        return a / b
-    raise cx.refuse(f"division with rounding_mode={rounding_mode!r}")
+    if not isinstance(a, GraphTensor):
+        a = cx.graph.constant(a, b.dtype if isinstance(a, int) or b.dtype.is_float else dt.f32)
+    return a.div(b, rounding_mode)
+
+
+def _native_dropout(cx: Context, x: GraphTensor, p: float, train: bool | None) -> tuple[GraphTensor, GraphTensor]:
+    """Dropout that drops nothing (``p == 0`` or not training): the input and an all-true mask."""
+    if train and p > 0:
+        raise cx.refuse(f"dropout with p={p} while training (random numbers)")
+    return x, x.graph.constant(True, dt.bool_).broadcast_to(x.shape)
+
+
+def _spherical_bessel_j0(cx: Context, x: GraphTensor) -> GraphTensor:
+    """``sin(x) / x``, 1 at 0 and 0 at ±inf."""
+    x = x._float()
+    return where(x.eq(0), 1.0, where(x.abs().eq(math.inf), 0.0, x.sin() / x))
+
+
+def _angle(cx: Context, x: GraphTensor) -> GraphTensor:
+    """The argument of a real number: π for negative values, 0 otherwise (NaN stays NaN)."""
+    x = x._float()
+    return where(x.isnan(), x, where(x.lt(0), math.pi, 0.0))
 
 
 def _leaky_relu(cx: Context, x: GraphTensor, slope: float = 0.01) -> GraphTensor:
@@ -502,6 +895,48 @@ TABLE: dict[Any, Translation] = {
     aten.pow.Scalar: opmath(_pow_scalar_base),
     aten.erf.default: opmath(lambda cx, x: x.erf()),
     aten.sign.default: lambda cx, x: x.sign(),
+    aten.sgn.default: lambda cx, x: x.sign(),
+    aten.erfc.default: opmath(lambda cx, x: x.erfc()),
+    aten.erfinv.default: opmath(lambda cx, x: x.erfinv()),
+    aten.trunc.default: lambda cx, x: x.trunc(),
+    aten.floor.default: lambda cx, x: x.floor(),
+    aten.ceil.default: lambda cx, x: x.ceil(),
+    aten.round.default: lambda cx, x: x.round(),
+    aten.round.decimals: lambda cx, x, *, decimals=0: x.round(decimals),
+    aten.frac.default: lambda cx, x: x.frac(),
+    aten.tan.default: opmath(lambda cx, x: x.tan()),
+    aten.atan.default: opmath(lambda cx, x: x.atan()),
+    aten.atan2.default: opmath(lambda cx, a, b: a.atan2(b)),
+    aten.asin.default: opmath(lambda cx, x: x.asin()),
+    aten.acos.default: opmath(lambda cx, x: x.acos()),
+    aten.sinh.default: opmath(lambda cx, x: x.sinh()),
+    aten.cosh.default: opmath(lambda cx, x: x.cosh()),
+    aten.asinh.default: opmath(lambda cx, x: x.asinh()),
+    aten.acosh.default: opmath(lambda cx, x: x.acosh()),
+    aten.atanh.default: opmath(lambda cx, x: x.atanh()),
+    aten.log10.default: opmath(lambda cx, x: x.log10()),
+    aten.hypot.default: opmath(lambda cx, a, b: a.hypot(b)),
+    aten.copysign.Tensor: opmath(lambda cx, a, b: a.copysign(b)),
+    aten.copysign.Scalar: opmath(lambda cx, a, b: a.copysign(b)),
+    aten.signbit.default: lambda cx, x: x.signbit(),
+    aten.fmax.default: lambda cx, a, b: a.fmax(b),
+    aten.fmin.default: lambda cx, a, b: a.fmin(b),
+    aten.lgamma.default: opmath(lambda cx, x: x.lgamma()),
+    aten.digamma.default: opmath(lambda cx, x: x.digamma()),
+    aten.polygamma.default: opmath(lambda cx, n, x: x.polygamma(n)),
+    aten.nextafter.default: lambda cx, a, b: a.nextafter(b),
+    aten.frexp.Tensor: lambda cx, x: x.frexp(),
+    aten.native_dropout.default: _native_dropout,
+    aten.i0.default: opmath(lambda cx, x: x.i0()),
+    aten.special_i0e.default: opmath(lambda cx, x: x.i0(scaled=True)),
+    aten.special_i1.default: opmath(lambda cx, x: x.i1()),
+    aten.special_i1e.default: opmath(lambda cx, x: x.i1(scaled=True)),
+    aten.special_modified_bessel_i0.default: opmath(lambda cx, x: x.i0()),
+    aten.special_modified_bessel_i1.default: opmath(lambda cx, x: x.i1()),
+    aten.special_spherical_bessel_j0.default: opmath(_spherical_bessel_j0),
+    aten.special_ndtri.default: opmath(lambda cx, p: (2 * p - 1).erfinv() * math.sqrt(2)),
+    aten.angle.default: _angle,
+    aten.ldexp.Tensor: opmath(lambda cx, x, e: x * e._float().exp2()),
     # activations
     aten.relu.default: lambda cx, x: x.relu(),
     aten.sigmoid.default: opmath(lambda cx, x: x.sigmoid()),
@@ -537,6 +972,12 @@ TABLE: dict[Any, Translation] = {
     aten.mm.default: lambda cx, a, b: a @ b,
     aten.bmm.default: lambda cx, a, b: a @ b,
     aten.addmm.default: opmath(_addmm),
+    aten.addmv.default: opmath(_addmv),
+    aten.addbmm.default: opmath(_addbmm),
+    aten._trilinear.default: _trilinear,
+    aten.dist.default: opmath(_dist),
+    aten._cdist_forward.default: opmath(_cdist),
+    aten._pdist_forward.default: opmath(_pdist),
     # reductions and normalisation
     aten.sum.default: opmath(_sum),
     aten.sum.dim_IntList: opmath(_sum),
@@ -558,6 +999,12 @@ TABLE: dict[Any, Translation] = {
     aten.all.default: _all,
     aten.all.dim: _all,
     aten.all.dims: _all,
+    aten.prod.default: opmath(_prod),
+    aten.prod.dim_int: opmath(_prod),
+    aten.cumprod.default: opmath(lambda cx, x, dim, dtype=None: _reduce_input(x, dtype).cumprod(dim)),
+    aten.cummax.default: lambda cx, x, dim: x.cummax(dim),
+    aten.cummin.default: lambda cx, x, dim: x.cummin(dim),
+    aten.logcumsumexp.default: opmath(lambda cx, x, dim: x.logcumsumexp(dim)),
     aten.cumsum.default: opmath(lambda cx, x, dim, dtype=None: _reduce_input(x, dtype).cumsum(dim)),
     aten._softmax.default: opmath(lambda cx, x, dim, half_to_float: x.softmax(dim)),
     aten._log_softmax.default: opmath(lambda cx, x, dim, half_to_float: x.log_softmax(dim)),
@@ -584,6 +1031,10 @@ TABLE: dict[Any, Translation] = {
     aten.repeat.default: _repeat,
     aten.flip.default: _flip,
     aten.constant_pad_nd.default: _constant_pad_nd,
+    aten.view_copy.default: _view,
+    aten.permute_copy.default: lambda cx, x, dims: x.permute(list(dims)),
+    aten.narrow_copy.default: _narrow,
+    aten.unbind_copy.int: _unbind,
     aten.clone.default: _identity,
     aten.alias.default: _identity,
     aten.lift_fresh_copy.default: _identity,
@@ -592,11 +1043,42 @@ TABLE: dict[Any, Translation] = {
     # indexing
     aten.embedding.default: lambda cx, weight, indices, *_: embedding(indices, weight),
     aten.index.Tensor: _index,
-    aten.index_select.default: lambda cx, x, dim, index: x.take(index, dim),
+    aten.index_select.default: _index_select,
     aten.gather.default: lambda cx, x, dim, index, *, sparse_grad=False: x.gather(dim, index),
     aten.scatter.src: lambda cx, x, dim, index, src: x.scatter(dim, index, src),
     aten.scatter.value: lambda cx, x, dim, index, value: x.scatter(dim, index, value),
     aten.index_put.default: _index_put,
+    aten.scatter_add.default: _scatter_add,
+    aten.scatter.reduce: _scatter_mode,
+    aten.scatter.value_reduce: _scatter_mode,
+    aten.scatter_reduce.two: _scatter_reduce,
+    aten.index_reduce.default: _index_reduce,
+    aten.put.default: _put,
+    aten.masked_scatter.default: _masked_scatter,
+    aten.upsample_bilinear2d.vec: opmath(_upsample_linear),
+    aten.upsample_linear1d.vec: opmath(_upsample_linear),
+    aten.diagonal.default: lambda cx, x, offset=0, dim1=0, dim2=1: x.diagonal(offset, dim1, dim2),
+    aten.diagonal_copy.default: lambda cx, x, offset=0, dim1=0, dim2=1: x.diagonal(offset, dim1, dim2),
+    aten.diagonal_scatter.default: lambda cx, x, src, offset=0, dim1=0, dim2=1: x.diagonal_scatter(src, offset,
+                                                                                                 dim1, dim2),
+    aten.unfold.default: _unfold,
+    aten.unfold_copy.default: _unfold,
+    aten.as_strided.default: _as_strided,
+    aten.as_strided_copy.default: _as_strided,
+    aten.as_strided_scatter.default: _as_strided_scatter,
+    # sorting and selection
+    aten.sort.default: _sort,
+    aten.sort.stable: _sort_stable,
+    aten.topk.default: _topk,
+    aten.kthvalue.default: _kthvalue,
+    aten.median.default: _median,
+    aten.median.dim: _median_dim,
+    aten.nanmedian.default: lambda cx, x: _median(cx, x, ignore_nan=True),
+    aten.nanmedian.dim: lambda cx, x, dim=0, keepdim=False: _median_dim(cx, x, dim, keepdim, ignore_nan=True),
+    aten.bucketize.Tensor: _bucketize,
+    aten.searchsorted.Tensor: _searchsorted,
+    aten.searchsorted.Scalar: _searchsorted,
+    aten.histc.default: _histc,
     aten.slice_scatter.default: _slice_scatter,
     aten.select_scatter.default: _select_scatter,
     # creation
@@ -608,6 +1090,9 @@ TABLE: dict[Any, Translation] = {
     aten.zeros_like.default: lambda cx, x, **_: _fill(cx, 0),
     aten.ones_like.default: lambda cx, x, **_: _fill(cx, 1),
     aten.empty.memory_format: lambda cx, size, **_: _fill(cx, 0),
+    aten.empty_permuted.default: lambda cx, size, physical_layout, **_: _fill(cx, 0),
+    aten.empty_strided.default: lambda cx, size, stride, **_: _fill(cx, 0),
+    aten.new_empty_strided.default: lambda cx, x, size, stride, **_: _fill(cx, 0),
     aten.arange.default: _arange,
     aten.arange.start: _arange,
     aten.arange.start_step: _arange,

@@ -88,6 +88,9 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
         if node.op == "call_function":
             env[node] = _translate_node(g, node, env)
     outputs, mutated_inputs, mutated_weights = _mark_outputs(g, ep, env)
+    if not g.outputs:
+        raise UnsupportedOpError("non-tensor output", detail="the program returns no tensor (only Python values), "
+                                 "so there is nothing to compile")
     mutated_inputs = {output: user_inputs[placeholder] for output, placeholder in mutated_inputs.items()}
     signature = Signature(list(user_inputs.values()), outputs, ep.call_spec.in_spec, ep.call_spec.out_spec,
                           mutated_inputs, mutated_weights)
@@ -96,14 +99,15 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
 
 def _check_supported(graph: torch.fx.Graph) -> None:
     """Raise for the first op with no translation (listing any others), before building anything."""
-    missing = [n for n in graph.nodes if n.op == "call_function" and _lookup(n.target) is None]
+    missing = [n for n in graph.nodes if n.op == "call_function" and lookup(n.target) is None]
     if missing:
         others = sorted({str(n.target) for n in missing[1:]} - {str(missing[0].target)})
         detail = "no translation" + (f"; also untranslated here: {', '.join(others)}" if others else "")
         raise UnsupportedOpError(str(missing[0].target), user_frame(missing[0]), detail)
 
 
-def _lookup(target) -> Callable | None:
+def lookup(target) -> Callable | None:
+    """The translation of an fx node's target (an aten op or ``getitem``), or None."""
     if target is operator.getitem:
         return operator.getitem
     return TABLE.get(target) or TABLE.get(getattr(target, "overloadpacket", None))
@@ -117,7 +121,7 @@ def _translate_node(g: Graph, node: torch.fx.Node, env: dict) -> Any:
     label = str(node.target) + (f" @ {where}" if where else "")
     with g.origin(label):
         try:
-            result = _lookup(node.target)(Context(g, node), *args, **kwargs)
+            result = lookup(node.target)(Context(g, node), *args, **kwargs)
         except UnsupportedOpError:
             raise
         except Exception as error:

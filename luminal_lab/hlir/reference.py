@@ -91,6 +91,9 @@ class _Planner:
     def reader(self, source: Node, tracker: ShapeTracker) -> Reader:
         """A function from the source's (contiguous) buffer to the view the tracker describes."""
         dims = tuple(self.size(d) for d in tracker.dims)
+        if 0 in dims:  # nothing to read (and no index expression: a zero-size axis has no coordinates)
+            empty = np.zeros(dims, source.dtype.numpy)
+            return lambda buf: empty
         if tracker.is_contiguous:  # possibly a prefix of the buffer (a slice from the start)
             count = int(np.prod(dims))
             return lambda buf: buf.reshape(-1)[:count].reshape(dims)

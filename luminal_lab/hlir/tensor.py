@@ -27,6 +27,7 @@ Scalar = float | int | bool
 TensorLike = Union["GraphTensor", Scalar]
 
 LN_2 = 0.6931471805599453
+_EXACT_INTEGERS = 2.0**23  # every float32 of this magnitude or more is an integer
 
 
 def _graph_of(values) -> Graph | None:
@@ -99,14 +100,16 @@ class GraphTensor:
         return self.graph.constant(value, dtype or self.dtype)
 
     def _axis(self, axis: int) -> int:
-        if not -self.ndim <= axis < max(self.ndim, 1):
+        if not -max(self.ndim, 1) <= axis < max(self.ndim, 1):
             raise ShapeError(f"axis {axis} is out of range for shape {format_shape(self.shape)}")
         return axis % max(self.ndim, 1)
 
     def _axes(self, axes: int | Sequence[int] | None) -> list[int]:
+        """Axes as sorted non-negative ints; a 0-dim tensor takes axis 0 or -1 as torch does, meaning none."""
         if axes is None:
             return list(range(self.ndim))
-        return sorted({self._axis(a) for a in ([axes] if isinstance(axes, int) else axes)})
+        found = sorted({self._axis(a) for a in ([axes] if isinstance(axes, int) else axes)})
+        return found if self.ndim else []
 
     def _float(self) -> GraphTensor:
         """Self, cast to f32 when it is an int or bool tensor (as torch does for math functions)."""
@@ -328,6 +331,30 @@ class GraphTensor:
         wrong_sign = r.ne(zero) & r.lt(zero).ne(b.lt(zero))
         return where(wrong_sign, r + b, r)
 
+    @high_level
+    def div(self, other: TensorLike, rounding_mode: str | None = None) -> GraphTensor:
+        """``torch.div``: true division, or rounded ``"trunc"`` / ``"floor"`` (Python's ``//``); integer operands
+        divide in f64 (exact below 2^53) and keep their dtype."""
+        if rounding_mode is None:
+            return self / other
+        if rounding_mode not in ("trunc", "floor"):
+            raise ValueError(f"div rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+        a, b = self._pair(other)
+        if not a.dtype.is_float:
+            return a.cast(dt.f64).div(b.cast(dt.f64), rounding_mode).cast(a.dtype)
+        mod = a.fmod(b)
+        if rounding_mode == "trunc":
+            q = a / b
+            exact = ((a - mod) / b).round()  # the quotient of a - fmod(a, b) is an integer: undo the reciprocal's ulp
+            return where(q.abs().lt(_EXACT_INTEGERS), exact, q)
+        # torch's floor division: the truncated quotient, one less where the remainder's sign differs from b's
+        quotient = (a - mod) / b
+        quotient = where(mod.ne(0) & mod.lt(0).ne(b.lt(0)), quotient - 1, quotient)
+        floored = quotient.floor()
+        floored = where((quotient - floored).gt(0.5), floored + 1, floored)
+        floored = where(quotient.eq(0), (a / b) * 0, floored)
+        return where(b.eq(0), a / b, floored)
+
     # ---- comparisons and logic ----------------------------------------------------------
     def lt(self, other: TensorLike) -> GraphTensor:
         a, b = self._pair(other)
@@ -456,6 +483,284 @@ class GraphTensor:
         return x.sign() * (1 - poly * (-(ax * ax)).exp())
 
     @high_level
+    def erfc(self) -> GraphTensor:
+        """``1 - erf(x)`` without the cancellation: A&S 7.1.26's tail for ``|x|``, reflected for negative ``x``."""
+        x = self._float()
+        ax = x.abs()
+        t = (1 + 0.3275911 * ax).reciprocal()
+        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+        tail = poly * (-(ax * ax)).exp()
+        return where(x.lt(0), 2 - tail, tail)
+
+    @high_level
+    def erfinv(self) -> GraphTensor:
+        """Inverse error function: Giles' single-precision polynomials in ``w = -log(1 - x²)``."""
+        x = self._float()
+        w = -((1 - x) * (1 + x)).log()
+        central, tail = w - 2.5, w.sqrt() - 3
+        p = _horner(central, (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                              -0.00125372503, -0.00417768164, 0.246640727, 1.50140941))
+        q = _horner(tail, (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                           -0.0076224613, 0.00943887047, 1.00167406, 2.83297682))
+        out = where(w.lt(5), p, q) * x
+        return where(x.abs().eq(1), x * math.inf, out)
+
+    # ---- rounding -----------------------------------------------------------------------
+    @high_level
+    def trunc(self) -> GraphTensor:
+        """Round toward zero: ``x - fmod(x, 1)``; values of 2^23 and beyond (and inf, nan) are integers already."""
+        if not self.dtype.is_float:
+            return self
+        return where(self.abs().lt(_EXACT_INTEGERS), self - self.fmod(1), self)
+
+    @high_level
+    def floor(self) -> GraphTensor:
+        if not self.dtype.is_float:
+            return self
+        t = self.trunc()
+        return where(t.gt(self), t - 1, t)
+
+    @high_level
+    def ceil(self) -> GraphTensor:
+        if not self.dtype.is_float:
+            return self
+        t = self.trunc()
+        return where(t.lt(self), t + 1, t)
+
+    @high_level
+    def round(self, decimals: int = 0) -> GraphTensor:
+        """Round half to even (``torch.round``); with ``decimals``, of ``x * 10**decimals`` scaled back."""
+        if not self.dtype.is_float:
+            return self
+        if decimals:
+            scale = 10.0 ** abs(decimals)
+            scaled = self * scale if decimals > 0 else self * (1 / scale)
+            return scaled.round() * (1 / scale) if decimals > 0 else scaled.round() * scale
+        f = self.floor()
+        d = self - f  # exact below 2^23
+        odd = f.fmod(2).ne(0)
+        up = d.gt(0.5) | (d.eq(0.5) & odd)
+        return where(self.abs().lt(_EXACT_INTEGERS), where(up, f + 1, f), self)
+
+    def frac(self) -> GraphTensor:
+        return self - self.trunc()
+
+    # ---- trigonometric and hyperbolic ---------------------------------------------------
+    @high_level
+    def tan(self) -> GraphTensor:
+        """``sin(x) / cos(x)``, computed in f64 for f32 inputs (so the shifted sine that is ``cos`` stays exact
+        enough near the poles)."""
+        x = self._float()
+        wide = x.cast(dt.f64) if x.dtype != dt.f64 else x
+        return (wide.sin() / wide.cos()).cast(x.dtype)
+
+    @high_level
+    def atan(self) -> GraphTensor:
+        """Arctangent: reduced to ``|t| <= tan(pi/8)`` (by ``pi/2 - atan(1/x)`` and ``pi/4 + atan((x-1)/(x+1))``),
+        then an odd minimax polynomial, accurate to a few float32 ulps."""
+        x = self._float()
+        a = x.abs()
+        big, mid = a.gt(2.414213562373095), a.gt(0.4142135623730950)
+        t = where(big, -a.reciprocal(), where(mid, (a - 1) / (a + 1), a))
+        offset = where(big, math.pi / 2, where(mid, math.pi / 4, 0.0))
+        z = t * t
+        poly = _horner(z, (8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1)) * z * t + t
+        return where(x.lt(0), -(offset + poly), offset + poly)
+
+    @high_level
+    def atan2(self, other: TensorLike) -> GraphTensor:
+        """``torch.atan2(self, other)``: the angle of ``(other, self)``, from the atan of the smaller ratio."""
+        y, x = self._pair(other, result_float=True)
+        ay, ax = y.abs(), x.abs()
+        high, low = maximum(ay, ax), minimum(ay, ax)
+        ratio = where(high.eq(0), 0.0, where(high.eq(math.inf) & low.eq(math.inf), 1.0, low / high))
+        angle = ratio.atan()
+        angle = where(ay.gt(ax), math.pi / 2 - angle, angle)
+        angle = where(x.lt(0), math.pi - angle, angle)
+        return where(y.lt(0), -angle, angle)
+
+    @high_level
+    def asin(self) -> GraphTensor:
+        x = self._float()
+        return x.atan2(((1 - x) * (1 + x)).sqrt())
+
+    @high_level
+    def acos(self) -> GraphTensor:
+        x = self._float()
+        return ((1 - x) * (1 + x)).sqrt().atan2(x)
+
+    @high_level
+    def sinh(self) -> GraphTensor:
+        x = self._float()
+        a = x.abs()
+        magnitude = (a - LN_2).exp() - (-a - LN_2).exp()
+        return where(x.lt(0), -magnitude, magnitude)
+
+    @high_level
+    def cosh(self) -> GraphTensor:
+        a = self._float().abs()
+        return (a - LN_2).exp() + (-a - LN_2).exp()
+
+    @high_level
+    def asinh(self) -> GraphTensor:
+        x = self._float()
+        a = x.abs()
+        magnitude = where(a.gt(1e18), a.log() + LN_2, (a + (a * a + 1).sqrt()).log())
+        return where(x.lt(0), -magnitude, magnitude)
+
+    @high_level
+    def acosh(self) -> GraphTensor:
+        x = self._float()
+        return where(x.gt(1e18), x.log() + LN_2, (x + ((x - 1) * (x + 1)).sqrt()).log())
+
+    @high_level
+    def atanh(self) -> GraphTensor:
+        x = self._float()
+        return ((1 + x) / (1 - x)).log() * 0.5
+
+    # ---- more functions of one or two values ---------------------------------------------
+    @high_level
+    def log10(self) -> GraphTensor:
+        return self.log2() * math.log10(2)
+
+    @high_level
+    def hypot(self, other: TensorLike) -> GraphTensor:
+        """``sqrt(a² + b²)`` scaled by the larger magnitude, so it neither overflows nor underflows early."""
+        a, b = self._pair(other, result_float=True)
+        high, low = maximum(a.abs(), b.abs()), minimum(a.abs(), b.abs())
+        ratio = low / high
+        scaled = high * (1 + ratio * ratio).sqrt()
+        return where(high.eq(0), 0.0, where(high.eq(math.inf), high, scaled))
+
+    @high_level
+    def signbit(self) -> GraphTensor:
+        """Whether the sign bit is set: negative, or a zero whose reciprocal is ``-inf`` (``-0.0``)."""
+        if not self.dtype.is_float:
+            return self.lt(0)
+        return self.lt(0) | (self.eq(0) & self.reciprocal().lt(0))
+
+    @high_level
+    def copysign(self, other: TensorLike) -> GraphTensor:
+        a, b = self._pair(other, result_float=True)
+        return where(b.signbit(), -a.abs(), a.abs())
+
+    @high_level
+    def fmax(self, other: TensorLike) -> GraphTensor:
+        """Elementwise maximum that ignores a NaN operand (``torch.fmax``)."""
+        a, b = self._pair(other)
+        if not a.dtype.is_float:
+            return maximum(a, b)
+        return where(a.isnan(), b, where(b.isnan(), a, maximum(a, b)))
+
+    @high_level
+    def fmin(self, other: TensorLike) -> GraphTensor:
+        a, b = self._pair(other)
+        if not a.dtype.is_float:
+            return minimum(a, b)
+        return where(a.isnan(), b, where(b.isnan(), a, minimum(a, b)))
+
+    @high_level
+    def nextafter(self, other: TensorLike) -> GraphTensor:
+        """The next float32 after self toward ``other``: one unit in the last place of self's binade (half that
+        when stepping down from a power of two; 2⁻¹⁴⁹ among subnormals)."""
+        a, b = self._pair(other)
+        if a.dtype != dt.f32:
+            raise DTypeError(f"nextafter is implemented for f32, got {a.dtype.value}")
+        mantissa, exponent = a.frexp()
+        e = exponent.cast(dt.f32)
+        away = b.gt(a).ne(a.lt(0))  # the step grows |a|
+        power_of_two = mantissa.abs().eq(0.5)
+        step = where(away | power_of_two.logical_not(), e - 24, e - 25)
+        step = maximum(step, -149.0).exp2()
+        moved = where(b.gt(a), a + step, a - step)
+        moved = where(a.eq(0), where(b.gt(0), 2.0**-149, -(2.0**-149)), moved)
+        return where(a.eq(b), b, where(a.isnan() | b.isnan(), a + b, moved))
+
+    # ---- special functions --------------------------------------------------------------
+    @high_level
+    def lgamma(self) -> GraphTensor:
+        """log|Γ(x)|: shifted up by 8 and Stirling's series; reflection ``log(π/|sin πx|) - lgamma(1-x)`` below 0.5."""
+        x = self._float()
+        reflect = x.lt(0.5)
+        z = where(reflect, 1 - x, x)
+        shifted, product = z + 8, z
+        for k in range(1, 8):
+            product = product * (z + k)
+        inverse = shifted.reciprocal()
+        series = inverse * _horner(inverse * inverse, (1 / 1260, -1 / 360, 1 / 12))
+        positive = (shifted - 0.5) * shifted.log() - shifted + 0.5 * math.log(2 * math.pi) + series - product.log()
+        sine = (x.fmod(2) * math.pi).sin().abs()
+        reflected = math.log(math.pi) - sine.log() - positive
+        out = where(reflect, reflected, positive)
+        return where(x.eq(math.inf) | x.eq(-math.inf), math.inf, out)
+
+    @high_level
+    def digamma(self) -> GraphTensor:
+        """ψ(x): shifted up by 6 and the asymptotic series; reflection ``ψ(1-x) - π/tan(πx)`` below 0.5."""
+        x = self._float()
+        reflect = x.lt(0.5)
+        z = where(reflect, 1 - x, x)
+        shift = z.reciprocal()
+        for k in range(1, 6):
+            shift = shift + (z + k).reciprocal()
+        w = z + 6
+        inverse2 = (w * w).reciprocal()
+        series = w.log() - 0.5 * w.reciprocal() - inverse2 * _horner(inverse2, (1 / 252, -1 / 120, 1 / 12))
+        positive = series - shift
+        reduced = x.fmod(1) * math.pi  # tan has period π
+        reflected = positive - math.pi * reduced.cos() / reduced.sin()
+        out = where(reflect, reflected, positive)
+        pole = x.lt(0.5) & x.eq(x.trunc())
+        out = where(pole, where(x.eq(0), -math.inf, math.nan), out)
+        return where(x.eq(math.inf), math.inf, where(x.eq(-math.inf), math.nan, out))
+
+    @high_level
+    def polygamma(self, n: int) -> GraphTensor:
+        """ψ⁽ⁿ⁾(x) for n >= 1: ``(-1)^(n+1) n! ζ(n+1, x)``, the Hurwitz zeta summed directly over twenty terms, then
+        Euler–Maclaurin's tail (as torch's Cephes-derived zeta; n = 0 is ``digamma``)."""
+        if n == 0:
+            return self.digamma()
+        x = self._float()
+        s = n + 1
+        total = x.pow(-s)
+        for k in range(1, _ZETA_TERMS):
+            total = total + (x + k).pow(-s)
+        w = x + _ZETA_TERMS
+        tail = w.pow(1 - s) * (1 / (s - 1)) + w.pow(-s) * 0.5
+        rising = 1.0
+        for j, bernoulli in enumerate(_BERNOULLI, start=1):
+            rising *= (s + 2 * j - 2) * ((s + 2 * j - 3) if j > 1 else 1)
+            tail = tail + w.pow(-s - 2 * j + 1) * (bernoulli * rising / math.factorial(2 * j))
+        return (total + tail) * ((-1) ** (n + 1) * math.factorial(n))
+
+    @high_level
+    def frexp(self) -> tuple[GraphTensor, GraphTensor]:
+        """Mantissa in ``[0.5, 1)`` (signed) and i32 exponent with ``x = m * 2**e``; 0, inf and NaN keep ``e = 0``."""
+        x = self._float()
+        a = x.abs()
+        finite = a.lt(math.inf) & a.gt(0)
+        e = where(finite, a, 1.0).log2().floor() + 1
+        m = x * (-e).exp2()
+        for fix_up in (m.abs().ge(1), ):
+            e, m = where(fix_up, e + 1, e), where(fix_up, m * 0.5, m)
+        low = m.abs().lt(0.5) & finite
+        e, m = where(low, e - 1, e), where(low, m * 2, m)
+        return where(finite, m, x), where(finite, e, 0.0).cast(dt.i32)
+
+    @high_level
+    def i0(self, scaled: bool = False) -> GraphTensor:
+        """Modified Bessel function I₀ (times ``exp(-|x|)`` when ``scaled``): its power series below 15, the
+        asymptotic expansion above."""
+        return _bessel_i(self._float(), 0, scaled)
+
+    @high_level
+    def i1(self, scaled: bool = False) -> GraphTensor:
+        """Modified Bessel function I₁ (times ``exp(-|x|)`` when ``scaled``)."""
+        x = self._float()
+        magnitude = _bessel_i(x, 1, scaled)
+        return where(x.lt(0), -magnitude, magnitude)
+
+    @high_level
     def gelu(self, approximate: str = "none") -> GraphTensor:
         """GELU, exact (erf) or with ``approximate="tanh"``, as ``torch.nn.functional.gelu``."""
         x = self._float()
@@ -526,7 +831,7 @@ class GraphTensor:
         count = numel([self.shape[a] for a in self._axes(axes)])
         total = x.sum(axes, keepdim)
         if count.is_num:
-            return total * (1.0 / count.value)
+            return total * (1.0 / count.value if count.value else math.nan)
         return total * x._scalar(count, dt.i32).cast(x.dtype).reciprocal()
 
     @high_level
@@ -576,6 +881,8 @@ class GraphTensor:
         """Running sum: windows of a left-padded copy, summed (exact for inf, no masks multiplied)."""
         axis = self._axis(axis)
         source = self.cast(dt.i64) if self.dtype in (dt.bool_, dt.i32) else self
+        if not self.ndim:
+            return source
         last = source.transpose(axis, -1)
         n = last.shape[-1]
         padded = last.pad([(0, 0)] * (last.ndim - 1) + [(n - 1, 0)]).contiguous()
@@ -583,6 +890,146 @@ class GraphTensor:
         windows = ShapeTracker(batch.dims[:-1] + (n, n), batch.strides[:-1] + (Expr.z(), Expr.z()),
                                batch.masks[:-1] + (ONE, ONE))
         return padded._view(windows).sum(-1).transpose(axis, -1)
+
+    @high_level
+    def prod(self, axes: int | Sequence[int] | None = None, keepdim: bool = False) -> GraphTensor:
+        """Product over ``axes`` (all when None): a tree of pairwise products, padded with ones to a power of two.
+        bool and i32 multiply to i64 as in torch."""
+        out = self.cast(dt.i64) if self.dtype in (dt.bool_, dt.i32) else self
+        for axis in reversed(self._axes(axes)):
+            n = out.shape[axis].value
+            width = 1 << max(n - 1, 0).bit_length()
+            if width != n:
+                widths = [(0, 0)] * out.ndim
+                widths[axis] = (0, width - n)
+                out = out.pad(widths, 1)
+            while width > 1:
+                width //= 2
+                out = out.slice(axis, 0, width) * out.slice(axis, width, 2 * width)
+            out = out if keepdim else out.squeeze(axis)
+        return out
+
+    @high_level
+    def cumprod(self, axis: int = -1) -> GraphTensor:
+        """Running product: log₂(n) steps, each multiplying by a copy shifted along ``axis`` (padded with ones)."""
+        return self._scan(axis, lambda a, b: a * b, 1)
+
+    @high_level
+    def cummax(self, axis: int = -1) -> tuple[GraphTensor, GraphTensor]:
+        """Running maximum and the index of its last occurrence so far (NaN, once seen, stays), as torch."""
+        return self._cumulative_extreme(axis, largest=True)
+
+    @high_level
+    def cummin(self, axis: int = -1) -> tuple[GraphTensor, GraphTensor]:
+        return self._cumulative_extreme(axis, largest=False)
+
+    @high_level
+    def logcumsumexp(self, axis: int = -1) -> GraphTensor:
+        """``log(cumsum(exp(x)))`` along ``axis``, each prefix shifted by its running maximum."""
+        x = self._float()
+        if not x.ndim:
+            return x
+        axis = x._axis(axis)
+        last = x.transpose(axis, -1)
+        n = last.shape[-1]
+        top = last.cummax(-1)[0]
+        shift = where(top.abs().eq(math.inf), 0.0, top)
+        terms = where(_prefix_mask(self.graph, n), (last.unsqueeze(-2) - shift.unsqueeze(-1)).exp(), 0.0)
+        return (terms.sum(-1).log() + shift).transpose(axis, -1)
+
+    def _scan(self, axis: int, combine: Callable, identity: Scalar) -> GraphTensor:
+        axis = self._axis(axis)
+        out = self.cast(dt.i64) if self.dtype in (dt.bool_, dt.i32) else self
+        if not self.ndim:
+            return out
+        n = out.shape[axis].value
+        shift = 1
+        while shift < n:
+            widths = [(0, 0)] * out.ndim
+            widths[axis] = (shift, -shift)
+            out = combine(out, out.pad(widths, identity))
+            shift *= 2
+        return out
+
+    def _cumulative_extreme(self, axis: int, largest: bool) -> tuple[GraphTensor, GraphTensor]:
+        if not self.ndim:
+            return self, self.graph.constant(0, dt.i64)
+        axis = self._axis(axis)
+        pick = maximum if largest else minimum
+        values = self._scan(axis, pick, -math.inf if largest else math.inf) if self.dtype.is_float else \
+            self._scan(axis, pick, _extreme_int(self.dtype, not largest))
+        last, top = self.transpose(axis, -1), values.transpose(axis, -1)
+        n = last.shape[-1]
+        positions = self.graph.arange(n, dtype=dt.i64)
+        same = last.unsqueeze(-2).eq(top.unsqueeze(-1))
+        if self.dtype.is_float:
+            same = same | (last.unsqueeze(-2).isnan() & top.unsqueeze(-1).isnan())
+        found = where(same & _prefix_mask(self.graph, n), positions, -1).max(-1)
+        return values, found.transpose(axis, -1)
+
+    @high_level
+    def sort(self, axis: int = -1, descending: bool = False) -> tuple[GraphTensor, GraphTensor]:
+        """Stable sort along ``axis`` (NaN sorts as the largest value): each element's rank is the count of
+        elements before it in the order, ties broken by index, and the values are scattered to their ranks.
+        It builds an n×n comparison per row, so it suits axes of up to a few thousand elements."""
+        axis = self._axis(axis)
+        last = self.transpose(axis, -1) if self.ndim else self.reshape(1)
+        n = last.shape[-1]
+        a, b = last.unsqueeze(-1), last.unsqueeze(-2)  # a: element i, b: element j
+        ahead = sort_key_less(a, b) if descending else sort_key_less(b, a)
+        earlier = self.graph.arange(n).reshape(1, n).lt(self.graph.arange(n).reshape(n, 1))
+        before = ahead | (_key_equal(a, b) & earlier)
+        rank = before.cast(dt.i64).sum(-1)
+        values = last.scatter(-1, rank, last)
+        indices = self.graph.arange(n, dtype=dt.i64).broadcast_to(last.shape)
+        indices = indices.scatter(-1, rank, indices)
+        if not self.ndim:
+            return values.reshape(()), indices.reshape(())
+        return values.transpose(axis, -1), indices.transpose(axis, -1)
+
+    @high_level
+    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> GraphTensor:
+        """The diagonal of the ``(axis1, axis2)`` planes, as the last axis: a strided slice of the flattened plane."""
+        flat, start, stop, step = self._diagonal_plane(offset, axis1, axis2)
+        return flat.slice(-1, start, stop, step)
+
+    @high_level
+    def diagonal_scatter(self, src: GraphTensor, offset: int = 0, axis1: int = 0, axis2: int = 1) -> GraphTensor:
+        """A copy of self with ``src`` written on the diagonal that ``diagonal`` reads."""
+        flat, start, stop, step = self._diagonal_plane(offset, axis1, axis2)
+        written = flat.slice_scatter(src, -1, start, stop, step)
+        a, b = self._axis(axis1), self._axis(axis2)
+        rest = [i for i in range(self.ndim) if i not in (a, b)]
+        planes = written.reshape([self.shape[i] for i in rest] + [self.shape[a], self.shape[b]])
+        order = rest + [a, b]
+        return planes.permute([order.index(i) for i in range(self.ndim)])
+
+    def _diagonal_plane(self, offset: int, axis1: int, axis2: int) -> tuple[GraphTensor, int, int, int]:
+        a, b = self._axis(axis1), self._axis(axis2)
+        if a == b:
+            raise ShapeError(f"diagonal needs two different axes, got {axis1} and {axis2}")
+        rows, cols = self.shape[a].value, self.shape[b].value
+        rest = [i for i in range(self.ndim) if i not in (a, b)]
+        flat = self.permute(rest + [a, b]).reshape([self.shape[i] for i in rest] + [rows * cols])
+        start = offset if offset >= 0 else -offset * cols
+        length = max(min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols), 0)
+        if length == 0:
+            return flat, 0, 0, 1
+        return flat, start, start + (length - 1) * (cols + 1) + 1, cols + 1
+
+    @high_level
+    def unfold(self, axis: int, size: int, step: int) -> GraphTensor:
+        """Windows of ``size`` every ``step`` along ``axis`` (``torch.Tensor.unfold``): the window index replaces
+        the axis and the position in the window becomes a new last axis."""
+        if not self.ndim:
+            return self.reshape(1).broadcast_to((size,)) if size == 1 else self.reshape(1)
+        axis = self._axis(axis)
+        count = (self.shape[axis].value - size) // step + 1
+        starts = self.graph.arange(count, step=step, dtype=dt.i64).reshape(count, 1)
+        index = starts + self.graph.arange(size, dtype=dt.i64).reshape(1, size)
+        windows = self.take(index, axis)
+        order = [i for i in range(windows.ndim) if i != axis + 1] + [axis + 1]
+        return windows.permute(order)
 
     # ---- matmul -------------------------------------------------------------------------
     @high_level
@@ -764,6 +1211,12 @@ class GraphTensor:
             inner = inner * coord_shape[i]
         return self.graph.iota(expr, numel(coord_shape)).reshape(coord_shape)
 
+    def flat_positions(self, axis: int, index: GraphTensor) -> GraphTensor:
+        """i32 tensor shaped like ``index``: the flat offset in self of ``c with c[axis] = index[c]`` for each
+        coordinate ``c`` of ``index`` (the elements ``gather`` reads and ``scatter`` writes)."""
+        axis = self._axis(axis)
+        return self._flat_positions(index.shape, axis) + index.cast(dt.i32) * self._axis_stride(axis)
+
     @high_level
     def take(self, indices: GraphTensor, axis: int = 0) -> GraphTensor:
         """``numpy.take``: result shape ``shape[:axis] + indices.shape + shape[axis+1:]``."""
@@ -771,6 +1224,8 @@ class GraphTensor:
         _check_indices(indices, "take")
         before, after = self.shape[:axis], self.shape[axis + 1:]
         out_shape = before + indices.shape + after
+        if _is_empty(out_shape):
+            return self._scalar(0).broadcast_to(out_shape)
         # an output position z splits into (before, index, after); the source offset is
         # before*size*inner + index*inner + after, with inner the size of the trailing axes
         inner = numel(after)
@@ -783,18 +1238,15 @@ class GraphTensor:
     @high_level
     def gather(self, axis: int, index: GraphTensor) -> GraphTensor:
         """``torch.gather``: ``out[c] = self[c with c[axis] = index[c]]``."""
-        axis = self._axis(axis)
         _check_indices(index, "gather")
-        flat = self._flat_positions(index.shape, axis) + index.cast(dt.i32) * self._axis_stride(axis)
-        return flat._apply(Op.GATHER, self)
+        return self.flat_positions(axis, index)._apply(Op.GATHER, self)
 
 
     @high_level
     def scatter(self, axis: int, index: GraphTensor, src: GraphTensor | Scalar) -> GraphTensor:
         """``torch.scatter``: a copy of self with ``out[c with c[axis] = index[c]] = src[c]``."""
-        axis = self._axis(axis)
         _check_indices(index, "scatter")
-        flat = self._flat_positions(index.shape, axis) + index.cast(dt.i32) * self._axis_stride(axis)
+        flat = self.flat_positions(axis, index)
         values = _as_tensor(src, self).cast(self.dtype)
         if isinstance(src, GraphTensor):
             for ax, size in enumerate(index.shape):
@@ -892,6 +1344,11 @@ def _check_indices(indices: GraphTensor, what: str) -> None:
                          f"{indices.dtype.value if isinstance(indices, GraphTensor) else type(indices).__name__}")
 
 
+def _is_empty(shape: Sequence[Expr]) -> bool:
+    """Whether a shape has a zero-size axis (so there is no element and no coordinate to compute)."""
+    return any(d.is_num and d.value == 0 for d in shape)
+
+
 def _clamp_bound(bound: ExprLike | None, size: Expr, default: ExprLike) -> Expr:
     if bound is None:
         return as_expr(default)
@@ -970,6 +1427,67 @@ def maximum(a: TensorLike, b: TensorLike) -> GraphTensor:
 def minimum(a: TensorLike, b: TensorLike) -> GraphTensor:
     a, b = _binary_operands(a, b)
     return -maximum(-a, -b)
+
+
+def sort_key_less(a: GraphTensor, b: GraphTensor) -> GraphTensor:
+    """``a < b`` in sorting order, where NaN is the largest value."""
+    if not a.dtype.is_float:
+        return a.lt(b)
+    return a.lt(b) | (b.isnan() & a.isnan().logical_not())
+
+
+def _key_equal(a: GraphTensor, b: GraphTensor) -> GraphTensor:
+    if not a.dtype.is_float:
+        return a.eq(b)
+    return a.eq(b) | (a.isnan() & b.isnan())
+
+
+def _prefix_mask(graph: Graph, n: Expr) -> GraphTensor:
+    """``[i, j]`` is true where ``j <= i``: the elements of prefix ``i``."""
+    return graph.arange(n).reshape(n, 1).lt(graph.arange(n).reshape(1, n)).logical_not()
+
+
+def _extreme_int(dtype: DType, largest: bool) -> int:
+    bits = 31 if dtype == dt.i32 else 63
+    return (1 << bits) - 1 if largest else -(1 << bits)
+
+
+def _horner(x: GraphTensor, coefficients: Sequence[float]) -> GraphTensor:
+    """The polynomial with ``coefficients`` (highest power first) at ``x``."""
+    out = x * 0 + coefficients[0]
+    for c in coefficients[1:]:
+        out = out * x + c
+    return out
+
+
+_ZETA_TERMS = 20  # terms of the Hurwitz zeta summed before its Euler–Maclaurin tail
+_BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66)  # B₂, B₄, ... B₁₀
+_BESSEL_TERMS = 40  # of the power series below |x| = 15: the last term is below 1e-9 of the sum there
+_BESSEL_SWITCH = 15.0
+
+
+def _bessel_i(x: GraphTensor, order: int, scaled: bool) -> GraphTensor:
+    """|I_order(x)| for order 0 or 1 (times ``exp(-|x|)`` when ``scaled``)."""
+    a = x.abs()
+    small = where(a.lt(_BESSEL_SWITCH), a, 0.0)
+    quarter = small * small * 0.25
+    term = small * 0.5 if order else small * 0 + 1
+    total = term
+    for k in range(1, _BESSEL_TERMS):
+        term = term * quarter * (1.0 / (k * (k + order)))
+        total = total + term
+    if scaled:
+        total = total * (-small).exp()
+    mu = 4.0 * order * order
+    large = where(a.lt(_BESSEL_SWITCH), _BESSEL_SWITCH, a)
+    inverse = (8 * large).reciprocal()
+    factor, correction = 1.0, large * 0 + 1
+    for k in range(1, 6):
+        factor *= -(mu - (2 * k - 1) ** 2) / k
+        correction = correction + factor * inverse.pow(k)
+    root = (2 * math.pi * large).rsqrt() * correction
+    asymptotic = root if scaled else (large * 0.5).exp() * root * (large * 0.5).exp()
+    return where(a.lt(_BESSEL_SWITCH), total, asymptotic)
 
 
 @high_level
