@@ -88,7 +88,7 @@ class Contraction:
 def contract(a: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:
     """``(a * b).sum(axis)`` for two same-shape views, as one batched matmul when the strides allow it."""
     plan = Contraction.of(a, b, axis)
-    if plan is None:
+    if plan is None or a.size == 0:  # an empty operand: nothing to index its broadcast axes at
         return np.sum(a * b, axis=axis)
     lhs, rhs = plan.operands(a, b)
     return plan.arrange(np.matmul(lhs, rhs))
