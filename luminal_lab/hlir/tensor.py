@@ -644,20 +644,22 @@ class GraphTensor:
         a, b = self._pair(other, result_float=True)
         return where(b.signbit(), -a.abs(), a.abs())
 
+    def _ignoring_nan(self, other: TensorLike, pick) -> GraphTensor:
+        """``pick(a, b)``, or the other operand where one of them is NaN."""
+        a, b = self._pair(other)
+        if not a.dtype.is_float:
+            return pick(a, b)
+        return where(a.isnan(), b, where(b.isnan(), a, pick(a, b)))
+
     @high_level
     def fmax(self, other: TensorLike) -> GraphTensor:
         """Elementwise maximum that ignores a NaN operand (``torch.fmax``)."""
-        a, b = self._pair(other)
-        if not a.dtype.is_float:
-            return maximum(a, b)
-        return where(a.isnan(), b, where(b.isnan(), a, maximum(a, b)))
+        return self._ignoring_nan(other, maximum)
 
     @high_level
     def fmin(self, other: TensorLike) -> GraphTensor:
-        a, b = self._pair(other)
-        if not a.dtype.is_float:
-            return minimum(a, b)
-        return where(a.isnan(), b, where(b.isnan(), a, minimum(a, b)))
+        """Elementwise minimum that ignores a NaN operand (``torch.fmin``)."""
+        return self._ignoring_nan(other, minimum)
 
     @high_level
     def nextafter(self, other: TensorLike) -> GraphTensor:

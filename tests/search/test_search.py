@@ -117,6 +117,10 @@ def test_interrupt_returns_what_was_found_and_budget_stops_early(llama) -> None:
     budgeted = search(space, lambda llir: ([e.copy() for e in expected], 1e-3, {}), expected, generations=50,
                       generation_size=30, seed=0, budget=0.2, progress=False)
     assert not budgeted.interrupted and len(budgeted.history) < 50 * 30
+    # a spent budget ends the search after the most-fused genome, before the random start of generation 0
+    spent = search(space, lambda llir: ([e.copy() for e in expected], 1e-3, {}), expected, generations=2,
+                   generation_size=4, seed=0, budget=0.0, progress=False)
+    assert [c.hash for c in spent.history] == [space.fused_genome().hash]
 
 
 def test_cuda_without_a_gpu_is_a_clear_error(llama) -> None:
