@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT))
 
 import luminal_lab as ll  # noqa: E402
 from benchmarks.common import RESULTS, write_result  # noqa: E402
-from luminal_lab.llir.genome import Refused, extract  # noqa: E402
+from luminal_lab.core.errors import Refused  # noqa: E402
+from luminal_lab.llir.genome import extract  # noqa: E402
 from luminal_lab.runtime import cuda_unavailable_reason  # noqa: E402
 from tests.helpers.models import MLP, LlamaBlock, RMSNorm, llama_inputs  # noqa: E402
 

@@ -15,6 +15,7 @@ from .compiler.compiled import Compiled, compile
 from .core.dtypes import DType, bf16, f16, f32, f64, i32, i64
 from .core.dtypes import bool_ as bool
 from .core.errors import (
+    ArgumentError,
     BudgetExceeded,
     DTypeBoundaryError,
     DTypeError,
@@ -22,6 +23,9 @@ from .core.errors import (
     LuminalError,
     MemoryBudgetError,
     NoDeviceError,
+    NoEClassError,
+    Refused,
+    SearchStopped,
     ShapeError,
     UnsupportedOpError,
 )
@@ -51,8 +55,9 @@ def load_ipython_extension(ipython) -> None:
 
 
 __all__ = [
-    "BudgetExceeded", "Compiled", "DType", "DTypeBoundaryError", "DTypeError", "EgglogError", "Expr", "Graph",
-    "GraphTensor", "LuminalError", "MemoryBudgetError", "NoDeviceError", "Node", "Op", "ReferenceRuntime", "ShapeError",
-    "ShapeTracker", "Signature", "UnsupportedOpError", "bf16", "bool", "compile", "concat", "embedding", "f16",
-    "f32", "f64", "i32", "i64", "maximum", "minimum", "programs", "stack", "where",
+    "ArgumentError", "BudgetExceeded", "Compiled", "DType", "DTypeBoundaryError", "DTypeError", "EgglogError", "Expr",
+    "Graph", "GraphTensor", "LuminalError", "MemoryBudgetError", "NoDeviceError", "NoEClassError", "Node", "Op",
+    "ReferenceRuntime", "Refused", "SearchStopped", "ShapeError", "ShapeTracker", "Signature", "UnsupportedOpError",
+    "bf16", "bool", "compile", "concat", "embedding", "f16", "f32", "f64", "i32", "i64", "maximum", "minimum",
+    "programs", "stack", "where",
 ]

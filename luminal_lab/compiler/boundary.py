@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core import dtypes as dt
 from ..core.arrays import to_numpy, to_torch
-from ..core.errors import DTypeBoundaryError, LuminalError, ShapeError
+from ..core.errors import ArgumentError, DTypeBoundaryError, ShapeError
 from ..core.shape_tracker import format_shape
 from ..hlir.graph import Graph, Signature
 
@@ -37,22 +37,27 @@ class Boundary:
         names = self.signature.inputs
         if not named and len(inputs) == len(names) and self.positional:
             return dict(zip(names, inputs))  # the common call: tensors in order, no pytree work
-        if self.signature.in_spec is not None:
+        if not self.positional:
             import torch.utils._pytree as pytree
 
             flat, spec = pytree.tree_flatten((tuple(inputs), dict(named)))
             if spec != self.signature.in_spec:
-                raise LuminalError(f"the inputs are not structured as at compile time:\n  got {spec}\n"
-                                   f"  expected {self.signature.in_spec}")
-            flat = [v for v in flat if _is_array(v)]
-        else:
-            unknown = set(named) - set(names)
-            if unknown:
-                raise LuminalError(f"unknown input name(s) {sorted(unknown)}; the inputs are {names}")
-            flat = list(inputs) + [named[n] for n in names[len(inputs):] if n in named]
-        if len(flat) != len(names):
-            raise LuminalError(f"expected {len(names)} input(s) {names}, got {len(flat)}")
-        return dict(zip(names, flat))
+                raise ArgumentError(f"the inputs are not structured as at compile time:\n  got {spec}\n"
+                                    f"  expected {self.signature.in_spec}")
+            return dict(zip(names, [v for v in flat if _is_array(v)]))
+        unknown = sorted(set(named) - set(names))
+        if unknown:
+            raise ArgumentError(f"unknown input name(s) {unknown}; the program's inputs are {names}")
+        if len(inputs) > len(names):
+            raise ArgumentError(f"{len(inputs)} inputs given; the program takes {len(names)}: {names}")
+        twice = [name for name in names[:len(inputs)] if name in named]
+        if twice:
+            raise ArgumentError(f"input {twice[0]!r} is given twice, by position and by keyword; the program's "
+                                f"inputs are {names}")
+        missing = [name for name in names[len(inputs):] if name not in named]
+        if missing:
+            raise ArgumentError(f"missing input(s) {missing}; the program's inputs are {names}")
+        return {**dict(zip(names, inputs)), **{name: named[name] for name in names[len(inputs):]}}
 
     def check(self, values: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
         """Check the inputs' dtypes and shapes, bind the symbolic dimensions, and convert to numpy."""

@@ -10,6 +10,7 @@ reference runtime.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..codegen.cuda_stage import CudaStage
+from ..core.arguments import fail, flag, function, integer, seconds
 from ..core.arrays import to_torch
-from ..core.errors import LuminalError
+from ..core.errors import ArgumentError, LuminalError, MemoryBudgetError, Refused
 from ..core.stage import Stage
 from ..egraph import EGraph
 from ..hlir.graph import Graph, HLIRStage, Signature
@@ -27,6 +29,7 @@ from ..llir.genome import ChoiceSpace, Genome, extract
 from ..llir.llir import LLIR
 from ..llir.regions import Regions
 from ..runtime import Profile, Runtime, check_device, foreign_kernels, new_runtime
+from ..runtime.base import MEMORY_FRACTION, format_bytes, host_memory_available
 from ..search.search import SearchResult, random_inputs, search
 from .boundary import Boundary
 from .provenance import Pipeline
@@ -93,7 +96,22 @@ class Compiled:
         return self._space
 
     def random_genome(self, seed: int = 0) -> Genome:
-        return self.choice_space().random_genome(seed)
+        """A random genome of this program that extracts (see ``ChoiceSpace.random_genome``)."""
+        return self.choice_space().random_genome(integer("Compiled.random_genome", "seed", seed))
+
+    def _owned(self, genome: Genome | None, where: str) -> Genome:
+        """``genome`` (None: the current one), checked to be a genome of this program's e-graph as it is now."""
+        if genome is None:
+            return self.genome
+        if not isinstance(genome, Genome):
+            fail(where, "genome", genome, "a Genome of this program (comp.genome, comp.random_genome(seed), "
+                 "comp.choice_space().fused_genome(), a search's candidates) or None")
+        if genome.space is not self.choice_space():
+            whose = ("this program's e-graph before it last changed" if genome.space.graph is self.graph
+                     else "another program")
+            fail(where, "genome", genome, f"a genome of this program's e-graph as it is now, but it belongs to {whose}"
+                 "; take one from comp.random_genome(seed), comp.choice_space() or comp.search()")
+        return genome
 
     @property
     def genome(self) -> Genome:
@@ -106,18 +124,28 @@ class Compiled:
     @genome.setter
     def genome(self, genome: Genome) -> None:
         """Make ``run``, ``llir()``, ``regions`` and ``cuda`` use ``genome`` (one of this e-graph's genomes)."""
-        if genome.space is not self.choice_space():
-            raise LuminalError("that genome belongs to another e-graph (or to this one before it last changed); "
-                               "take one from comp.choice_space() or comp.random_genome()")
-        extract(genome)  # a refused genome raises here, not at the next run
+        if genome is None:
+            fail("Compiled.genome", "genome", genome, "a Genome of this program (None is not one: the default is "
+                 "comp.choice_space().smallest_genome())")
+        genome = self._owned(genome, "Compiled.genome")
+        self._extract(genome)  # a refused genome raises here, not at the next run
         self._genome = genome
 
     def llir(self, genome: Genome | None = None) -> LLIR:
         """The LLIR stage of ``genome`` (default: the current genome); shows times once profiled."""
-        genome = genome or self.genome
+        genome = self._owned(genome, "Compiled.llir")
         if genome.hash not in self._llirs:
-            self._llirs[genome.hash] = extract(genome)
+            self._llirs[genome.hash] = self._extract(genome)
         return self._llirs[genome.hash]
+
+    def _extract(self, genome: Genome) -> LLIR:
+        """``extract``, its refusal saying so when saturation stopped early (ops may then lack kernel forms)."""
+        try:
+            return extract(genome)
+        except Refused as refused:
+            if not self.egraph.status.startswith("stopped"):
+                raise
+            raise Refused(refused.kind, f"{refused.detail}; the e-graph's saturation {self.egraph.status}") from None
 
     @property
     def regions(self) -> Regions:
@@ -140,7 +168,7 @@ class Compiled:
         """Run on torch tensors (or numpy arrays) and return torch tensors, in the program's order. On
         ``device="cuda"`` the call is device-resident: CUDA tensors in (CPU ones copied once), CUDA tensors out,
         ordered on torch's current stream."""
-        check_device(device)
+        check_device(device, "Compiled.run")
         values = self.boundary.match(inputs, named_inputs)
         if device == "cuda":
             bindings = self.boundary.bind(values)
@@ -168,8 +196,11 @@ class Compiled:
                 warmup: int = 2, trials: int = 10) -> Profile:
         """Median time per kernel and in total of ``genome`` (default: the current genome) on
         ``inputs`` (default: the example inputs, else seeded random ones); the LLIR keeps the times."""
-        genome = genome or self.genome
-        arrays, bindings = self._profiling_inputs(inputs)
+        genome = self._owned(genome, "Compiled.profile")
+        check_device(device, "Compiled.profile")
+        warmup = integer("Compiled.profile", "warmup", warmup, minimum=0)
+        trials = integer("Compiled.profile", "trials", trials, minimum=1)
+        arrays, bindings = self._profiling_inputs(inputs, "Compiled.profile")
         return self._runtime(genome, device).profile(arrays, self.graph.weights, bindings, warmup, trials)
 
     def search(self, generations: int = 5, generation_size: int = 30, mutations: int = 3, keep_best: int = 3,
@@ -179,9 +210,22 @@ class Compiled:
         """Measure genomes and keep the fastest: see ``luminal_lab.search``. ``budget`` is in seconds;
         ``on_candidate`` sees each candidate as it is measured, and setting the ``stop`` event ends early. A genome
         whose buffers exceed ``memory_budget`` bytes (default: half the device's free memory) is refused unrun."""
-        check_device(device)
+        where = "Compiled.search"
+        check_device(device, where)
+        generations = integer(where, "generations", generations, minimum=0)
+        generation_size = integer(where, "generation_size", generation_size, minimum=1)
+        mutations = integer(where, "mutations", mutations, minimum=1)
+        keep_best = integer(where, "keep_best", keep_best, minimum=1)
+        budget = seconds(where, "budget", budget, optional=True)
+        seed = integer(where, "seed", seed)
+        trials = integer(where, "trials", trials, minimum=1)
+        if memory_budget is not None:
+            memory_budget = integer(where, "memory_budget", memory_budget, minimum=1)
+        cost, on_candidate = function(where, "cost", cost), function(where, "on_candidate", on_candidate)
+        if stop is not None and not callable(getattr(stop, "is_set", None)):
+            fail(where, "stop", stop, "a threading.Event (or anything with is_set()) or None")
         space = self.choice_space()
-        arrays, bindings = self._profiling_inputs(inputs)
+        arrays, bindings = self._profiling_inputs(inputs, where)
         reference = self._reference.run(arrays, bindings)
         expected = [reference[name] for name in self.graph.outputs]
 
@@ -209,7 +253,7 @@ class Compiled:
 
     def stages(self, genome: Genome | None = None) -> dict[str, Stage]:
         """The stages of ``genome`` (default: the current genome) by name, in pipeline order (``STAGES``)."""
-        llir = self.llir(genome)
+        llir = self.llir(self._owned(genome, "Compiled.stages"))
         return {"hlir": self.hlir, "egraph": self.egraph, "llir": llir, "regions": Regions.of(llir),
                 "cuda": CudaStage(llir)}
 
@@ -230,10 +274,15 @@ class Compiled:
 
         return write_report(self, path)
 
-    def _profiling_inputs(self, inputs: Sequence | None) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    def _profiling_inputs(self, inputs: Sequence | None, where: str) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+        """``inputs`` (default: the example inputs), checked at the boundary, else seeded random ones that fit
+        in the host's memory budget."""
         if inputs is None and self._example_inputs is not None:
             inputs = self._example_inputs
         if inputs is not None:
+            if not isinstance(inputs, (list, tuple)):
+                fail(where, "inputs", inputs, f"a list or tuple of the {len(self.signature.inputs)} input(s) "
+                     f"{list(self.signature.inputs)}, or None")
             return self.boundary.check(self.boundary.match(tuple(inputs), {}))
         shapes = {}
         for name in self.signature.inputs:
@@ -241,20 +290,32 @@ class Compiled:
             if any(not d.is_num for d in node.shape):
                 raise LuminalError(f"input {name!r} has a symbolic shape; pass inputs= to profile or search")
             shapes[name] = (tuple(d.value for d in node.shape), node.dtype)
+        sizes = {name: math.prod(shape) * dtype.numpy.itemsize for name, (shape, dtype) in shapes.items()}
+        budget = int(host_memory_available() * MEMORY_FRACTION)
+        if sum(sizes.values()) > budget:
+            name = max(sizes, key=sizes.__getitem__)
+            shape, dtype = shapes[name]
+            raise MemoryBudgetError(f"random input {name!r} {list(shape)} {dtype.value} for {where} needs "
+                                    f"{format_bytes(sizes[name])}, over the host memory budget of "
+                                    f"{format_bytes(budget)}; pass smaller inputs= or a smaller graph")
         return random_inputs(shapes), {}
 
 def compile(program, example_inputs: Sequence | None = None, *, fusion: bool = True, **options) -> Compiled:
     """Compile an ``ll.Graph``, or a ``torch.nn.Module`` / function on ``example_inputs`` (via torch.export).
 
     ``fusion=False`` leaves the fusion rulesets out of the e-graph's schedule (no fused regions)."""
+    where = "ll.compile"
+    flag(where, "fusion", fusion)
     if isinstance(program, Graph):
         if example_inputs is not None:
-            raise LuminalError("a Graph declares its own inputs; pass no example inputs")
+            fail(where, "example_inputs", example_inputs, "None for an ll.Graph (a Graph declares its own inputs)")
         if options:
-            raise TypeError(f"unknown option(s) {sorted(options)} for a Graph")
+            raise ArgumentError(f"ll.compile: unknown option(s) {sorted(options)} for an ll.Graph")
         return Compiled(program, Signature.of_graph(program), fusion=fusion)
+    if not callable(program):
+        fail(where, "program", program, "an ll.Graph, a torch.nn.Module or a function of tensors")
     if example_inputs is None:
-        raise LuminalError("compiling a torch module or function needs example_inputs")
+        fail(where, "example_inputs", None, "the example inputs of a torch module or function (a tensor or a tuple)")
     from ..frontends.translate import from_torch  # torch loads only for torch programs
 
     return Compiled.of_torch(from_torch(program, example_inputs, **options), fusion=fusion)

@@ -28,10 +28,10 @@ import torch.fx.traceback as fx_traceback
 import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensor
 
-from ..core.errors import LuminalError
+from ..core.arguments import fail, flag, integer, one_of, seconds
+from ..core.errors import ArgumentError, LuminalError, Refused
 from ..frontends.export import export_core_aten
 from ..frontends.translate import translate
-from ..llir.genome import Refused
 from ..runtime import DEVICES, check_device
 from ..search.genome_cache import GenomeCache, program_key
 from .compiled import Compiled
@@ -54,26 +54,24 @@ class BackendOptions:
 
     @classmethod
     def of(cls, options: Mapping[str, Any] | None) -> BackendOptions:
-        """Checked options: an unknown name is a ``TypeError``, a bad value a ``ValueError``, each naming it."""
+        """Checked options: an unknown name is a ``TypeError``, a bad value an ``ArgumentError``, each naming it."""
         options = dict(options or {})
         names = [f.name for f in fields(cls)]
         unknown = sorted(set(options) - set(names))
         if unknown:
-            raise TypeError(f"unknown option(s) {unknown} for backend 'luminal_lab'; the options are {names}")
+            raise ArgumentError(f"torch.compile options: unknown option(s) {unknown} for backend 'luminal_lab'; the "
+                                f"options are {names}")
         made = cls(**options)
+        where = "torch.compile options"
         for name, low in (("generations", 0), ("generation_size", 1), ("seed", 0)):
-            value = getattr(made, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"option {name}={value!r}: expected an int >= {low}")
-        if isinstance(made.budget, bool) or not isinstance(made.budget, (int, float)) or made.budget < 0:
-            raise ValueError(f"option budget={made.budget!r}: expected seconds, a number >= 0")
-        if made.device is not None and made.device not in DEVICES:
-            raise ValueError(f"option device={made.device!r}: expected one of {DEVICES}, or None (the inputs')")
-        if not isinstance(made.fusion, bool):
-            raise ValueError(f"option fusion={made.fusion!r}: expected True or False")
+            integer(where, name, getattr(made, name), minimum=low)
+        seconds(where, "budget", made.budget)
+        if made.device is not None:
+            one_of(where, "device", made.device, DEVICES)
+        flag(where, "fusion", made.fusion)
         if made.cache_dir is not None and made.cache_dir is not False \
                 and not isinstance(made.cache_dir, (str, os.PathLike)):
-            raise ValueError(f"option cache_dir={made.cache_dir!r}: expected a directory, None (the default) or False")
+            fail(where, "cache_dir", made.cache_dir, "a directory, None (the default) or False")
         return made
 
 

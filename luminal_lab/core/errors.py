@@ -1,11 +1,17 @@
 """Every error luminal_lab raises: all subclass ``LuminalError``, most also the built-in exception they refine
-(``ShapeError`` is a ``ValueError``, ``DTypeBoundaryError`` and ``DTypeError`` are ``TypeError``s)."""
+(``ShapeError`` is a ``ValueError``, ``DTypeBoundaryError`` and ``DTypeError`` are ``TypeError``s, ``ArgumentError``
+is both)."""
 
 from __future__ import annotations
 
 
 class LuminalError(Exception):
     """Base class of every luminal_lab error."""
+
+
+class ArgumentError(LuminalError, TypeError, ValueError):
+    """A public function got an argument of the wrong type or value. The first line reads
+    ``where(name=value): expected ...`` (see ``luminal_lab.core.arguments``)."""
 
 
 class ShapeError(LuminalError, ValueError):
@@ -26,6 +32,13 @@ class UnsupportedOpError(LuminalError, NotImplementedError):
         super().__init__(message)
 
 
+class NoEClassError(LuminalError, KeyError):
+    """An e-class id (or HLIR node) the e-graph does not have; a ``KeyError`` whose message reads as written."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class DTypeBoundaryError(LuminalError, TypeError):
     """An input whose dtype differs from the graph's declared dtype. Nothing is cast silently."""
 
@@ -40,6 +53,19 @@ class EgglogError(LuminalError):
 
 class BudgetExceeded(LuminalError):
     """Saturation stopped at a node, row or time budget; the e-graph stays usable."""
+
+
+class Refused(LuminalError):
+    """A genome that extracts no LLIR, or that a device will not run; ``kind`` says why (cycle, dead end, missing
+    kernel op, ...)."""
+
+    def __init__(self, kind: str, detail: str):
+        self.kind, self.detail = kind, detail
+        super().__init__(f"{kind}: {detail}")
+
+
+class SearchStopped(LuminalError, RuntimeError):
+    """A search's ``stop`` event was set before it found a viable genome."""
 
 
 class NoDeviceError(LuminalError, RuntimeError):

@@ -27,15 +27,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from ..core.arguments import fail, integer, one_of, seconds, writable
 from ..core.draw import Picture
 from ..core.errors import BudgetExceeded, EgglogError
 from ..core.stage import Stage
 from ..hlir.graph import Graph, Node
+from ..hlir.tensor import GraphTensor
 from .fusion import FUSION_RULESETS
 from .ops import RULESETS, OpRegistry, default_registry
 from .schema import emit, rules, schema
 from .snapshot import PROGRAM_FUNCTIONS, EClass, Snapshot
-from .worker import EgglogWorker, WorkerDied, shift_position
+from .worker import EgglogWorker, WorkerDied
 from .worker import command_spans as _command_spans
 
 if TYPE_CHECKING:
@@ -124,7 +126,7 @@ class EGraph(Stage):
         self.fusion = fusion
         self.registry = registry or default_registry()
         self._initial_program = "\n".join((schema(self.registry), rules(self.registry), emit(graph)))
-        self._user_rules: list[str] = []
+        self._user_rules: list[tuple[frozenset[str], str]] = []  # (the rulesets its rules join, the text)
         self._user_rulesets: list[str] = []
         self._functions = PROGRAM_FUNCTIONS
         self.history: list[StepReport] = []
@@ -144,7 +146,11 @@ class EGraph(Stage):
     @property
     def program(self) -> str:
         """The egglog text that defines this e-graph (schema, rules, the HLIR, user rules)."""
-        return "\n".join([self._initial_program, *self._user_rules])
+        return "\n".join([self._initial_program, *self._user_texts])
+
+    @property
+    def _user_texts(self) -> list[str]:
+        return [text for _, text in self._user_rules]
 
     @property
     def rulesets(self) -> list[str]:
@@ -154,7 +160,7 @@ class EGraph(Stage):
 
     def export(self, path: str | Path) -> Path:
         """Write a ``.egg`` file that egglog runs on its own to reach this e-graph's state."""
-        path = Path(path)
+        path = writable("EGraph.export", path)
         path.write_text(";; exported by luminal_lab: the program, then every command that ran, in order\n"
                         + "\n".join(self._worker.log) + "\n")
         return path
@@ -166,10 +172,12 @@ class EGraph(Stage):
 
         After the first round ``cleanup`` has subsumed the HLIR ops that have kernel ops, so
         rules added later should match the ``Kernel*`` ops."""
+        if not isinstance(text, str):
+            fail("EGraph.add_rules", "text", text, "egglog rules as a str")
         body = text
         if ruleset is not None:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", ruleset):
-                raise EgglogError(f"ruleset name {ruleset!r} is not an egglog identifier")
+            if not isinstance(ruleset, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", ruleset):
+                fail("EGraph.add_rules", "ruleset", ruleset, "a ruleset name (an egglog identifier such as 'mine')")
             body = _assign_ruleset(text, ruleset)
         prelude = ""
         if ruleset is not None and ruleset not in self.rulesets:
@@ -178,23 +186,41 @@ class EGraph(Stage):
             self._worker.run(prelude + body)
         except EgglogError as error:
             raise _located(error, text, offset=prelude.count("\n")) from None
-        for name in re.findall(r"\(ruleset\s+([^\s()]+)\s*\)", prelude + body):
-            if name not in self.rulesets:
-                self._user_rulesets.append(name)
-        self._user_rules.append(prelude + body)
+        declared = re.findall(r"\(ruleset\s+([^\s()]+)\s*\)", prelude + body)
+        self._user_rulesets += [name for name in declared if name not in self.rulesets]
+        joined = frozenset(declared) | set(re.findall(r":ruleset\s+([^\s()]+)", body))
+        self._user_rules.append((joined, prelude + body))
         self._functions |= set(re.findall(r"\(function\s+([^\s()]+)", body))
         self._snapshot = self._take_snapshot()
+
+    def remove_rules(self, ruleset: str | None = None) -> None:
+        """Take out the rules ``add_rules`` added (those that join ``ruleset``, or all of them), then ``reset``:
+        the e-graph as built, with the user rules that remain."""
+        joined = sorted({name for names, _ in self._user_rules for name in names})
+        if ruleset is not None and ruleset not in joined:
+            fail("EGraph.remove_rules", "ruleset", ruleset,
+                 f"a ruleset that added rules joined ({', '.join(map(repr, joined)) or 'none so far'}) or None (all)")
+        self._user_rules = [(names, text) for names, text in self._user_rules
+                            if ruleset is not None and ruleset not in names]
+        kept = {name for names, _ in self._user_rules for name in names}
+        self._user_rulesets = [name for name in self._user_rulesets if name in kept]
+        self._functions = PROGRAM_FUNCTIONS | {name for text in self._user_texts
+                                               for name in re.findall(r"\(function\s+([^\s()]+)", text)}
+        self.reset()
 
     # ---- running ------------------------------------------------------------------------
     def step(self, max_enodes: int = DEFAULT_MAX_ENODES, timeout: float = DEFAULT_TIMEOUT) -> StepReport:
         """Run one round of the default schedule."""
+        max_enodes, timeout = _budgets("EGraph.step", max_enodes, timeout)
         return self._record("round", lambda budget: budget.round(self.rulesets), max_enodes, timeout)
 
     def run(self, ruleset: str | None = None, iterations: int = 1, max_enodes: int = DEFAULT_MAX_ENODES,
             timeout: float = DEFAULT_TIMEOUT) -> StepReport:
         """Run one ruleset ``iterations`` times (or, with None, that many rounds) as one step."""
-        if ruleset is not None and ruleset not in self.rulesets:
-            raise EgglogError(f"no ruleset {ruleset!r}; the rulesets are {self.rulesets}")
+        if ruleset is not None:
+            one_of("EGraph.run", "ruleset", ruleset, self.rulesets)
+        iterations = integer("EGraph.run", "iterations", iterations, minimum=1)
+        max_enodes, timeout = _budgets("EGraph.run", max_enodes, timeout)
 
         def body(budget: _Budget) -> None:
             for _ in range(iterations):
@@ -209,6 +235,8 @@ class EGraph(Stage):
     def saturate(self, max_enodes: int = DEFAULT_MAX_ENODES, timeout: float = DEFAULT_TIMEOUT,
                  max_rounds: int = DEFAULT_MAX_ROUNDS) -> Saturation:
         """Rounds until one changes nothing, ``max_rounds`` pass, or a budget stops it."""
+        max_enodes, timeout = _budgets("EGraph.saturate", max_enodes, timeout)
+        max_rounds = integer("EGraph.saturate", "max_rounds", max_rounds, minimum=1)
         start = time.monotonic()
         rounds, saturated, stopped = 0, False, None
         while rounds < max_rounds:
@@ -232,7 +260,7 @@ class EGraph(Stage):
         """Back to the e-graph as built, with the rules added by ``add_rules`` (in their order): the
         history, the budgets' growth forecasts and the status are cleared."""
         self._worker.close()
-        self._worker.log = [self._initial_program, *self._user_rules]  # the next request replays just these
+        self._worker.log = [self._initial_program, *self._user_texts]  # the next request replays just these
         self.history = []
         self._growth.clear()
         self.status = "built"
@@ -240,12 +268,14 @@ class EGraph(Stage):
 
     def _record(self, label: str, body, max_enodes: int, timeout: float) -> StepReport:
         before = self._snapshot
-        budget = _Budget(self._worker, max_enodes, time.monotonic() + timeout, self._functions, growth=self._growth)
+        budget = _Budget(self._worker, max_enodes, time.monotonic() + timeout, self._functions, growth=self._growth,
+                         user_rulesets=frozenset(name for names, _ in self._user_rules for name in names))
         start = time.monotonic()
         try:
             body(budget)
         except _Stop as stop:
             budget.stopped = stop.reason
+        budget.stopped = budget.stopped or budget.runaway
         self._snapshot = self._take_snapshot()
         report = _diff(len(self.history), label, before, self._snapshot, budget)
         report.wall_seconds = time.monotonic() - start
@@ -278,9 +308,9 @@ class EGraph(Stage):
         """One e-class, with its e-nodes, parents, HLIR nodes and best term."""
         return self._snapshot.eclass(cid)
 
-    def eclass_of(self, node: Node | int) -> EClass:
-        """The e-class an HLIR node (or node id) landed in."""
-        node_id = node.id if isinstance(node, Node) else node
+    def eclass_of(self, node: Node | GraphTensor | int) -> EClass:
+        """The e-class an HLIR node (a ``Node``, the ``GraphTensor`` it made, or its id) landed in."""
+        node_id = node.node.id if isinstance(node, GraphTensor) else node.id if isinstance(node, Node) else node
         return self.eclass(self._snapshot.eclass_of_hlir(node_id))
 
     @property
@@ -304,6 +334,7 @@ class EGraph(Stage):
     def picture(self, around: str | None = None, depth: int = 2) -> Picture:
         """The IR-level picture (shows itself in a notebook); with ``around`` (an e-class id), only
         the IR e-classes within ``depth`` reads of it. See ``luminal_lab.egraph.view``."""
+        integer("EGraph.picture", "depth", depth, minimum=0)
         return self._view().picture(self, around, depth)
 
     # ---- notebook widgets ---------------------------------------------------------------
@@ -319,10 +350,17 @@ class EGraph(Stage):
         the e-node ``genome`` (default: ``current_genome()``, once the e-graph has been run) picks in it."""
         from ..notebook.inspector import EClassInspector
 
+        if genome is not None and not isinstance(getattr(genome, "choices", None), Mapping):
+            fail("EGraph.inspector", "genome", genome, "a Genome of this e-graph (comp.genome) or None")
         return EClassInspector(self, genome)
 
 
 # ---- budgets -------------------------------------------------------------------------------------
+def _budgets(where: str, max_enodes: int, timeout: float) -> tuple[int, float]:
+    """The checked budgets of a step: at least one e-node, a time >= 0."""
+    return integer(where, "max_enodes", max_enodes, minimum=1), seconds(where, "timeout", timeout)
+
+
 class _Stop(Exception):
     def __init__(self, reason: BudgetExceeded):
         self.reason = reason
@@ -341,6 +379,8 @@ class _Budget:
     updated: bool = False
     stopped: BudgetExceeded | None = None
     growth: dict[str, float] = field(default_factory=dict)  # by ruleset, kept across steps by the EGraph
+    user_rulesets: frozenset[str] = frozenset()  # the rulesets user rules joined (named in a runaway's advice)
+    runaway: BudgetExceeded | None = None  # the first ruleset that did not saturate; the step went on without it
     _sizes: list[int] = field(default_factory=list)
 
     def size(self) -> int:
@@ -392,7 +432,9 @@ class _Budget:
         each). While the size holds, e.g. ``dtype_prop`` walking a deep graph one node per
         iteration, iterations go in doubling batches of one egglog call. Runaway: more than
         ``SATURATION_GUARD`` growing iterations, or more than max(``SATURATION_GUARD``, e-nodes)
-        that do not grow (the facts over a fixed e-graph settle in fewer).
+        that do not grow (the facts over a fixed e-graph settle in fewer). A runaway ruleset
+        stops there and is noted in ``runaway``; the rest of the round still runs, so a rule that
+        never saturates cannot keep the program from lowering.
         """
         batch, grown, flat = 1, 0, 0
         changed = False
@@ -403,8 +445,15 @@ class _Budget:
             else:
                 flat, batch = flat + batch, min(2 * batch, MAX_BATCH)
             if grown >= SATURATION_GUARD or flat >= max(SATURATION_GUARD, self._sizes[-1]):
-                raise _Stop(BudgetExceeded(f"{ruleset} did not saturate in {grown + flat} iterations"))
+                self._ran_away(ruleset, grown + flat)
+                break
         return changed
+
+    def _ran_away(self, ruleset: str, iterations: int) -> None:
+        advice = (f"; user rules joined {ruleset}: a rule there may never saturate (take them out with "
+                  f"comp.egraph.remove_rules({ruleset!r}))" if ruleset in self.user_rulesets else "")
+        self.runaway = self.runaway or BudgetExceeded(
+            f"{ruleset} did not saturate in {iterations} iterations; the rest of the round ran{advice}")
 
     def round(self, rulesets: list[str]) -> None:
         self.saturate("expr")
@@ -417,11 +466,11 @@ class _Budget:
             self.once(ruleset)
 
     def saturate_together(self, rulesets: tuple[str, ...]) -> None:
-        """Each ruleset to saturation in turn, again until a whole pass changes nothing."""
+        """Each ruleset to saturation in turn, again until a whole pass changes nothing (or one runs away)."""
         for _ in range(SATURATION_GUARD):
-            if not any([self.saturate(ruleset) for ruleset in rulesets]):
+            if not any([self.saturate(ruleset) for ruleset in rulesets]) or self.runaway:
                 return
-        raise _Stop(BudgetExceeded(f"{' and '.join(rulesets)} did not saturate together"))
+        self._ran_away(" and ".join(rulesets), SATURATION_GUARD)
 
 
 def _diff(index: int, label: str, before: Snapshot, after: Snapshot, budget: _Budget) -> StepReport:
@@ -460,17 +509,43 @@ def _assign_ruleset(text: str, ruleset: str) -> str:
     return text
 
 
+_POSITION = re.compile(r"^In (\d+):(\d+)-", re.MULTILINE)  # where egglog points, line and column
+# egglog's reasons, reworded to say what is wrong in the user's terms (fields from each pattern's groups)
+_REASONS = (
+    (r"parse error: this \( is never closed", "a ( is never closed"),
+    (r"parse error: expected command", "expected a command such as (rule ...), (rewrite ...) or (ruleset ...)"),
+    (r"parse error: (.*)", "egglog cannot parse this: {0}"),
+    (r"Shadowing is not allowed, but found (\S+)", "{0} is already declared (declare each name once)"),
+    (r"Unbound function (\S+)", "no function or constructor {0} in the schema (see comp.egraph.program)"),
+    (r"Arity mismatch, expected (\d+) args: (.*)", "{1} has the wrong number of arguments: it takes {0}"),
+    (r"Unbound symbol (\S+)", "{0} is not bound: a variable on the right must appear on the left"),
+    (r"Failed to infer a type for: (.*)", "the type of {0} cannot be inferred"),
+    (r"egglog panicked: Rule '(.*)' was already present", "a rule named {0!r} was already added (add rules once; "
+     "comp.egraph.remove_rules() takes them out)"),
+)
+
+
+def _reason(message: str) -> str:
+    """egglog's reason for rejecting rules (its message without the ``In L:C`` lines), reworded."""
+    said = "; ".join(line.strip() for line in message.splitlines() if line.strip() and not _POSITION.match(line))
+    for pattern, ours in _REASONS:
+        found = re.fullmatch(pattern, said)
+        if found:
+            return ours.format(*found.groups())
+    return said or "egglog gave no reason"
+
+
 def _located(error: EgglogError, text: str, offset: int) -> EgglogError:
-    """The error with the offending line of the user's text attached (egglog says ``In L:C``).
+    """The error with the reason and the offending line of the user's text first (egglog says ``In L:C``),
+    egglog's own message after.
 
     ``text`` is the text as the user gave it (``_assign_ruleset`` keeps its line numbers);
-    egglog's position is moved back by the ``offset`` lines that were sent before it.
+    egglog's positions are moved back by the ``offset`` lines that were sent before it.
     """
-    message = shift_position(str(error), -offset)
-    found = re.search(r"In (\d+):", message)
+    message = str(error)
     lines = text.split("\n")
-    if found:
-        number = int(found.group(1))
-        if 1 <= number <= len(lines):
-            return EgglogError(f"egglog rejected the rules (line {number}): {message}", line=lines[number - 1].strip())
-    return EgglogError(f"egglog rejected the rules: {message}", line=None)
+    positions = [(int(first) - offset, int(col)) for first, col in _POSITION.findall(message)]
+    inside = [(line, col) for line, col in positions if 1 <= line <= len(lines)]
+    where = f"line {inside[0][0]}, column {inside[0][1]}" if inside else "the rules"
+    return EgglogError(f"add_rules, {where}: {_reason(message)}\n  egglog said: {' / '.join(message.splitlines())}",
+                       line=lines[inside[0][0] - 1].strip() if inside else None)

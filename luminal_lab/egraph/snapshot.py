@@ -16,6 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from ..core.errors import NoEClassError
+
 PRIMITIVE_SORTS = frozenset({"i64", "f64", "String", "bool", "Unit", "BigInt", "BigRat"})
 GENOME_SORTS = frozenset({"IR", "IList"})
 # the program's functions and relations: they annotate e-classes, they are not e-nodes
@@ -133,8 +135,20 @@ class Snapshot:
     def eclass_of_hlir(self, node_id: int) -> str:
         """The e-class HLIR node ``node_id`` was built into (fused e-classes that mirror it are not it)."""
         if node_id not in self.hlir_eclass:
-            raise KeyError(f"HLIR node h{node_id} has no e-class (is it dead?)")
+            known = f"h{min(self.hlir_eclass)}..h{max(self.hlir_eclass)}" if self.hlir_eclass else "none"
+            raise NoEClassError(f"HLIR node {node_id!r} has no e-class: the graph's nodes with one are {known} "
+                                "(a node no output reads has none)")
         return self.hlir_eclass[node_id]
+
+    def check(self, cid: str, where: str) -> str:
+        """``cid``, an e-class of this e-graph, else ``NoEClassError`` naming ``where``, the id and the ids there
+        are."""
+        if not isinstance(cid, str) or cid not in self.classes:
+            example = self.root or next(iter(self.classes), "IR-0")
+            hint = "" if isinstance(cid, str) else " (for an HLIR node, use eclass_of(node))"
+            raise NoEClassError(f"{where}(cid={cid!r}): expected the id of one of this e-graph's {len(self.classes)} "
+                                f"e-classes, a str such as {example!r}{hint}; ids change when e-classes merge")
+        return cid
 
     # ---- best terms ---------------------------------------------------------------------
     @cached_property
@@ -183,10 +197,8 @@ class Snapshot:
         parts = [node.op, *node.literals, *(self.best_term(c, depth - 1) for c in node.children)]
         return parts[0] if len(parts) == 1 else f"({' '.join(parts)})"
 
-    def eclass(self, cid: str) -> EClass:
-        if cid not in self.classes:
-            raise KeyError(f"no e-class {cid!r}")
-        eclass = self.classes[cid]
+    def eclass(self, cid: str, where: str = "EGraph.eclass") -> EClass:
+        eclass = self.classes[self.check(cid, where)]
         eclass.best_term = self.best_term(cid)
         return eclass
 

@@ -227,8 +227,7 @@ class IRLevel:
         """The IR e-classes an e-class belongs to: itself, or the IR e-classes whose e-nodes use it."""
         if cid in self.classes:
             return [cid]
-        if cid not in self.snapshot.classes:
-            raise KeyError(f"no e-class {cid!r}")
+        self.snapshot.check(cid, "EGraph.picture")
         found, seen, queue = set(), {cid}, deque([cid])
         while queue:
             for parent in self.snapshot.classes[queue.popleft()].parents:

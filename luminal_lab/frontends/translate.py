@@ -22,8 +22,9 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
+from ..core.arguments import fail
 from ..core.arrays import to_numpy
-from ..core.errors import LuminalError, UnsupportedOpError
+from ..core.errors import ArgumentError, LuminalError, UnsupportedOpError
 from ..hlir.graph import Graph, Signature
 from ..hlir.tensor import GraphTensor
 from .aten import TABLE, Context, dtype_of
@@ -53,9 +54,14 @@ def from_torch(program: torch.nn.Module | Callable, example_inputs: Sequence, **
     """
     unknown = set(options) - set(OPTIONS)
     if unknown:
-        raise TypeError(f"unknown option(s) {sorted(unknown)} for a torch program; supported: {list(OPTIONS)}")
+        raise ArgumentError(f"from_torch: unknown option(s) {sorted(unknown)} for a torch program; supported: "
+                            f"{list(OPTIONS)}")
     module = program if isinstance(program, torch.nn.Module) else FunctionModule(program)
-    example_inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    elif not isinstance(example_inputs, (tuple, list)):
+        fail("from_torch", "example_inputs", example_inputs, "a tensor or a tuple of the program's inputs")
+    example_inputs = tuple(example_inputs)
     names = None if isinstance(program, torch.nn.Module) else parameter_names(program, len(example_inputs))
     exported = export_core_aten(module, example_inputs, strict=options.get("strict", False))
     return translate(exported, module, names, example_inputs)

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.arguments import fail
 from ..core.draw import MAX_DRAWN_NODES
 from ..core.dtypes import DType, from_numpy
 from ..core.errors import DTypeError, LuminalError, ShapeError
@@ -73,6 +74,11 @@ class Node:
         return f"<Node h{self.id} {self.label} {format_shape(self.shape)} {self.dtype.value}>"
 
 
+def _check_name(where: str, name: str) -> None:
+    if not isinstance(name, str) or not name:
+        fail(where, "name", name, "a non-empty str")
+
+
 @dataclass(frozen=True)
 class InputSpec:
     """A graph input: a user input, or a weight whose value the graph holds."""
@@ -94,18 +100,34 @@ class Graph:
         self._constants: dict[tuple, Node] = {}
 
     # ---- building -----------------------------------------------------------------------
-    def tensor(self, shape: Sequence[ExprLike | str], name: str, dtype: DType = DType.F32) -> GraphTensor:
-        """A named input of ``shape`` (ints, or names of symbolic dimensions) and ``dtype``."""
+    def tensor(self, shape: Sequence[ExprLike | str] | ExprLike | str, name: str,
+               dtype: DType = DType.F32) -> GraphTensor:
+        """A named input of ``shape`` (sizes: ints >= 0 or names of symbolic dimensions; one size alone is a
+        1-d shape) and ``dtype``."""
+        if isinstance(shape, (int, np.integer, str, Expr)) and not isinstance(shape, bool):
+            shape = (shape,)
+        elif not isinstance(shape, Sequence):
+            fail("Graph.tensor", "shape", shape, "a tuple of sizes (ints >= 0 or dimension names), e.g. (2, 'seq')")
+        for size in shape:
+            if isinstance(size, bool) or not isinstance(size, (int, np.integer, str, Expr)) or \
+                    (isinstance(size, (int, np.integer)) and size < 0) or size == "":
+                fail("Graph.tensor", "shape", shape, "a tuple of sizes, each an int >= 0 or a dimension name")
         return self._input(shape, name, dtype, is_weight=False)
 
     def weight(self, name: str, value: np.ndarray) -> GraphTensor:
         """A named input whose value the graph keeps (a parameter or a buffer)."""
         value = np.ascontiguousarray(value).reshape(np.shape(value))  # ascontiguousarray makes 0-d arrays 1-d
-        tensor = self._input(value.shape, name, from_numpy(value.dtype), is_weight=True)
+        try:
+            dtype = from_numpy(value.dtype)
+        except TypeError:
+            raise DTypeError(f"weight {name!r}: numpy dtype {value.dtype} has no luminal_lab dtype (the dtypes are "
+                             f"{', '.join(d.value for d in DType)})") from None
+        tensor = self._input(value.shape, name, dtype, is_weight=True)
         self.weights[name] = value
         return tensor
 
     def _input(self, shape, name: str, dtype: DType, is_weight: bool) -> GraphTensor:
+        _check_name("Graph.weight" if is_weight else "Graph.tensor", name)
         if not isinstance(dtype, DType):
             raise DTypeError(f"input {name!r}: dtype must be an ll dtype such as ll.f32, got {dtype!r}")
         if name in self.inputs:
@@ -117,6 +139,10 @@ class Graph:
 
     def constant(self, value: float | int | bool | Expr, dtype: DType = DType.F32) -> GraphTensor:
         """A scalar constant (shape ``()``); an ``Expr`` value is evaluated when the graph runs."""
+        if not isinstance(value, (int, float, bool, np.number, np.bool_, Expr)):
+            fail("Graph.constant", "value", value, "a number, a bool or an Expr")
+        if not isinstance(dtype, DType):
+            fail("Graph.constant", "dtype", dtype, "an ll dtype such as ll.f32")
         key = (repr(value), dtype)  # repr keeps -0.0 apart from 0.0 and True apart from 1
         if key not in self._constants:
             self._constants[key] = self._add(Op.CONSTANT, (), (), dtype, value)
@@ -124,6 +150,8 @@ class Graph:
 
     def arange(self, n: ExprLike, start: int = 0, step: int = 1, dtype: DType = DType.I32) -> GraphTensor:
         """``start, start+step, ...`` (n values) as an Iota."""
+        if isinstance(n, bool) or (isinstance(n, (int, np.integer)) and n < 0):
+            fail("Graph.arange", "n", n, "a count: an int >= 0, a dimension name or an Expr")
         return self.iota(Expr.z() * step + start, n).cast(dtype)
 
     def iota(self, expr: Expr, n: ExprLike) -> GraphTensor:
@@ -154,6 +182,7 @@ class Graph:
         return self._add(op, srcs, shape, dtype, arg)
 
     def mark_output(self, tensor: GraphTensor, name: str) -> Node:
+        _check_name("GraphTensor.output", name)
         if name in self.outputs:
             raise LuminalError(f"the graph already has an output named {name!r}")
         tensor = tensor.contiguous()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Union
 
 from ..core import dtypes as dt
 from ..core.dtypes import DType
-from ..core.errors import DTypeError, ShapeError
+from ..core.errors import ArgumentError, DTypeError, ShapeError
 from ..core.ops import LOG2_E, Op
 from ..core.shape_tracker import ONE, ShapeTracker, format_shape, numel
 from ..core.symbolic import Expr, ExprLike, add, and_, as_expr, div, gte, lt, max_, min_, mod, mul
@@ -100,6 +100,8 @@ class GraphTensor:
         return self.graph.constant(value, dtype or self.dtype)
 
     def _axis(self, axis: int) -> int:
+        if isinstance(axis, bool) or not isinstance(axis, int):
+            raise ArgumentError(f"axis={axis!r}: expected an int, an axis of shape {format_shape(self.shape)}")
         if not -max(self.ndim, 1) <= axis < max(self.ndim, 1):
             raise ShapeError(f"axis {axis} is out of range for shape {format_shape(self.shape)}")
         return axis % max(self.ndim, 1)
@@ -108,7 +110,7 @@ class GraphTensor:
         """Axes as sorted non-negative ints; a 0-dim tensor takes axis 0 or -1 as torch does, meaning none."""
         if axes is None:
             return list(range(self.ndim))
-        found = sorted({self._axis(a) for a in ([axes] if isinstance(axes, int) else axes)})
+        found = sorted({self._axis(a) for a in (axes if isinstance(axes, (list, tuple)) else [axes])})
         return found if self.ndim else []
 
     def _float(self) -> GraphTensor:
@@ -117,6 +119,8 @@ class GraphTensor:
 
     # ---- dtype --------------------------------------------------------------------------
     def cast(self, dtype: DType) -> GraphTensor:
+        if not isinstance(dtype, DType):
+            raise DTypeError(f"cast: dtype={dtype!r} is not an ll dtype such as ll.f16")
         if dtype == self.dtype:
             return self
         return self._apply(Op.CAST, arg=dtype)
@@ -231,10 +235,18 @@ class GraphTensor:
                 out = out.unsqueeze(axis)
                 axis += 1
             elif isinstance(item, slice):
+                if item.step is not None and (not isinstance(item.step, int) or item.step < 1):
+                    raise ArgumentError(f"index {item!r}: a slice's step must be an int >= 1")
                 out = out.slice(axis, item.start, item.stop, item.step or 1)
                 axis += 1
-            elif isinstance(item, int):
-                position = item + out.shape[axis].value if item < 0 and out.shape[axis].is_num else item
+            elif isinstance(item, int) and not isinstance(item, bool):
+                if axis >= out.ndim:
+                    raise ShapeError(f"too many indices for shape {format_shape(self.shape)}")
+                size = out.shape[axis]
+                if size.is_num and not -size.value <= item < size.value:
+                    raise ShapeError(f"index {item} is out of range for axis {axis} of shape "
+                                     f"{format_shape(self.shape)}")
+                position = item + size.value if item < 0 and size.is_num else item
                 out = out.slice(axis, position, position + 1)
                 drop.append(axis)
                 axis += 1
@@ -775,6 +787,8 @@ class GraphTensor:
 
     @high_level
     def pow(self, exponent: float | GraphTensor) -> GraphTensor:
+        if isinstance(exponent, bool) or not isinstance(exponent, (int, float, GraphTensor)):
+            raise ArgumentError(f"pow: exponent={exponent!r} is not a number or a GraphTensor")
         if isinstance(exponent, GraphTensor):
             base, power = self._pair(exponent, result_float=True)
             return (power * base.log2()).exp2()

@@ -21,7 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from ..core.arguments import fail, integer
 from ..core.dtypes import DType
+from ..core.errors import NoEClassError, Refused
 from ..core.ops import CONTRACT_KERNELS, END_MARKERS, FUSED_OPS, GPU_KERNELS, IN_REGION, REDUCE_KERNELS
 from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import Expr, add, and_, ceil_div, div, gte, lt, max_, min_, mod, mul, or_
@@ -37,14 +39,6 @@ _EXPRESSIONS = {
     "MAdd": add, "MMul": mul, "MDiv": div, "MMod": mod, "MCeilDiv": ceil_div, "MMin": min_, "MMax": max_,
     "MAnd": and_, "MOr": or_, "MGte": gte, "MLt": lt, "MSub": lambda a, b: add(a, mul(-1, b)),
 }
-
-
-class Refused(Exception):
-    """A genome that extracts no LLIR; ``kind`` is cycle, dead end or missing kernel op."""
-
-    def __init__(self, kind: str, detail: str):
-        self.kind = kind
-        super().__init__(f"{kind}: {detail}")
 
 
 def _node_hash(cid: str, node: ENode) -> int:
@@ -134,6 +128,11 @@ class ChoiceSpace:
     def alternatives(self, genome: Genome, cid: str) -> list[Genome]:
         """``genome`` with e-class ``cid`` picking each of its e-nodes in turn (one genome per e-node, the rest
         unchanged): for example every implementation of one contraction."""
+        if genome.space is not self:
+            fail("ChoiceSpace.alternatives", "genome", genome, "a genome of this choice space")
+        if cid not in self.position:
+            raise NoEClassError(f"ChoiceSpace.alternatives(cid={cid!r}): expected one of the {len(self.classes)} "
+                                "e-classes a genome picks in (IR or IList), such as " + repr(self.snapshot.root))
         i = self.position[cid]
         return [self.genome([pick if j == i else old for j, old in enumerate(genome.picks)])
                 for pick in range(len(self.options[i]))]
@@ -264,6 +263,9 @@ class Genome:
     def mutate(self, n: int, rng: random.Random, without: frozenset[str] = frozenset()) -> Genome:
         """A copy with ``n`` random e-classes (of those with a choice) picking another e-node, none that runs a
         kernel op in ``without``."""
+        integer("Genome.mutate", "n", n, minimum=0)
+        if not isinstance(rng, random.Random):
+            fail("Genome.mutate", "rng", rng, "a random.Random, e.g. random.Random(0)")
         space, picks, value = self.space, list(self.picks), self.hash
         mutable = space.mutable_without(without)
         mutations = []

@@ -125,11 +125,10 @@ class EClassInspector(widgets.VBox):
 
     # ---- selecting --------------------------------------------------------------------------
     def select(self, cid: str) -> dict[str, Any]:
-        """Show e-class ``cid`` and return its details; ``KeyError`` naming it when there is none."""
+        """Show e-class ``cid`` and return its details; ``NoEClassError`` (a ``KeyError``) naming it when there is
+        none."""
         snapshot = self.egraph.snapshot
-        if cid not in snapshot.classes:
-            raise KeyError(f"no e-class {cid!r} in the e-graph")
-        eclass = snapshot.classes[cid]
+        eclass = snapshot.classes[snapshot.check(cid, "EClassInspector.select")]
         graph = self.egraph.graph
         genome = self.current_genome()
         children = list(dict.fromkeys(c for n in eclass.nodes for c in n.children))

@@ -29,6 +29,7 @@ import ipywidgets as widgets
 from matplotlib.figure import Figure
 
 from ..codegen.cuda_stage import CudaStage
+from ..core.arguments import integer, one_of
 from ..core.errors import NoDeviceError
 from ..core.stage import Stage
 from ..llir.regions import Regions
@@ -64,6 +65,11 @@ class GenomeProfiler(widgets.VBox):
 
     def __init__(self, comp: Compiled, generations: int = 5, generation_size: int = 30, mutations: int = 3,
                  device: str = "cpu", seed: int = 0) -> None:
+        where = "Compiled.profiler"
+        for name, value, low in (("generations", generations, 0), ("generation_size", generation_size, 1),
+                                 ("mutations", mutations, 1), ("seed", seed, None)):
+            integer(where, name, value, minimum=low)
+        one_of(where, "device", device, DEVICES)
         self.comp = comp
         self.history: list[Candidate] = []
         self.result: SearchResult | None = None

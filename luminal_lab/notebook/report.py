@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..codegen.cuda_stage import CudaStage
 from ..codegen.cuda_view import label as cuda_label
 from ..compiler.provenance import TITLES, Provenance
+from ..core.arguments import writable
 from ..core.ids import cuda_kernel_id as cuda_id
 from .assets import NO_PICTURE, asset
 
@@ -76,6 +77,7 @@ def selections(provenance: Provenance) -> dict[str, dict[str, dict[str, Any]]]:
 
 def write_report(comp: Compiled, path: str | Path, genome: Genome | None = None) -> Path:
     """Write every stage of ``comp`` for ``genome`` (default: the current genome) to the HTML file ``path``."""
+    path = writable("Compiled.report", path)
     provenance = Provenance(comp.stages(genome))
     data = {"targets": {name: provenance.drawn(name) for name in provenance.stages},
             "selections": selections(provenance)}
@@ -87,7 +89,5 @@ def write_report(comp: Compiled, path: str | Path, genome: Genome | None = None)
             '<div class="ll-status">Click a node in any stage to highlight its counterparts in the others.</div>'
             f'{sections}<script type="application/json" id="ll-provenance">{script_json(data)}</script>'
             f"<script>{asset('provenance.js', 'report.js')}</script></body></html>\n")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
     return path

@@ -9,6 +9,7 @@ through numba-cuda on a GPU), ``cache`` (compiled CPU kernels in memory and on d
 
 from __future__ import annotations
 
+from ..core.arguments import one_of
 from ..core.errors import NoDeviceError
 from ..core.ops import GPU_KERNELS
 from ..llir.llir import LLIR
@@ -18,10 +19,10 @@ from .cuda import CUDARuntime, cuda_unavailable_reason
 DEVICES = ("cpu", "cuda")
 
 
-def check_device(device: str) -> None:
-    """Raise unless ``device`` is one of ``DEVICES`` and usable here (``NoDeviceError`` names why not)."""
-    if device not in DEVICES:
-        raise ValueError(f"device {device!r} is not available; choose one of {DEVICES}")
+def check_device(device: str, where: str = "new_runtime") -> None:
+    """Raise unless ``device`` is one of ``DEVICES`` (``ArgumentError`` naming ``where``) and usable here
+    (``NoDeviceError`` says why not)."""
+    one_of(where, "device", device, DEVICES)
     if device == "cuda":
         reason = cuda_unavailable_reason()
         if reason is not None:

@@ -19,6 +19,7 @@ naming the buffer, and so does an allocation that fails anyway.
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from abc import ABC, abstractmethod
@@ -38,6 +39,18 @@ from ..llir.llir import LLIR
 
 Step = Callable[[], None]
 MEMORY_FRACTION = 0.5  # of the device's free memory a plan's buffers may take, by default
+
+
+def host_memory_available() -> int:
+    """Bytes of host memory available now: what the kernel reports (``MemAvailable``), else the free pages."""
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def format_bytes(count: float) -> str:

@@ -24,7 +24,6 @@ here: the CPU has one matmul.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -50,7 +49,7 @@ from ..core.symbolic import Expr
 from ..hlir.contraction import Contraction
 from ..llir.llir import LLIR, Kernel
 from ..llir.regions import RegionBody, find_regions
-from .base import Plan, Runtime, Slot, Step
+from .base import Plan, Runtime, Slot, Step, host_memory_available
 from .cache import KernelCache, kernel_cache
 
 PARALLEL_THRESHOLD = 1 << 16  # elements; below it numba's thread start-up costs more than it saves
@@ -230,15 +229,7 @@ class CPURuntime(Runtime[CPUPlan]):
         self.cache = cache or kernel_cache()
 
     def _free_memory(self) -> int:
-        """What the kernel reports available (``MemAvailable``), else the free pages."""
-        try:
-            with open("/proc/meminfo") as info:
-                for line in info:
-                    if line.startswith("MemAvailable:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        return host_memory_available()
 
     def _build(self, bindings: dict[str, int]) -> CPUPlan:
         return _Planner(self, bindings).plan()

@@ -40,11 +40,10 @@ from ..codegen.cuda import llir_sources
 from ..codegen.cuda_c import CudaKernel
 from ..codegen.ptx import compile_ptx
 from ..core.dtypes import DType, to_torch
-from ..core.errors import DTypeBoundaryError, LuminalError, NoDeviceError, ShapeError
+from ..core.errors import DTypeBoundaryError, LuminalError, NoDeviceError, Refused, ShapeError
 from ..core.ops import IN_REGION
 from ..core.shape_tracker import ShapeTracker
 from ..hlir.contraction import Contraction
-from ..llir.genome import Refused
 from ..llir.llir import LLIR, Kernel
 from .base import Plan, Runtime, Slot, Step
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.dtypes import DType
-from ..llir.genome import ChoiceSpace, Genome, Refused, children, extract
+from ..core.errors import Refused, SearchStopped
+from ..llir.genome import ChoiceSpace, Genome, children, extract
 from ..llir.llir import LLIR
 
 OUTCOMES = ("ok", "nan", "mismatch", "error", "refused")
@@ -80,10 +81,6 @@ class SearchResult:
         stop = ", interrupted" if self.interrupted else ""
         return (f"<SearchResult {len(self.history)} candidates ({counts}); best {self.best.seconds * 1e3:.3f} ms, "
                 f"initial {self.initial.seconds * 1e3:.3f} ms{stop}>")
-
-
-class SearchStopped(RuntimeError):
-    """A search's ``stop`` event was set before it found a viable genome."""
 
 
 Runner = Callable[[LLIR], tuple[list[np.ndarray], float, dict[int, float]]]

@@ -52,9 +52,9 @@ def test_graph_without_outputs_and_wrong_input_count() -> None:
     with pytest.raises(ll.LuminalError, match="no outputs"):
         ll.compile(g)
     comp = _graph_of(ll.f32)
-    with pytest.raises(ll.LuminalError, match=r"expected 1 input\(s\)"):
+    with pytest.raises(ll.ArgumentError, match=r"^2 inputs given; the program takes 1: \['x'\]"):
         comp.run(torch.zeros(1, 2), torch.zeros(1, 2))
-    with pytest.raises(ValueError, match="device 'tpu'"):
+    with pytest.raises(ValueError, match=r"Compiled.run\(device='tpu'\): expected one of 'cpu', 'cuda'"):
         comp.run(torch.zeros(1, 2), device="tpu")
 
 

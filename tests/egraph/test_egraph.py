@@ -328,7 +328,7 @@ def test_run_one_ruleset(egraphs: Make) -> None:
     assert report.fired() and all(rule.startswith("lower-") or rule == "exp2-chain-to-KernelExp"
                                   for rule in report.fired())
     assert report.enodes_after > report.enodes_before
-    with pytest.raises(ll.EgglogError, match="no ruleset 'nope'"):
+    with pytest.raises(ll.ArgumentError, match=r"EGraph.run\(ruleset='nope'\): expected one of 'expr'"):
         egraph.run("nope")
 
 
@@ -484,7 +484,8 @@ def test_bad_rule_text_names_its_line_and_leaves_the_egraph_usable(kind: str, eg
         egraph.add_rules(text, ruleset="mine")
     assert isinstance(raised.value, ll.LuminalError)
     assert raised.value.line == bad, "the offending line, as given"
-    assert "(line 3)" in str(raised.value)
+    first = str(raised.value).splitlines()[0]
+    assert re.fullmatch(r"add_rules, line 3, column \d+: .+", first) and "egglog" not in first, first
     # nothing of the failed text stays: the first two (valid) rules were rolled back too
     assert (egraph.program, egraph.rulesets) == (program, rulesets)
     assert (egraph.snapshot.n_enodes, len(egraph.eclasses)) == counts
@@ -502,7 +503,7 @@ def test_adding_the_same_rules_twice_is_an_egglog_error(egraphs: Make) -> None:
     egraph = egraphs(g)
     egraph.add_rules(TWICE_IS_ADD, ruleset="mine")
     program = egraph.program
-    with pytest.raises(ll.EgglogError, match="already present") as raised:
+    with pytest.raises(ll.EgglogError, match="a rule named 'twice-is-add' was already added") as raised:
         egraph.add_rules(TWICE_IS_ADD, ruleset="mine")
     assert raised.value.line is not None and raised.value.line.startswith("(rule")
     assert egraph.program == program
@@ -512,7 +513,7 @@ def test_adding_the_same_rules_twice_is_an_egglog_error(egraphs: Make) -> None:
 def test_bad_ruleset_name(egraphs: Make) -> None:
     g, _, _ = twice_graph()
     egraph = egraphs(g)
-    with pytest.raises(ll.EgglogError, match="not an egglog identifier"):
+    with pytest.raises(ll.ArgumentError, match=r"EGraph.add_rules\(ruleset='my rules'\)"):
         egraph.add_rules(VALID_TWO_LINES, ruleset="my rules")
     assert egraph.rulesets == ["expr", "dtype_prop", "early", "kernel_lower", "algebra", "fusion_pair", "fusion_grow",
                                "fusion_merge", "cleanup"]

@@ -9,8 +9,9 @@ import torch
 import luminal_lab as ll
 from luminal_lab.core.arrays import to_numpy
 from luminal_lab.core.dtypes import to_torch as to_torch_dtype
+from luminal_lab.core.errors import Refused
 from luminal_lab.core.ops import FUSED_OPS, IN_REGION
-from luminal_lab.llir.genome import Refused, extract
+from luminal_lab.llir.genome import extract
 from luminal_lab.llir.regions import find_regions
 from luminal_lab.runtime.cpu import CPURuntime
 from tests.helpers.models import LlamaBlock, llama_inputs

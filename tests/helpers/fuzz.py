@@ -14,9 +14,10 @@ import numpy as np
 from hypothesis import strategies as st
 
 import luminal_lab as ll
+from luminal_lab.core.errors import Refused
 from luminal_lab.egraph import EGraph
 from luminal_lab.hlir.reference import ReferenceRuntime
-from luminal_lab.llir.genome import ChoiceSpace, Refused, children, extract
+from luminal_lab.llir.genome import ChoiceSpace, children, extract
 from luminal_lab.runtime.cpu import CPURuntime
 from luminal_lab.search.search import compare
 

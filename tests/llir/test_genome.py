@@ -7,8 +7,9 @@ import random
 import pytest
 
 import luminal_lab as ll
+from luminal_lab.core.errors import Refused
 from luminal_lab.egraph import EGraph
-from luminal_lab.llir.genome import ChoiceSpace, Refused, children, extract
+from luminal_lab.llir.genome import ChoiceSpace, children, extract
 
 
 def softmax_graph() -> ll.Graph:

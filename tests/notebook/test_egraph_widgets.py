@@ -149,8 +149,8 @@ def test_a_failing_action_is_shown_not_raised(program: ll.Compiled, monkeypatch:
     eg = comp.egraph
     stepper = eg.stepper()
     assert stepper.run_ruleset("nope") is None
-    assert isinstance(stepper.error, ll.EgglogError)
-    assert stepper.status_text.startswith("ruleset nope failed: EgglogError: no ruleset 'nope'")
+    assert isinstance(stepper.error, ll.ArgumentError)
+    assert stepper.status_text.startswith("ruleset nope failed: ArgumentError: EGraph.run(ruleset='nope'): expected")
     assert "failed" in stepper.status_view.value and eg.history == []
 
     def broken(**budget) -> None:

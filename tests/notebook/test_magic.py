@@ -176,7 +176,7 @@ def shell() -> Iterator[InteractiveShell]:
     ("ll.Graph", "'ll.Graph' is not a name"),
     ("model", "model needs example inputs: %luminal model x"),
     ("model x x", "model does not take the 2 example input(s) x, x: too many positional arguments"),
-    ("g x", "LuminalError: a Graph declares its own inputs; pass no example inputs"),
+    ("g x", "ArgumentError: ll.compile(example_inputs=(tensor("),
 ])
 def test_line_magic_usage_errors(shell, line: str, message: str) -> None:
     with pytest.raises(UsageError) as error:

@@ -17,10 +17,11 @@ import luminal_lab as ll
 from luminal_lab.codegen.cuda import llir_sources
 from luminal_lab.codegen.cuda_c import CudaKernel
 from luminal_lab.core.arrays import to_numpy
+from luminal_lab.core.errors import Refused
 from luminal_lab.core.ops import IN_REGION
 from luminal_lab.core.shape_tracker import ShapeTracker
 from luminal_lab.hlir.graph import Graph
-from luminal_lab.llir.genome import Refused, extract
+from luminal_lab.llir.genome import extract
 from luminal_lab.llir.llir import LLIR, Kernel
 from luminal_lab.runtime.cpu import CPURuntime
 from luminal_lab.runtime.cuda import CUDARuntime, cuda_available, cuda_unavailable_reason, device_dtype, schedule

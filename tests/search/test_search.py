@@ -10,9 +10,10 @@ import pytest
 import torch
 
 import luminal_lab as ll
+from luminal_lab.core.errors import SearchStopped
 from luminal_lab.egraph.worker import spare_pid
 from luminal_lab.llir.genome import extract
-from luminal_lab.search.search import OUTCOMES, SearchStopped, search
+from luminal_lab.search.search import OUTCOMES, search
 from tests.helpers.models import LlamaBlock, llama_inputs
 
 
@@ -70,7 +71,7 @@ def test_same_seed_same_history_under_a_fixed_cost(llama) -> None:
 def _space_and_expected(llama):
     _, _, comp = llama
     space = comp.choice_space()
-    arrays, _ = comp._profiling_inputs(None)
+    arrays, _ = comp._profiling_inputs(None, "test")
     reference = comp._reference.run(arrays, {})
     return space, [reference[name] for name in comp.graph.outputs]
 
