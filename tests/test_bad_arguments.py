@@ -192,6 +192,9 @@ CASES: dict[str, Case] = {
                                      "line 2, column 10: (MAdd ?a) has the wrong number of arguments: it takes 2"),
     "rules unbound variable": Case(lambda w: w.comp.egraph.add_rules("(rewrite (MAdd ?a ?b) (MAdd ?a ?c))"),
                                    ll.EgglogError, "?c is not bound"),
+    "rules of the wrong sort": Case(lambda w: w.comp.egraph.add_rules("(rule ((= ?e (MNum ?n))) ((set (dtype ?e) "
+                                                                     "(F16))))"),
+                                    ll.EgglogError, "?e is an Expression where an IR is expected"),
     "ruleset name with a space": Case(lambda w: w.comp.egraph.add_rules("", ruleset="my rules"), ll.ArgumentError,
                                       "ruleset='my rules'"),
     "remove an unknown ruleset": Case(lambda w: w.comp.egraph.remove_rules("nope"), ll.ArgumentError,
@@ -328,3 +331,20 @@ def test_a_stopped_saturation_is_named_when_a_genome_is_refused() -> None:
         comp.run(torch.randn(2, 3))
     assert isinstance(raised.value, ll.LuminalError)
     assert "the e-graph's saturation stopped: e-node budget" in str(raised.value).splitlines()[0]
+
+
+def test_a_rule_failing_while_running_names_its_ruleset_and_comes_out() -> None:
+    g = ll.Graph()
+    (g.tensor((2, 3), name="a") * 2).output("y")
+    comp = ll.compile(g)
+    comp.egraph.add_rules("(function pick (i64) i64 :no-merge)\n"
+                          "(rule ((= ?e (MNum ?n))) ((set (pick ?n) ?n) (set (pick ?n) (+ ?n 1))))", ruleset="clash")
+    with pytest.raises(ll.EgglogError) as raised:
+        comp.egraph.step()
+    assert str(raised.value).splitlines()[0] == ("running ruleset clash: a rule gave function pick two values for one "
+                                                 "key, and it has no :merge to choose between them")
+    assert comp.egraph.history == []
+    comp.egraph.remove_rules("clash")
+    assert "clash" not in comp.egraph.rulesets and comp.egraph.saturate().saturated
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(comp.run(x), x * 2)

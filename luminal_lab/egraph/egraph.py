@@ -398,6 +398,10 @@ class _Budget:
         try:
             schedule = f"(run {ruleset})" if iterations == 1 else f"(repeat {iterations} (run {ruleset}))"
             (output,) = self.worker.run(f"(run-schedule {schedule})", deadline=self.deadline)
+        except EgglogError as error:
+            message = str(error)
+            raise EgglogError(f"running ruleset {ruleset}: {_reason(message)}\n  egglog said: "
+                              f"{' / '.join(message.splitlines())}") from None
         except WorkerDied as died:
             self.worker.restart()
             reason = ("time budget used up during an iteration of " if died.reason == "timeout"
@@ -520,6 +524,9 @@ _REASONS = (
     (r"Arity mismatch, expected (\d+) args: (.*)", "{1} has the wrong number of arguments: it takes {0}"),
     (r"Unbound symbol (\S+)", "{0} is not bound: a variable on the right must appear on the left"),
     (r"Failed to infer a type for: (.*)", "the type of {0} cannot be inferred"),
+    (r"Expect expression (\S+) to have type (\S+), but get type (\S+)", "{0} is an {2} where an {1} is expected"),
+    (r"Panic: Illegal merge attempted for function (\S+)", "a rule gave function {0} two values for one key, and it "
+     "has no :merge to choose between them"),
     (r"egglog panicked: Rule '(.*)' was already present", "a rule named {0!r} was already added (add rules once; "
      "comp.egraph.remove_rules() takes them out)"),
 )
