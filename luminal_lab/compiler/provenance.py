@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..codegen.cuda_stage import CudaStage
+from ..core.errors import ArgumentError
 from ..core.ids import cuda_kernel_id as cuda_id
 from ..core.ids import kernel_id
 from ..core.stage import SCHEMA_VERSION, Stage
@@ -99,7 +100,7 @@ class Provenance:
 
     def _nodes(self, stage: str) -> dict[str, int]:
         if stage not in self._order:
-            raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(self.stages)}")
+            raise ArgumentError(f"unknown stage {stage!r}; the stages are {', '.join(self.stages)}")
         return self._order[stage]
 
     def drawn(self, stage: str) -> dict[str, str]:
@@ -111,7 +112,7 @@ class Provenance:
         """For each other stage (pipeline order), the ids that correspond to ``node_id`` of ``stage`` (in that
         stage's order; empty when none). ``ValueError`` names an unknown stage or id."""
         if node_id not in self._nodes(stage):
-            raise ValueError(f"the {stage} stage has no node {node_id!r}")
+            raise ArgumentError(f"the {stage} stage has no node {node_id!r}")
         found: dict[str, set[str]] = {name: set() for name in self.stages if name != stage}
 
         def walk(at: str, ids: set[str], seen: frozenset[str]) -> None:

@@ -350,7 +350,7 @@ class GraphTensor:
         if rounding_mode is None:
             return self / other
         if rounding_mode not in ("trunc", "floor"):
-            raise ValueError(f"div rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+            raise ArgumentError(f"div(rounding_mode={rounding_mode!r}): expected None, 'trunc' or 'floor'")
         a, b = self._pair(other)
         if not a.dtype.is_float:
             return a.cast(dt.f64).div(b.cast(dt.f64), rounding_mode).cast(a.dtype)
@@ -782,7 +782,7 @@ class GraphTensor:
             inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
             return 0.5 * x * (1 + inner.tanh())
         if approximate != "none":
-            raise ValueError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
+            raise ArgumentError(f"gelu(approximate={approximate!r}): expected 'none' or 'tanh'")
         return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
 
     @high_level

@@ -313,34 +313,57 @@ def extract(genome: Genome) -> LLIR:
 
 
 class _Extraction:
+    """One walk from the root through a genome's picks, depth-first with an explicit stack (a graph of any depth
+    extracts), building each e-class's kernel once its operands have theirs."""
+
     def __init__(self, genome: Genome):
         self.genome = genome
         self.space = genome.space
         self.kernels: list[Kernel] = []
-        self.of_class: dict[str, int] = {}
+        self.of_class: dict[str, int | None] = {}  # e-class -> its kernel id (None for an OutputJoin)
         self.outputs: dict[int, int] = {}
-        self.visiting: list[str] = []
 
     def run(self) -> LLIR:
         self.visit(self.space.snapshot.root)
         return LLIR(self.kernels, [self.outputs[i] for i in sorted(self.outputs)], self.genome.hash)
 
-    def visit(self, cid: str) -> int | None:
-        """The kernel id computing e-class ``cid`` (None for OutputJoin)."""
-        if cid in self.of_class:
-            return self.of_class[cid]
-        if cid in self.visiting:
-            loop = self.visiting[self.visiting.index(cid):] + [cid]
-            raise Refused("cycle", " -> ".join(loop))
-        self.visiting.append(cid)
+    def visit(self, root: str) -> None:
+        """Build the kernels of ``root`` and of everything it reads, operands first (kernel ids follow that
+        order); a pick that reads itself again on the way down is a cycle."""
+        path, on_path = [root], {root}
+        pending = [iter(self.operands(root))]
+        while path:
+            child = next((c for c in pending[-1] if c not in self.of_class), None)
+            if child is None:
+                cid = path.pop()
+                pending.pop()
+                on_path.discard(cid)
+                self.finish(cid)
+                continue
+            if child in on_path:
+                loop = path[path.index(child):] + [child]
+                raise Refused("cycle", " -> ".join(loop))
+            path.append(child)
+            on_path.add(child)
+            pending.append(iter(self.operands(child)))
+
+    def operands(self, cid: str) -> list[str]:
+        """The IR e-classes the pick of ``cid`` reads."""
         node = self.genome.pick(cid)
-        kernel = self.build(cid, node)
-        self.visiting.pop()
+        if node.op == "OutputJoin":
+            return list(node.children)
+        if node.op == "Output":
+            return [node.children[0]]
+        if node.op == "Op":
+            return self.inputs(node.children[1])
+        return []
+
+    def finish(self, cid: str) -> None:
+        """Build the kernel of ``cid``, whose operands are built."""
+        kernel = self.build(cid, self.genome.pick(cid))
+        self.of_class[cid] = None if kernel is None else kernel.id
         if kernel is not None:
-            self.of_class[cid] = kernel.id
             self.kernels.append(kernel)
-            return kernel.id
-        return None
 
     def inputs(self, cid: str) -> list[str]:
         """The IR e-classes of an IList e-class, through the genome's IList picks."""
@@ -365,15 +388,13 @@ class _Extraction:
         space = self.space
         hlir = tuple(space.snapshot.classes[cid].hlir)
         if node.op == "OutputJoin":
-            for child in node.children:
-                self.visit(child)
             return None
         if node.op == "Input":
             hlir_node = space.graph.nodes[int(node.literals[0])]
             return Kernel(len(self.kernels), "Input", (), hlir_node.shape, space.dtype(node.children[0]),
                           hlir_node.arg, cid, hlir)
         if node.op == "Output":
-            source = self.visit(node.children[0])
+            source = self.of_class[node.children[0]]
             if source is None:
                 raise Refused("dead end", f"{cid}: an output reads an OutputJoin")
             index = int(node.literals[0])
@@ -388,7 +409,7 @@ class _Extraction:
         if kind is None:
             ops = sorted({n.op for n in space.snapshot.classes[node.children[0]].nodes})
             raise Refused("missing kernel op", f"{cid} picks {'/'.join(ops)}, which has no kernel form")
-        sources = [self.visit(c) for c in self.inputs(node.children[1])]
+        sources = [self.of_class[c] for c in self.inputs(node.children[1])]
         return self.kernel(len(self.kernels), kind, sources, cid, hlir)
 
     def kernel(self, kernel_id: int, kind: ENode, sources: list[int | None], cid: str, hlir: tuple) -> Kernel:

@@ -75,6 +75,7 @@ from .llir import LLIR, Kernel
 from .regions import Region, find_regions
 
 MAX_DRAWN_KERNELS = MAX_DRAWN_NODES  # above this many kernels the picture is condensed
+MAX_CLUSTERED_KERNELS = 120  # or above this many inside regions (Graphviz lays clusters out in superlinear time)
 HEAT = ("#fffbeb", "#fde68a", "#fb923c", "#dc2626")  # heat scale stops, from no time to the largest share
 DARK_FROM = 0.75  # on fills hotter than this the text is white
 LEGEND_STEPS = 5  # cells of the heat scale in the caption
@@ -196,8 +197,9 @@ def to_dot(llir: LLIR, regions: list[Region] | None = None) -> graphviz.Digraph:
     LLIR's fused regions when already found."""
     regions = find_regions(llir) if regions is None else regions
     dot = graphviz.Digraph("llir", graph_attr=GRAPH_ATTR, node_attr=NODE_ATTR, edge_attr=EDGE_ATTR)
-    if len(llir.kernels) > MAX_DRAWN_KERNELS:
-        _condensed(dot, llir, len(regions))
+    clustered = sum(len(region.kernels()) for region in regions)
+    if len(llir.kernels) > MAX_DRAWN_KERNELS or clustered > MAX_CLUSTERED_KERNELS:
+        _condensed(dot, llir, len(regions), clustered)
     else:
         _full(dot, llir, regions)
     return dot
@@ -352,11 +354,13 @@ def _boxes(llir: LLIR) -> tuple[list[_Box], str]:
     return boxes, f"one box per {size} kernels in order"
 
 
-def _condensed(dot: graphviz.Digraph, llir: LLIR, regions: int) -> None:
+def _condensed(dot: graphviz.Digraph, llir: LLIR, regions: int, clustered: int) -> None:
     boxes, how = _boxes(llir)
     seconds = {box.id: sum(llir.times.get(k.id, 0.0) for k in box.kernels) for box in boxes}
     scale = _Heat(llir, list(seconds.values())) if llir.times else None
-    _caption(dot, llir, scale, regions, f"condensed (more than {MAX_DRAWN_KERNELS}); {how}; constants left out", "box")
+    why = (f"more than {MAX_DRAWN_KERNELS}" if len(llir.kernels) > MAX_DRAWN_KERNELS
+           else f"{clustered} kernels in regions, more than {MAX_CLUSTERED_KERNELS}")
+    _caption(dot, llir, scale, regions, f"condensed ({why}); {how}; constants left out", "box")
     where: dict[int, str] = {}
     for box in boxes:
         style = scale.style(seconds[box.id]) if scale else {}

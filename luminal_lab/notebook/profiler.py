@@ -30,7 +30,7 @@ from matplotlib.figure import Figure
 
 from ..codegen.cuda_stage import CudaStage
 from ..core.arguments import integer, one_of
-from ..core.errors import NoDeviceError
+from ..core.errors import LuminalError, NoDeviceError
 from ..core.stage import Stage
 from ..llir.regions import Regions
 from ..runtime import DEVICES, check_device
@@ -129,7 +129,7 @@ class GenomeProfiler(widgets.VBox):
         """Start a search with the controls' settings in a background thread; the widget shows it live.
         Without the chosen device it says why in the status line and starts nothing."""
         if self.running:
-            raise RuntimeError("a search is already running: stop() it or wait() for it first")
+            raise LuminalError("a search is already running: stop() it or wait() for it first")
         if not self._device_ready():
             return
         settings = {"generations": self.generations_input.value, "generation_size": self.size_input.value,

@@ -167,7 +167,7 @@ def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generati
                 break
         if initial is None:
             reasons = Counter(c.outcome for c in history)
-            raise RuntimeError(f"no viable genome in 100 random tries ({dict(reasons)}); last: {history[-1].reason}")
+            raise Refused("no viable genome", f"100 random tries gave {dict(reasons)}; the last: {history[-1].reason}")
         for generation in range(1, generations + 1):
             parents = sorted((c for c in history if c.outcome == "ok"), key=lambda c: c.seconds)[:keep_best]
             for slot in range(generation_size):

@@ -72,7 +72,7 @@ def test_a_launched_search_is_shown_live_and_in_full(comp) -> None:
 def test_stop_ends_the_search_early_with_what_it_found(comp) -> None:
     profiler = comp.profiler(generations=200, generation_size=30)
     profiler.launch()
-    with pytest.raises(RuntimeError, match="already running"):
+    with pytest.raises(ll.LuminalError, match="already running"):
         profiler.launch()
     deadline = time.monotonic() + 30
     while profiler.outcome_counts["ok"] < 2 and time.monotonic() < deadline:
