@@ -12,7 +12,7 @@ graph, fused regions), ``codegen`` (CPU and CUDA kernel source), ``runtime`` (ru
 """
 
 from .compiler.compiled import Compiled, compile
-from .core.dtypes import DType, bf16, f16, f32, f64, i32, i64
+from .core.dtypes import DType, bf16, f16, f32, f64, i8, i16, i32, i64, u8
 from .core.dtypes import bool_ as bool
 from .core.errors import (
     ArgumentError,
@@ -58,6 +58,6 @@ __all__ = [
     "ArgumentError", "BudgetExceeded", "Compiled", "DType", "DTypeBoundaryError", "DTypeError", "EgglogError", "Expr",
     "Graph", "GraphTensor", "LuminalError", "MemoryBudgetError", "NoDeviceError", "NoEClassError", "Node", "Op",
     "ReferenceRuntime", "Refused", "SearchStopped", "ShapeError", "ShapeTracker", "Signature", "UnsupportedOpError",
-    "bf16", "bool", "compile", "concat", "embedding", "f16", "f32", "f64", "i32", "i64", "maximum", "minimum",
-    "programs", "stack", "where",
+    "bf16", "bool", "compile", "concat", "embedding", "f16", "f32", "f64", "i8", "i16", "i32", "i64", "maximum",
+    "minimum", "programs", "stack", "u8", "where",
 ]

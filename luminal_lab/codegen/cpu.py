@@ -7,9 +7,10 @@ rank and by each operand's innermost stride (``c`` unit, ``b`` zero, ``s`` other
 only loops over rows it knows are contiguous, which numba's strided ("A" layout) arrays never
 are. So one compiled kernel serves every shape and stride of its op, dtypes, rank and innermost
 strides; ``parallel`` variants loop with ``prange``. f16 and bf16 travel as their uint16 bits,
-compute in f32 and round on store; float32 Exp2/Exp/Log2/Sin call the vectorisable versions in
-``cpu_math``, which every source imports. A fused region's ``RegionBody`` becomes one loop nest
-computing its steps on registers. Each source's first line names the hash of ``cpu_math``, so a
+compute in f32 and round on store; ints wrap to their type on store (and so does a fused step's
+value); float32 Exp2/Exp/Log2/Sin call the vectorisable versions in ``cpu_math``, which every
+source imports. A fused region's ``RegionBody`` becomes one loop nest computing its steps on
+registers. Each source's first line names the hash of ``cpu_math``, so a
 kernel cached against older helpers is never reused. The runtime (``luminal_lab.runtime.cpu``)
 compiles and caches these sources.
 """
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.dtypes import DType
+from ..core.dtypes import DType, cast_path
 from ..core.errors import UnsupportedOpError
 from ..core.ops import REDUCE_KERNELS, UNARY_KERNELS
 from ..llir.regions import RegionBody
@@ -73,8 +74,9 @@ _UNARY_F32 = {"Log2": "m.log2f({x})", "Exp2": "m.exp2f({x})", "Exp": "m.expf({x}
 _UNARY_F64 = {"Log2": "np.log2({x})", "Exp2": "np.exp2({x})", "Exp": "np.exp({x})", "Sin": "np.sin({x})",
               "Sqrt": "np.sqrt({x})", "Recip": "1.0 / {x}"}
 _BINARY = {"Add": "{x} + {y}", "Mul": "{x} * {y}", "LessThan": "{x} < {y}"}
-_CAST = {DType.F32: "np.float32({x})", DType.F64: "np.float64({x})", DType.I32: "np.int32({x})",
-         DType.I64: "np.int64({x})", DType.BOOL: "{x} != 0"}
+_CAST = {DType.F32: "np.float32({x})", DType.F64: "np.float64({x})", DType.I8: "np.int8({x})",
+         DType.U8: "np.uint8({x})", DType.I16: "np.int16({x})", DType.I32: "np.int32({x})",
+         DType.I64: "np.int64({x})", DType.BOOL: "({x}) != 0"}
 
 
 def _expression(op: str, dtype: DType, target: DType, operands: list[str]) -> str:
@@ -89,7 +91,10 @@ def _expression(op: str, dtype: DType, target: DType, operands: list[str]) -> st
             return f"np.fmod({operands[0]}, {operands[1]})"
         return f"m.fmod_int(np.int64({operands[0]}), np.int64({operands[1]}))"
     if op == "Cast":
-        return _CAST[target].format(x=operands[0])
+        value = operands[0]
+        for step in cast_path(dtype, target):
+            value = _CAST[step].format(x=value)
+        return value
     raise UnsupportedOpError(op, detail="no CPU kernel source")
 
 
@@ -178,9 +183,8 @@ def elementwise_source(op: str, dtype: DType, target: DType, kinds: str, rank: i
     return _header(parallel, "contract" if op in UNARY_KERNELS else "") + "\n".join(lines) + "\n"
 
 
-_COMPUTE_CAST = {DType.F32: "np.float32({x})", DType.F16: "np.float32({x})", DType.BF16: "np.float32({x})",
-                 DType.F64: "np.float64({x})", DType.I32: "np.int32({x})", DType.I64: "np.int64({x})",
-                 DType.BOOL: "({x}) != 0"}
+# a value in its type's compute type: a step's value wraps (or rounds) as an unfused kernel would store it
+_COMPUTE_CAST = {**_CAST, DType.F16: "np.float32({x})", DType.BF16: "np.float32({x})"}
 
 
 def _region_statements(body: RegionBody, values: list[str], exact_sin: bool) -> tuple[list[str], list[str]]:

@@ -5,8 +5,9 @@ Each kernel op becomes one ``extern "C" __global__`` function of the form
 of the symbolic dims the kernel uses (``CudaKernel.dyn`` names them, in order; a dim whose
 name is taken by a local of the kernel is called ``dyn_<name>`` in C). Each input is read
 through its view's index expression, guarded by the view's validity mask (padding reads 0).
-f16/bf16 compute in float and convert on store; bool computes in int. Reductions run one
-block per output element (warp shuffles, then shared memory across warps). A contraction runs
+f16/bf16 compute in float and convert on store; bool computes in int; i8, u8 and i16 compute in
+their own C type, so each op's value wraps to it. Reductions run one block per output element
+(warp shuffles, then shared memory across warps). A contraction runs
 as the implementation its genome picked: ``Matmul`` through cuBLAS (a library ``CudaKernel``,
 nothing generated), ``MatmulTiled`` and ``MatmulTensorCore`` as ``cuda_matmul`` writes them.
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.dtypes import DType
+from ..core.dtypes import DType, cast_path
 from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import Expr, ceil_div, max_, min_
 from ..llir.llir import LLIR, Kernel
@@ -63,7 +63,8 @@ class CudaKernel:
 
 # ---- dtype helpers -----------------------------------------------------------------------------
 def compute_type(dtype: DType) -> str:
-    """The C type arithmetic runs in: float for f16/bf16, int for bool, else the storage type."""
+    """The C type arithmetic runs in: float for f16/bf16, int for bool, else the storage type (so each op's value
+    wraps to an i8, u8 or i16 where it is assigned)."""
     if dtype in HALF:
         return "float"
     if dtype == DType.BOOL:
@@ -90,10 +91,13 @@ def store(dtype: DType, text: str) -> str:
 
 
 def convert(value: str, source: DType, target: DType) -> str:
-    """``value`` (in ``source``'s compute type) in ``target``'s compute type."""
+    """``value`` (in ``source``'s compute type) in ``target``'s compute type, through ``cast_path`` (so a float
+    becomes an i8, u8 or i16 wrapped, not saturated as a direct conversion on the GPU would)."""
     if target == DType.BOOL:
         return f"(int)(({value}) != 0)"
-    return f"({compute_type(target)})({value})"
+    for step in cast_path(source, target):
+        value = f"({compute_type(step)})({value})"
+    return value
 
 
 def literal(value: Any, dtype: DType) -> str:
@@ -114,9 +118,10 @@ def literal(value: Any, dtype: DType) -> str:
 
 
 def lowest(dtype: DType) -> str:
+    """``dtype``'s smallest value as a C expression in its compute type (a max-reduction's start)."""
     if dtype.is_float:
         return literal(float("-inf"), dtype)
-    return {DType.I32: "(int)(-2147483647 - 1)", DType.I64: "(-9223372036854775807LL - 1)", DType.BOOL: "0"}[dtype]
+    return f"({compute_type(dtype)})({dtype.lowest + 1}LL - 1)"  # the LL literal of -2**63 does not exist
 
 
 _UNARY_FLOAT = {"Log2": "log2f({})", "Exp2": "exp2f({})", "Sin": "sinf({})", "Sqrt": "sqrtf({})",

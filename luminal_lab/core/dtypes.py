@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
 
 import ml_dtypes
 import numpy as np
@@ -15,6 +16,9 @@ class DType(enum.Enum):
     F32 = "f32"
     F16 = "f16"
     BF16 = "bf16"
+    I8 = "i8"
+    U8 = "u8"
+    I16 = "i16"
     I32 = "i32"
     I64 = "i64"
     F64 = "f64"
@@ -29,7 +33,7 @@ class DType(enum.Enum):
 
     @property
     def is_int(self) -> bool:
-        return self in (DType.I32, DType.I64)
+        return self in (DType.I8, DType.U8, DType.I16, DType.I32, DType.I64)
 
     @property
     def numpy(self) -> np.dtype:
@@ -49,11 +53,29 @@ class DType(enum.Enum):
         """The numpy type arithmetic runs in: f16 and bf16 compute in f32 and round per op, as torch's CPU does."""
         return np.dtype(np.float32) if self in (DType.F16, DType.BF16) else self.numpy
 
+    @property
+    def lowest(self) -> float | int:
+        """The smallest value: ``-inf`` for floats, 0 for bool."""
+        return -math.inf if self.is_float else 0 if self == DType.BOOL else int(np.iinfo(self.numpy).min)
+
+    @property
+    def highest(self) -> float | int:
+        """The largest value: ``inf`` for floats, 1 for bool."""
+        return math.inf if self.is_float else 1 if self == DType.BOOL else int(np.iinfo(self.numpy).max)
+
+    def wrap(self, value: int) -> int:
+        """An integer as this int type stores it: wrapped modulo 2**bits into its range (torch's scalar rule)."""
+        span = 1 << (8 * self.numpy.itemsize)
+        return (value - self.lowest) % span + self.lowest
+
 
 _NUMPY = {
     DType.F32: np.dtype(np.float32),
     DType.F16: np.dtype(np.float16),
     DType.BF16: np.dtype(ml_dtypes.bfloat16),
+    DType.I8: np.dtype(np.int8),
+    DType.U8: np.dtype(np.uint8),
+    DType.I16: np.dtype(np.int16),
     DType.I32: np.dtype(np.int32),
     DType.I64: np.dtype(np.int64),
     DType.F64: np.dtype(np.float64),
@@ -63,6 +85,9 @@ _EGGLOG = {
     DType.F32: "F32",
     DType.F16: "F16",
     DType.BF16: "Bf16",
+    DType.I8: "Int8",
+    DType.U8: "UInt8",
+    DType.I16: "Int16",
     DType.I32: "Int",
     DType.I64: "Int64",
     DType.F64: "F64",
@@ -72,6 +97,9 @@ _C = {
     DType.F32: "float",
     DType.F16: "half",
     DType.BF16: "__nv_bfloat16",
+    DType.I8: "signed char",
+    DType.U8: "unsigned char",
+    DType.I16: "short",
     DType.I32: "int",
     DType.I64: "long long",
     DType.F64: "double",
@@ -79,28 +107,50 @@ _C = {
 }
 
 f32, f16, bf16 = DType.F32, DType.F16, DType.BF16
+i8, u8, i16 = DType.I8, DType.U8, DType.I16
 i32, i64, f64 = DType.I32, DType.I64, DType.F64
 bool_ = DType.BOOL
 
-# torch's type-promotion lattice, restricted to our types: a higher rank wins within a kind.
+# torch's type-promotion lattice, restricted to our types: the higher rank wins; two types of one rank meet above
 _PROMOTION_RANK = {
     DType.BOOL: 0,
-    DType.I32: 1,
-    DType.I64: 2,
-    DType.F16: 3,
-    DType.BF16: 3,
-    DType.F32: 4,
-    DType.F64: 5,
+    DType.I8: 1,
+    DType.U8: 1,
+    DType.I16: 2,
+    DType.I32: 3,
+    DType.I64: 4,
+    DType.F16: 5,
+    DType.BF16: 5,
+    DType.F32: 6,
+    DType.F64: 7,
 }
+_MEET = {frozenset((DType.I8, DType.U8)): DType.I16, frozenset((DType.F16, DType.BF16)): DType.F32}
 
 
 def promote(a: DType, b: DType) -> DType:
     """Result type of a binary op on ``a`` and ``b`` (torch's rules for tensors of equal rank)."""
     if a == b:
         return a
-    if {a, b} == {DType.F16, DType.BF16}:
-        return DType.F32
+    if _PROMOTION_RANK[a] == _PROMOTION_RANK[b]:
+        return _MEET[frozenset((a, b))]
     return a if _PROMOTION_RANK[a] > _PROMOTION_RANK[b] else b
+
+
+def cast_path(source: DType, target: DType) -> tuple[DType, ...]:
+    """The types a cast from ``source`` to ``target`` converts through, ``target`` last: a float becomes an i8, u8 or
+    i16 through i32 (truncated toward zero, then wrapped), as torch's CPU converts it."""
+    return (DType.I32, target) if source.is_float and target in (DType.I8, DType.U8, DType.I16) else (target,)
+
+
+def convert(array: np.ndarray, source: DType, target: DType, out: np.ndarray | None = None) -> np.ndarray:
+    """``array`` (of ``source``) as ``target``, converted through ``cast_path``; written into ``out`` when given."""
+    *through, _ = cast_path(source, target)
+    for step in through:
+        array = array.astype(step.numpy)
+    if out is None:
+        return array.astype(target.numpy, copy=False)
+    np.copyto(out, array, casting="unsafe")
+    return out
 
 
 def from_numpy(dtype: np.dtype) -> DType:
@@ -118,6 +168,9 @@ def _torch_table() -> dict:
         torch.float32: DType.F32,
         torch.float16: DType.F16,
         torch.bfloat16: DType.BF16,
+        torch.int8: DType.I8,
+        torch.uint8: DType.U8,
+        torch.int16: DType.I16,
         torch.int32: DType.I32,
         torch.int64: DType.I64,
         torch.float64: DType.F64,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.dtypes import DType
 from ..core.ops import BINARY_OPS, REDUCE_OPS, UNARY_OPS, Op
 from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import Expr, render_term
@@ -32,7 +33,7 @@ def signatures(registry: OpRegistry) -> dict[str, list[tuple[str, tuple[str, ...
         "Expression": [("MNum", ("i64",)), ("MFloat", ("f64",)), ("MIter", ()), ("MVar", ("String",)),
                        *((name, ("Expression", "Expression")) for name in _BINARY_EXPRESSIONS)],
         "EList": [("ECons", ("Expression", "EList")), ("ENil", ())],
-        "DType": [(name, ()) for name in ("F32", "F16", "Bf16", "Int", "Int64", "F64", "Bool")],
+        "DType": [(dtype.egglog, ()) for dtype in DType],
         "View": [("Strided", ("EList",)), ("Masked", ("EList", "EList"))],
         "IR": [("OutputJoin", ("IR", "IR")), ("Op", ("OpKind", "IList")), ("Input", ("i64", "String", "DType")),
                ("Output", ("IR", "i64"))],

@@ -323,8 +323,8 @@ def _index_tensors(cx: Context, x: GraphTensor,
     """The indexed axes and their index tensors, broadcast together, negative indices wrapped (as torch does)."""
     axes = [axis for axis, i in enumerate(indices) if i is not None]
     tensors = [i for i in indices if i is not None]
-    if any(i.dtype == dt.bool_ for i in tensors):
-        raise cx.refuse("indexing with a boolean mask (its result shape depends on the data)")
+    if any(i.dtype in (dt.bool_, dt.u8) for i in tensors):  # torch reads a u8 index as a mask too
+        raise cx.refuse("indexing with a boolean (or uint8) mask (its result shape depends on the data)")
     shape: tuple = ()
     for i in tensors:
         shape = broadcast_shapes(shape, i.shape)
@@ -447,15 +447,11 @@ def _scatter_reduce(cx: Context, x: GraphTensor, dim: int, index: GraphTensor, s
         combined = hot.spread(values, 1).prod(1) * (target if include_self else 1)
     else:
         largest = reduce == "amax"
-        empty = _lowest(x.dtype) if largest else -_lowest(x.dtype)
+        empty = x.dtype.lowest if largest else x.dtype.highest
         extreme = hot.spread(values, empty)
         found = extreme.max(1) if largest else extreme.min(1)
         combined = ((maximum if largest else minimum)(found, target)) if include_self else found
     return where(sent, combined.cast(x.dtype), target).reshape(x.shape)
-
-
-def _lowest(dtype: dt.DType) -> float | int:
-    return -math.inf if dtype.is_float else -(1 << (31 if dtype == dt.i32 else 63))
 
 
 def _index_reduce(cx: Context, x: GraphTensor, dim: int, index: GraphTensor, source: GraphTensor, reduce: str,

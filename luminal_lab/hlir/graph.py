@@ -138,11 +138,14 @@ class Graph:
         return GraphTensor(self, node, ShapeTracker.contiguous(dims))
 
     def constant(self, value: float | int | bool | Expr, dtype: DType = DType.F32) -> GraphTensor:
-        """A scalar constant (shape ``()``); an ``Expr`` value is evaluated when the graph runs."""
+        """A scalar constant (shape ``()``); an ``Expr`` value is evaluated when the graph runs. An int value of an int
+        dtype wraps into its range, as torch converts a Python scalar (``-1`` as u8 is 255)."""
         if not isinstance(value, (int, float, bool, np.number, np.bool_, Expr)):
             fail("Graph.constant", "value", value, "a number, a bool or an Expr")
         if not isinstance(dtype, DType):
             fail("Graph.constant", "dtype", dtype, "an ll dtype such as ll.f32")
+        if dtype.is_int and isinstance(value, int):
+            value = dtype.wrap(value)
         key = (repr(value), dtype)  # repr keeps -0.0 apart from 0.0 and True apart from 1
         if key not in self._constants:
             self._constants[key] = self._add(Op.CONSTANT, (), (), dtype, value)
@@ -239,12 +242,12 @@ def _infer(op: Op, sources: Sequence[GraphTensor], arg) -> tuple[tuple[Expr, ...
     if op == Op.GATHER:
         indexes, data = sources
         if not indexes.dtype.is_int:
-            raise DTypeError(f"Gather indexes must be i32 or i64, got {indexes.dtype.value}")
+            raise DTypeError(f"Gather indexes must be ints, got {indexes.dtype.value}")
         return indexes.shape, data.dtype
     if op == Op.SCATTER:
         dest, indexes, src = sources
         if not indexes.dtype.is_int:
-            raise DTypeError(f"Scatter indexes must be i32 or i64, got {indexes.dtype.value}")
+            raise DTypeError(f"Scatter indexes must be ints, got {indexes.dtype.value}")
         if indexes.shape != src.shape:
             raise ShapeError(
                 f"Scatter: indexes {format_shape(indexes.shape)} and values {format_shape(src.shape)} differ")

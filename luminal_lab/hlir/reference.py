@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ..core.dtypes import convert
 from ..core.errors import LuminalError
 from ..core.ops import Op
 from ..core.plans import PlanCache
@@ -165,7 +166,9 @@ class _Planner:
             return lambda values: values.__setitem__(out_id, _contiguous(
                 np.max(read_x(values[x_id]), axis=axis), dtype=storage))
         if op == Op.CAST:
-            return lambda values: values.__setitem__(out_id, _contiguous(read_x(values[x_id]), dtype=storage))
+            source = node.sources[0][0].dtype
+            return lambda values: values.__setitem__(out_id, _contiguous(
+                convert(read_x(values[x_id]), source, node.dtype)))
         if op == Op.OUTPUT:
             # outputs are fresh arrays the caller owns, never views of inputs or constants
             return lambda values: values.__setitem__(out_id, np.array(read_x(values[x_id]), order="C"))

@@ -463,7 +463,7 @@ class GraphTensor:
 
     @high_level
     def abs(self) -> GraphTensor:
-        return maximum(self, -self)
+        return self if self.dtype == dt.u8 else maximum(self, -self)
 
     @high_level
     def sign(self) -> GraphTensor:
@@ -830,16 +830,19 @@ class GraphTensor:
         return out
 
     def sum(self, axes: int | Sequence[int] | None = None, keepdim: bool = False) -> GraphTensor:
-        """Sum over ``axes`` (all when None); bool and i32 sum to i64 as in torch."""
-        source = self.cast(dt.i64) if self.dtype in (dt.bool_, dt.i32) else self
-        return source._reduce(Op.SUM_REDUCE, axes, keepdim)
+        """Sum over ``axes`` (all when None); bool and ints sum to i64 as in torch."""
+        return self._widened()._reduce(Op.SUM_REDUCE, axes, keepdim)
+
+    def _widened(self) -> GraphTensor:
+        """Self as torch sums and multiplies it up: bool and ints as i64."""
+        return self if self.dtype.is_float else self.cast(dt.i64)
 
     def max(self, axes: int | Sequence[int] | None = None, keepdim: bool = False) -> GraphTensor:
         return self._reduce(Op.MAX_REDUCE, axes, keepdim)
 
     @high_level
     def min(self, axes: int | Sequence[int] | None = None, keepdim: bool = False) -> GraphTensor:
-        return -((-self).max(axes, keepdim))
+        return _reversed(_reversed(self).max(axes, keepdim))
 
     @high_level
     def mean(self, axes: int | Sequence[int] | None = None, keepdim: bool = False) -> GraphTensor:
@@ -896,7 +899,7 @@ class GraphTensor:
     def cumsum(self, axis: int = -1) -> GraphTensor:
         """Running sum: windows of a left-padded copy, summed (exact for inf, no masks multiplied)."""
         axis = self._axis(axis)
-        source = self.cast(dt.i64) if self.dtype in (dt.bool_, dt.i32) else self
+        source = self._widened()
         if not self.ndim:
             return source
         last = source.transpose(axis, -1)
@@ -910,8 +913,8 @@ class GraphTensor:
     @high_level
     def prod(self, axes: int | Sequence[int] | None = None, keepdim: bool = False) -> GraphTensor:
         """Product over ``axes`` (all when None): a tree of pairwise products, padded with ones to a power of two.
-        bool and i32 multiply to i64 as in torch."""
-        out = self.cast(dt.i64) if self.dtype in (dt.bool_, dt.i32) else self
+        bool and ints multiply to i64 as in torch."""
+        out = self._widened()
         for axis in reversed(self._axes(axes)):
             n = out.shape[axis].value
             width = 1 << max(n - 1, 0).bit_length()
@@ -955,7 +958,7 @@ class GraphTensor:
 
     def _scan(self, axis: int, combine: Callable, identity: Scalar) -> GraphTensor:
         axis = self._axis(axis)
-        out = self.cast(dt.i64) if self.dtype in (dt.bool_, dt.i32) else self
+        out = self._widened()
         if not self.ndim:
             return out
         n = out.shape[axis].value
@@ -972,8 +975,7 @@ class GraphTensor:
             return self, self.graph.constant(0, dt.i64)
         axis = self._axis(axis)
         pick = maximum if largest else minimum
-        values = self._scan(axis, pick, -math.inf if largest else math.inf) if self.dtype.is_float else \
-            self._scan(axis, pick, _extreme_int(self.dtype, not largest))
+        values = self._scan(axis, pick, self.dtype.lowest if largest else self.dtype.highest)
         last, top = self.transpose(axis, -1), values.transpose(axis, -1)
         n = last.shape[-1]
         positions = self.graph.arange(n, dtype=dt.i64)
@@ -1356,7 +1358,7 @@ def _binary_operands(a: TensorLike, b: TensorLike) -> tuple[GraphTensor, GraphTe
 
 def _check_indices(indices: GraphTensor, what: str) -> None:
     if not isinstance(indices, GraphTensor) or not indices.dtype.is_int:
-        raise DTypeError(f"{what} needs an i32 or i64 index tensor, got "
+        raise DTypeError(f"{what} needs an int index tensor, got "
                          f"{indices.dtype.value if isinstance(indices, GraphTensor) else type(indices).__name__}")
 
 
@@ -1442,7 +1444,14 @@ def maximum(a: TensorLike, b: TensorLike) -> GraphTensor:
 @high_level
 def minimum(a: TensorLike, b: TensorLike) -> GraphTensor:
     a, b = _binary_operands(a, b)
-    return -maximum(-a, -b)
+    a, b = a._pair(b)  # the complement of each in the promoted type
+    return _reversed(maximum(_reversed(a), _reversed(b)))
+
+
+def _reversed(x: GraphTensor) -> GraphTensor:
+    """``x`` through a bijection that reverses the order of its values: ``-x`` for floats, the complement ``-x - 1``
+    for ints (which, unlike ``-x``, wraps for no value: not for u8, nor for the lowest of a signed int)."""
+    return -x if x.dtype.is_float else x * -1 + -1
 
 
 def sort_key_less(a: GraphTensor, b: GraphTensor) -> GraphTensor:
@@ -1461,11 +1470,6 @@ def _key_equal(a: GraphTensor, b: GraphTensor) -> GraphTensor:
 def _prefix_mask(graph: Graph, n: Expr) -> GraphTensor:
     """``[i, j]`` is true where ``j <= i``: the elements of prefix ``i``."""
     return graph.arange(n).reshape(n, 1).lt(graph.arange(n).reshape(1, n)).logical_not()
-
-
-def _extreme_int(dtype: DType, largest: bool) -> int:
-    bits = 31 if dtype == dt.i32 else 63
-    return (1 << bits) - 1 if largest else -(1 << bits)
 
 
 def _horner(x: GraphTensor, coefficients: Sequence[float]) -> GraphTensor:

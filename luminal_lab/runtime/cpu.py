@@ -41,7 +41,7 @@ from ..codegen.cpu import (
     row_region_source,
     take_source,
 )
-from ..core.dtypes import DType
+from ..core.dtypes import DType, convert
 from ..core.errors import LuminalError, UnsupportedOpError
 from ..core.ops import BINARY_KERNELS, CONTRACT_KERNELS, IN_REGION, REDUCE_KERNELS, UNARY_KERNELS
 from ..core.shape_tracker import ShapeTracker
@@ -500,8 +500,9 @@ class _Planner:
         views = self._views(kernel)
         dtype = self.kernels[kernel.sources[0][0]].dtype
         if kernel.op == "Cast" and dtype != kernel.dtype and (dtype in _HALF or kernel.dtype in _HALF):
-            array = views[0].array  # numpy's (and ml_dtypes') conversion is the definition of these casts
-            return self._sequence(views, [lambda: np.copyto(out, array, casting="unsafe")])
+            array = views[0].array  # numpy's (and ml_dtypes') conversion, through cast_path, defines these casts
+            target = kernel.dtype
+            return self._sequence(views, [lambda: convert(array, dtype, target, out)])
         if out.size == 0:
             return self._sequence(views, [])
         rank, kinds, args = _loop_operands(out, views)

@@ -231,7 +231,8 @@ def _strided(flat: Any, view: ShapeTracker, bindings: Mapping[str, int], what: s
 def _library_matmul(kernel: Kernel, tensors: dict[int, Any], bindings: Mapping[str, int]) -> Step:
     """A contraction through cuBLAS: ``torch.matmul`` of the two views (batch, rows, k) x (batch, k, cols), written
     into the kernel's buffer (straight into it where its layout allows, else through the product). Integer and bool
-    contractions multiply in f64, which cuBLAS has."""
+    contractions multiply in f64, which cuBLAS has, and come back through i64 (so a narrow int wraps, as on the
+    CPU, where a direct conversion on the GPU would saturate)."""
     import torch
 
     (a_id, a_view), (b_id, b_view) = kernel.sources
@@ -240,7 +241,7 @@ def _library_matmul(kernel: Kernel, tensors: dict[int, Any], bindings: Mapping[s
     out = tensors[kernel.id].view([int(d.evaluate(bindings)) for d in kernel.shape])
     plan = Contraction(tuple(a.shape), a.stride(), b.stride(), a.dim() - 1)
     count, m, k, n = plan.matmul_shape
-    compute = out.dtype if out.dtype.is_floating_point else torch.float64
+    compute, exact = (out.dtype, out.dtype) if out.dtype.is_floating_point else (torch.float64, torch.int64)
 
     (index_a, order_a), (index_b, order_b) = plan.compaction()
     lhs, rhs = a[index_a].permute(order_a), b[index_b].permute(order_b)
@@ -256,7 +257,7 @@ def _library_matmul(kernel: Kernel, tensors: dict[int, Any], bindings: Mapping[s
         target = target.view(count, m, n)
         return lambda: product(out=target)
     sizes, order, shape = plan.arrangement()
-    return lambda: out.copy_(product().reshape(sizes).permute(order).expand(shape))
+    return lambda: out.copy_(product().to(exact).reshape(sizes).permute(order).expand(shape))
 
 
 @dataclass

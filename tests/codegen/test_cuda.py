@@ -102,13 +102,13 @@ def test_models_compile(name: str) -> None:
 
 
 def test_every_op_and_dtype_pair_compiles() -> None:
-    """Unary ops in every float dtype, casts between every pair, bool reductions."""
+    """Unary ops in every float dtype, casts between every pair (a float to a narrow int through i32)."""
     g = ll.Graph()
     for dtype in (ll.f32, ll.f16, ll.bf16, ll.f64):
         x = g.tensor((3, 5), f"x_{dtype.value}", dtype=dtype)
         for i, y in enumerate((x.log2(), x.exp2(), x.sin(), x.sqrt(), x.reciprocal(), x.exp(), x.fmod(x), x.max(-1))):
             y.output(f"u{i}_{dtype.value}")
-    dtypes = (ll.f32, ll.f16, ll.bf16, ll.i32, ll.i64, ll.f64, ll.bool)
+    dtypes = (ll.f32, ll.f16, ll.bf16, ll.i8, ll.u8, ll.i16, ll.i32, ll.i64, ll.f64, ll.bool)
     for source in dtypes:
         x = g.tensor((4, 3), f"c_{source.value}", dtype=source)
         for target in dtypes:
@@ -117,6 +117,7 @@ def test_every_op_and_dtype_pair_compiles() -> None:
     kernels = _check_all(_llir(g))
     names = {k.name for k in kernels}
     assert {"k_log2", "k_exp2", "k_sin", "k_sqrt", "k_recip", "k_mod", "k_cast", "k_max_reduce"} <= names
+    assert "out[z] = (signed char)((signed char)((int)(" in "".join(k.source for k in kernels)  # f32 -> i8 wraps
 
 
 def test_identical_kernels_give_identical_source() -> None:
@@ -212,7 +213,8 @@ REGION_GRAPHS = {"chain": (_chain, {"Add", "Sin", "Sqrt"}), "silu": (_silu, {"Mu
 FLOATS = (ll.f32, ll.f16, ll.bf16)
 REGION_PARAMS = [pytest.param(name, dtype, id=f"{name}-{dtype.value}")
                  for name in ("chain", "silu", "diamond") for dtype in FLOATS] + \
-                [pytest.param("integer", dtype, id=f"integer-{dtype.value}") for dtype in (ll.i32, ll.i64, ll.bool)]
+                [pytest.param("integer", dtype, id=f"integer-{dtype.value}")
+                 for dtype in (ll.i8, ll.u8, ll.i16, ll.i32, ll.i64, ll.bool)]
 
 
 @pytest.mark.parametrize(("name", "dtype"), REGION_PARAMS)

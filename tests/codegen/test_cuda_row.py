@@ -114,3 +114,21 @@ def test_schedules_compile_with_nvrtc(pattern: str, shape: tuple[int, int], sche
     (region,) = find_regions(llir)
     kernel = row_region_source(region.body(llir), region.end, SCHEDULES[schedule])
     assert ".entry k_row_region" in compile_ptx(kernel.source)
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+@pytest.mark.parametrize("dtype", [ll.i8, ll.u8, ll.i16], ids=lambda d: d.value)
+def test_narrow_int_row_regions_compile_with_nvrtc(dtype: ll.DType, schedule: str) -> None:
+    """A row's max and min (the min as the max of the complement) in the row's own type: its lowest value starts
+    the max, shuffled across lanes in that type, each step's value stored in it."""
+    g = ll.Graph()
+    x = g.tensor((6, 40), name="x", dtype=dtype)
+    ((x - x.max(-1, keepdim=True)) * (x.min(-1, keepdim=True) + 3)).output("y")
+    comp, llir = fused(g)
+    comp.egraph.close()
+    (region,) = find_regions(llir)
+    body = region.body(llir)
+    assert body.dtype == dtype and [op for op, _ in body.steps].count("MaxReduce") == 2
+    source = row_region_source(body, region.end, SCHEDULES[schedule]).source
+    assert f"{dtype.c_type} acc = ({dtype.c_type})({dtype.lowest + 1}LL - 1);" in source
+    assert ".entry k_row_region" in compile_ptx(source)

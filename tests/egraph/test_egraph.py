@@ -147,7 +147,7 @@ def misc_graph() -> ll.Graph:
 # ---- 1. every HLIR op lowers to its kernel, with its dtype ---------------------------------------
 @pytest.mark.parametrize(("dtype", "transposed"), [
     (torch.float32, True), (torch.float16, False), (torch.bfloat16, False), (torch.float64, False),
-    (torch.int32, False), (torch.int64, True),
+    (torch.int32, False), (torch.int64, True), (torch.int8, False), (torch.uint8, True), (torch.int16, False),
 ], ids=lambda p: str(p).removeprefix("torch.") if isinstance(p, torch.dtype) else ("views" if p else "plain"))
 def test_op_cases_lower_every_node_to_its_kernel(dtype: torch.dtype, transposed: bool, egraphs: Make) -> None:
     g = ops_graph(dtype, transposed)

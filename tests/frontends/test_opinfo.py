@@ -23,8 +23,8 @@ CHUNKS = [OPS[i:i + BATCH] for i in range(0, len(OPS), BATCH)]
 FAILURES = ("wrong", "crash", "named")
 # a cross-section of the decompositions for the compiled path (each compiles its own e-graph and kernels, about
 # ten seconds): rounding through Mod, atan's polynomial and quadrant selection, a scatter through several index
-# tensors, a strided diagonal view
-COMPILED = ("floor", "atan2", "index_put", "diagonal")
+# tensors, a strided diagonal view, the casts to u8, i8 and i16
+COMPILED = ("floor", "atan2", "index_put", "diagonal", "byte", "char", "short")
 
 
 @pytest.fixture(scope="module", autouse=True)

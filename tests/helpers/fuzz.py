@@ -3,7 +3,8 @@
 runs a bounded number, benchmarks/fuzz.py thousands).
 
 Values stay finite: the unary ops used are bounded (sin, exp of a sine, sqrt of 1 + x^2,
-a reciprocal of 1 + x^2), so any genome's kernels can be compared with the reference.
+a reciprocal of 1 + x^2), so any genome's kernels can be compared with the reference. Graphs of an int
+dtype use no unary op and no softmax; their inputs span the whole range of the type, so arithmetic wraps.
 """
 
 from __future__ import annotations
@@ -32,17 +33,21 @@ UNARY = {
 }
 
 
+KINDS = ("unary", "binary", "reduce", "view", "gather", "softmax", "concat")
+INT_KINDS = ("binary", "reduce", "view", "gather", "concat")
+
+
 @st.composite
-def graphs(draw, max_ops: int = 8) -> tuple[ll.Graph, dict[str, np.ndarray]]:
-    """A random graph with one or two outputs, and seeded f32 inputs for it."""
+def graphs(draw, max_ops: int = 8, dtype: ll.DType = ll.f32) -> tuple[ll.Graph, dict[str, np.ndarray]]:
+    """A random graph with one or two outputs, and seeded inputs of ``dtype`` for it."""
     g = ll.Graph()
     rank = draw(st.integers(1, 3))
     shape = tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank)))
-    pool = [g.tensor(shape, "x0")]
+    pool = [g.tensor(shape, "x0", dtype)]
     if draw(st.booleans()):
-        pool.append(g.tensor(shape[-1:], "x1"))  # broadcasts against x0
+        pool.append(g.tensor(shape[-1:], "x1", dtype))  # broadcasts against x0
     for _ in range(draw(st.integers(1, max_ops))):
-        kind = draw(st.sampled_from(["unary", "binary", "reduce", "view", "gather", "softmax", "concat"]))
+        kind = draw(st.sampled_from(KINDS if dtype.is_float else INT_KINDS))
         t = draw(st.sampled_from(pool))
         if kind == "unary":
             pool.append(UNARY[draw(st.sampled_from(sorted(UNARY)))](t))
@@ -80,14 +85,20 @@ def graphs(draw, max_ops: int = 8) -> tuple[ll.Graph, dict[str, np.ndarray]]:
         elif kind == "softmax" and t.ndim >= 1:
             pool.append(t.softmax(-1))
         elif kind == "concat" and t.ndim >= 1:
-            pool.append(ll.concat([t, t.sin()], axis=t.ndim - 1))
+            pool.append(ll.concat([t, t.sin() if dtype.is_float else t * 3], axis=t.ndim - 1))
     pool[-1].output("out")
     if len(pool) > 3 and draw(st.booleans()):
         pool[len(pool) // 2].output("mid")
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
-    inputs = {name: rng.uniform(-1, 1, [d.value for d in spec.node.shape]).astype(np.float32)
-              for name, spec in g.inputs.items()}
+    inputs = {name: _values(rng, [d.value for d in spec.node.shape], dtype) for name, spec in g.inputs.items()}
     return g, inputs
+
+
+def _values(rng: np.random.Generator, shape: list[int], dtype: ll.DType) -> np.ndarray:
+    """Uniform in [-1, 1] for a float, over the whole range of an int type."""
+    if dtype.is_float:
+        return rng.uniform(-1, 1, shape).astype(dtype.numpy)
+    return rng.integers(dtype.lowest, dtype.highest, shape, endpoint=True).astype(dtype.numpy)
 
 
 GENOMES_PER_GRAPH = 6

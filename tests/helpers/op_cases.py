@@ -14,7 +14,8 @@ import torch.nn.functional as F
 import luminal_lab as ll
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
-INTS = (torch.int32, torch.int64)
+NARROW_INTS = (torch.int8, torch.uint8, torch.int16)  # drawn over their whole range, so arithmetic on them wraps
+INTS = (torch.int32, torch.int64, *NARROW_INTS)
 
 
 @dataclass
@@ -130,9 +131,12 @@ CASES = [
 
 
 def random_tensor(shape, dtype, low, high, generator) -> torch.Tensor:
-    """An input for a case: uniform in [low, high) for floats, integers in [low, high] otherwise."""
+    """An input for a case: uniform in [low, high) for floats, integers in [low, high] otherwise (over the whole
+    range of a narrow int)."""
     if dtype.is_floating_point:
         return (torch.rand(shape, generator=generator, dtype=torch.float64) * (high - low) + low).to(dtype)
+    if dtype in NARROW_INTS:
+        low, high = torch.iinfo(dtype).min, torch.iinfo(dtype).max
     return torch.randint(int(low), int(high) + 1, shape, generator=generator, dtype=dtype)
 
 

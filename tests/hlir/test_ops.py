@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 import luminal_lab as ll
 from luminal_lab.core.dtypes import from_torch
-from tests.helpers.op_cases import CASES, Case, index_ops_graph, random_tensor
+from tests.helpers.op_cases import CASES, INTS, Case, index_ops_graph, random_tensor
 
 TOLERANCE = {  # (atol, rtol) by dtype
     torch.float32: (2e-5, 2e-5),
@@ -158,3 +158,37 @@ def test_math_constants_are_exact_enough() -> None:
     roundtrip, cos_pi = ll.compile(g).run_reference(x)
     torch.testing.assert_close(roundtrip, x, atol=1e-12, rtol=1e-12)
     torch.testing.assert_close(cos_pi, torch.full((3,), -1.0, dtype=torch.float64))
+
+
+EXTREMES = {  # the tensor API's op and torch's
+    "min": (lambda v: v.min(), lambda v: v.min()),
+    "min_axis": (lambda v: v.min(1), lambda v: v.amin(1)),
+    "max_axis": (lambda v: v.max(0), lambda v: v.amax(0)),
+    "minimum": (lambda v: ll.minimum(v[:1], v[1:]), lambda v: torch.minimum(v[:1], v[1:])),
+    "neg": (lambda v: -v, lambda v: -v),
+    "abs": (lambda v: v.abs(), lambda v: v.abs()),
+    "plus_one": (lambda v: v + 1, lambda v: v + 1),
+    "minus_one": (lambda v: v - 1, lambda v: v - 1),
+    "times_minus_one": (lambda v: v * -1, lambda v: v * -1),
+    "plus_300": (lambda v: v + 300, lambda v: v + 300),
+    "clamp": (lambda v: v.clamp(-1, 1), lambda v: v.clamp(-1, 1)),
+    "sum": (lambda v: v.sum(1), lambda v: v.sum(1)),
+}
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: str(d).split(".")[1])
+def test_ints_at_the_ends_of_their_range_behave_like_torch(dtype: torch.dtype) -> None:
+    """min (the max of the complement), minimum, abs, negation and scalars at an int type's extremes, where ``-x``
+    wraps: on the reference runtime and on the compiled kernels."""
+    info = torch.iinfo(dtype)
+    x = torch.tensor([[info.min, 0, info.max, 1], [info.max, info.min, -1 if info.min else 2, info.min + 1]],
+                     dtype=dtype)
+    g = ll.Graph()
+    t = g.tensor((2, 4), "x", from_torch(dtype))
+    for name, (ours, _) in EXTREMES.items():
+        ours(t).output(name)
+    expected = [theirs(x) for _, theirs in EXTREMES.values()]
+    comp = ll.compile(g)
+    for got in (comp.run_reference(x), comp(x)):
+        for name, a, b in zip(EXTREMES, got, expected, strict=True):
+            assert a.dtype == b.dtype and torch.equal(a, b), (name, a, b)

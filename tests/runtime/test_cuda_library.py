@@ -46,17 +46,24 @@ def _read(flat: np.ndarray, view) -> np.ndarray:
 CASES = ["matrix", "batched-transposed", "transposed-out", "vector", "dot", "broadcast-neither", "sliced"]
 
 
+def _values(rng: np.random.Generator, shape: tuple[int, ...], dtype) -> np.ndarray:
+    """Floats in [-1, 1], i32 in [-4, 4], a narrow int over its whole range (so its products wrap)."""
+    if dtype.is_float or dtype == ll.i32:
+        return (rng.uniform(-1, 1, shape) * (4 if dtype == ll.i32 else 1)).astype(dtype.numpy)
+    return rng.integers(dtype.lowest, dtype.highest, shape, endpoint=True).astype(dtype.numpy)
+
+
 # an integer .sum() widens to i64 (as torch's does), so integer contractions come from @ only
-@pytest.mark.parametrize(("case", "dtype"), [(c, d) for d in (ll.f32, ll.f16, ll.i32) for c in CASES
-                                             if d != ll.i32 or c not in ("vector", "dot")])
+@pytest.mark.parametrize(("case", "dtype"), [(c, d) for d in (ll.f32, ll.f16, ll.i32, ll.i8, ll.u8, ll.i16)
+                                             for c in CASES if d.is_float or c not in ("vector", "dot")],
+                         ids=lambda p: p if isinstance(p, str) else p.value)
 def test_library_matmul_step_matches_the_reference(case: str, dtype) -> None:
     graph = _graph(case, dtype)
     comp = ll.compile(graph)
     llir = comp.llir()
     comp.egraph.close()
     rng = np.random.default_rng(0)
-    inputs = {name: (rng.uniform(-1, 1, tuple(d.value for d in t.node.shape)) * (4 if dtype == ll.i32 else 1))
-              .astype(dtype.numpy) for name, t in graph.inputs.items()}
+    inputs = {name: _values(rng, tuple(d.value for d in t.node.shape), dtype) for name, t in graph.inputs.items()}
     by_id = {k.id: k for k in llir.kernels}
     (kernel,) = (k for k in llir.kernels if k.op == "Matmul")
     tensors = {k.id: to_torch(inputs[k.arg].reshape(-1)).clone() for k in llir.kernels if k.op == "Input"}
@@ -67,5 +74,9 @@ def test_library_matmul_step_matches_the_reference(case: str, dtype) -> None:
     # this kernel alone, from its views' index expressions: the product of the two views, summed over the last dim
     a, b = (_read(inputs[by_id[sid].arg].reshape(-1), view) for sid, view in ((a_id, a_view), (b_id, b_view)))
     expected = (a * b).sum(-1)
+    if not dtype.is_float:  # exact in f64 here; the kernel's type keeps it modulo 2**bits
+        got = tensors[kernel.id].numpy().reshape(expected.shape)
+        np.testing.assert_array_equal(got, expected.astype(np.int64).astype(dtype.numpy))
+        return
     got = tensors[kernel.id].float().numpy().astype(np.float64).reshape(expected.shape)
     np.testing.assert_allclose(got, expected, rtol=2e-3 if dtype == ll.f16 else 1e-5, atol=2e-3)
