@@ -549,10 +549,11 @@ def _located(error: EgglogError, text: str, offset: int) -> EgglogError:
     ``text`` is the text as the user gave it (``_assign_ruleset`` keeps its line numbers);
     egglog's positions are moved back by the ``offset`` lines that were sent before it.
     """
-    message = str(error)
+    message = _POSITION.sub(lambda found: f"In {int(found[1]) - offset}:{found[2]}-", str(error))
     lines = text.split("\n")
-    positions = [(int(first) - offset, int(col)) for first, col in _POSITION.findall(message)]
+    positions = [(int(first), int(col)) for first, col in _POSITION.findall(message)]
     inside = [(line, col) for line, col in positions if 1 <= line <= len(lines)]
-    where = f"line {inside[0][0]}, column {inside[0][1]}" if inside else "the rules"
+    at = (inside[-1] if "Shadowing" in message else inside[0]) if inside else None  # a redeclaration: the new one
+    where = f"line {at[0]}, column {at[1]}" if at else "the rules"
     return EgglogError(f"add_rules, {where}: {_reason(message)}\n  egglog said: {' / '.join(message.splitlines())}",
-                       line=lines[inside[0][0] - 1].strip() if inside else None)
+                       line=lines[at[0] - 1].strip() if at else None)
