@@ -56,13 +56,11 @@ notebooks: setup
 	$(BIN)/python scripts/execute_notebooks.py
 
 ## The whole test suite: the extension's unit tests, pytest (browser tests in JupyterLab included), the notebooks
-## against their stored outputs (nbval), then the linter. pytest runs one worker more than there are cores (workers
-## often wait on an egglog worker, Graphviz or a browser), at most 4 (each may hold an e-graph), a test module per
-## worker at a time; it lists the slowest tests last.
-PYTEST_WORKERS ?= $(shell nproc | awk '{ print ($$1 + 1 > 4) ? 4 : $$1 + 1 }')
+## against their stored outputs (nbval), then the linter. pytest runs one worker per core (at most 4: each may hold
+## an egglog e-graph), a test module per worker at a time, and lists the slowest tests last.
 test: setup
 	cd extension && npm test
-	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadfile --durations=30
+	$(BIN)/python -m pytest -q -rs -n auto --maxprocesses 4 --dist loadfile --durations=30
 	$(BIN)/python -m pytest -q --nbval notebooks/ --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 	$(BIN)/ruff check luminal_lab tests benchmarks scripts
 

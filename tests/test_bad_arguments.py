@@ -57,6 +57,7 @@ class World:
         torch.testing.assert_close(self.tcomp(self.X), self.module(self.X))
         root = self.comp.egraph.snapshot.root
         assert self.comp.egraph.eclass(root).id == root
+        assert self.comp.egraph.eclass_of(self.a).id == self.comp.egraph.eclass_of(self.a.node.id).id
         assert self.comp.llir().kernels and self.comp.genome.space is self.comp.choice_space()
         more = self.a.sin() * 2  # the graph still grows
         assert more.shape == self.a.shape and more.dtype == ll.f32

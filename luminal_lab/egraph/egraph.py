@@ -37,7 +37,7 @@ from .fusion import FUSION_RULESETS
 from .ops import RULESETS, OpRegistry, default_registry
 from .schema import emit, rules, schema
 from .snapshot import PROGRAM_FUNCTIONS, EClass, Snapshot
-from .worker import EgglogWorker, WorkerDied
+from .worker import POSITION, EgglogWorker, WorkerDied, shift_position
 from .worker import command_spans as _command_spans
 
 if TYPE_CHECKING:
@@ -128,7 +128,6 @@ class EGraph(Stage):
         self._initial_program = "\n".join((schema(self.registry), rules(self.registry), emit(graph)))
         self._user_rules: list[tuple[frozenset[str], str]] = []  # (the rulesets its rules join, the text)
         self._user_rulesets: list[str] = []
-        self._functions = PROGRAM_FUNCTIONS
         self.history: list[StepReport] = []
         # the genome whose picks views show by default: set by whoever runs genomes of this e-graph
         self.current_genome: Callable[[], Picks | None] | None = None
@@ -151,6 +150,17 @@ class EGraph(Stage):
     @property
     def _user_texts(self) -> list[str]:
         return [text for _, text in self._user_rules]
+
+    @property
+    def _user_joined(self) -> set[str]:
+        """The rulesets user rules joined."""
+        return {name for names, _ in self._user_rules for name in names}
+
+    @property
+    def _functions(self) -> frozenset[str]:
+        """The program's functions and relations, the user's included: they annotate e-classes (not e-nodes)."""
+        return PROGRAM_FUNCTIONS | {name for text in self._user_texts
+                                    for name in re.findall(r"\(function\s+([^\s()]+)", text)}
 
     @property
     def rulesets(self) -> list[str]:
@@ -190,22 +200,18 @@ class EGraph(Stage):
         self._user_rulesets += [name for name in declared if name not in self.rulesets]
         joined = frozenset(declared) | set(re.findall(r":ruleset\s+([^\s()]+)", body))
         self._user_rules.append((joined, prelude + body))
-        self._functions |= set(re.findall(r"\(function\s+([^\s()]+)", body))
         self._snapshot = self._take_snapshot()
 
     def remove_rules(self, ruleset: str | None = None) -> None:
         """Take out the rules ``add_rules`` added (those that join ``ruleset``, or all of them), then ``reset``:
         the e-graph as built, with the user rules that remain."""
-        joined = sorted({name for names, _ in self._user_rules for name in names})
+        joined = sorted(self._user_joined)
         if ruleset is not None and ruleset not in joined:
             fail("EGraph.remove_rules", "ruleset", ruleset,
                  f"a ruleset that added rules joined ({', '.join(map(repr, joined)) or 'none so far'}) or None (all)")
         self._user_rules = [(names, text) for names, text in self._user_rules
                             if ruleset is not None and ruleset not in names]
-        kept = {name for names, _ in self._user_rules for name in names}
-        self._user_rulesets = [name for name in self._user_rulesets if name in kept]
-        self._functions = PROGRAM_FUNCTIONS | {name for text in self._user_texts
-                                               for name in re.findall(r"\(function\s+([^\s()]+)", text)}
+        self._user_rulesets = [name for name in self._user_rulesets if name in self._user_joined]
         self.reset()
 
     # ---- running ------------------------------------------------------------------------
@@ -269,7 +275,7 @@ class EGraph(Stage):
     def _record(self, label: str, body, max_enodes: int, timeout: float) -> StepReport:
         before = self._snapshot
         budget = _Budget(self._worker, max_enodes, time.monotonic() + timeout, self._functions, growth=self._growth,
-                         user_rulesets=frozenset(name for names, _ in self._user_rules for name in names))
+                         user_rulesets=frozenset(self._user_joined))
         start = time.monotonic()
         try:
             body(budget)
@@ -350,7 +356,7 @@ class EGraph(Stage):
         the e-node ``genome`` (default: ``current_genome()``, once the e-graph has been run) picks in it."""
         from ..notebook.inspector import EClassInspector
 
-        if genome is not None and not isinstance(getattr(genome, "choices", None), Mapping):
+        if genome is not None and not hasattr(genome, "choices"):
             fail("EGraph.inspector", "genome", genome, "a Genome of this e-graph (comp.genome) or None")
         return EClassInspector(self, genome)
 
@@ -513,7 +519,6 @@ def _assign_ruleset(text: str, ruleset: str) -> str:
     return text
 
 
-_POSITION = re.compile(r"^In (\d+):(\d+)-", re.MULTILINE)  # where egglog points, line and column
 # egglog's reasons, reworded to say what is wrong in the user's terms (fields from each pattern's groups)
 _REASONS = (
     (r"parse error: this \( is never closed", "a ( is never closed"),
@@ -534,7 +539,7 @@ _REASONS = (
 
 def _reason(message: str) -> str:
     """egglog's reason for rejecting rules (its message without the ``In L:C`` lines), reworded."""
-    said = "; ".join(line.strip() for line in message.splitlines() if line.strip() and not _POSITION.match(line))
+    said = "; ".join(line.strip() for line in message.splitlines() if line.strip() and not POSITION.match(line))
     for pattern, ours in _REASONS:
         found = re.fullmatch(pattern, said)
         if found:
@@ -549,9 +554,9 @@ def _located(error: EgglogError, text: str, offset: int) -> EgglogError:
     ``text`` is the text as the user gave it (``_assign_ruleset`` keeps its line numbers);
     egglog's positions are moved back by the ``offset`` lines that were sent before it.
     """
-    message = _POSITION.sub(lambda found: f"In {int(found[1]) - offset}:{found[2]}-", str(error))
+    message = shift_position(str(error), -offset)
     lines = text.split("\n")
-    positions = [(int(first), int(col)) for first, col in _POSITION.findall(message)]
+    positions = [(int(first), int(col)) for first, col, _, _ in POSITION.findall(message)]
     inside = [(line, col) for line, col in positions if 1 <= line <= len(lines)]
     at = (inside[-1] if "Shadowing" in message else inside[0]) if inside else None  # a redeclaration: the new one
     where = f"line {at[0]}, column {at[1]}" if at else "the rules"

@@ -127,7 +127,7 @@ def split_commands(text: str) -> list[tuple[int, str]]:
     return out
 
 
-_POSITION = re.compile(r"^In (\d+):(\d+)-(?:(\d+):)?(\d+):")
+POSITION = re.compile(r"^In (\d+):(\d+)-(?:(\d+):)?(\d+):", re.MULTILINE)  # egglog's position of a message line
 
 
 def shift_position(message: str, lines: int) -> str:
@@ -137,7 +137,7 @@ def shift_position(message: str, lines: int) -> str:
         last_text = f"{int(last) + lines}:" if last else ""
         return f"In {int(first) + lines}:{col}-{last_text}{end}:"
 
-    return _POSITION.sub(shifted, message, count=1)
+    return POSITION.sub(shifted, message, count=1)
 
 
 class _Failed(Exception):

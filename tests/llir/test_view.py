@@ -253,3 +253,22 @@ def test_without_dot_there_is_only_summary_and_json(monkeypatch, tmp_path):
     assert set(bundle) == {"text/plain", STAGE_MIME}
     assert bundle["text/plain"] == llir.summary()
     assert llir_view.to_dot(llir).source.startswith("digraph llir {")
+
+
+@needs_dot
+def test_many_kernels_in_regions_are_condensed():
+    """Graphviz lays clusters out in superlinear time (one 300-op chain's regions took 696 s): past
+    ``MAX_CLUSTERED_KERNELS`` kernels in regions the picture is condensed, even under ``MAX_DRAWN_KERNELS``."""
+    g = ll.Graph()
+    y = g.tensor((4, 8), name="x")
+    for i in range(140):
+        y = y.sin() if i % 2 else y + 0.5
+    y.output("y")
+    comp = ll.compile(g)
+    comp.genome = comp.choice_space().fused_genome()
+    llir = comp.llir()
+    clustered = sum(len(region.kernels()) for region in comp.regions.regions)
+    assert llir_view.MAX_CLUSTERED_KERNELS < clustered and len(llir.kernels) <= llir_view.MAX_DRAWN_KERNELS
+    source = llir_view.to_dot(llir).source
+    assert f"condensed ({clustered} kernels in regions, more than {llir_view.MAX_CLUSTERED_KERNELS})" in source
+    assert "cluster_" not in source
