@@ -25,9 +25,11 @@ from ..core.stage import Stage
 from ..egraph import EGraph
 from ..hlir.graph import Graph, HLIRStage, Signature
 from ..hlir.reference import ReferenceRuntime
+from ..hlir.rolling import Rolling, roll
 from ..llir.genome import ChoiceSpace, Genome, extract
 from ..llir.llir import LLIR
 from ..llir.regions import Regions
+from ..llir.unroll import unroll
 from ..runtime import Profile, Runtime, check_device, foreign_kernels, new_runtime
 from ..runtime.base import MEMORY_FRACTION, format_bytes, host_memory_available
 from ..search.search import SearchResult, random_inputs, search
@@ -47,11 +49,13 @@ class Compiled:
     """
 
     def __init__(self, graph: Graph, signature: Signature, module=None, example_inputs: Sequence | None = None,
-                 fusion: bool = True):
+                 fusion: bool = True, rolling: bool = True):
         if not graph.outputs:
             raise LuminalError("the graph has no outputs: mark at least one with .output(name)")
         self.graph = graph
         self.fusion = fusion  # whether the e-graph offers fused regions (read when the e-graph is built)
+        # the graph's repeated layers rolled to one copy, which the e-graph and genomes then work on
+        self.rolling: Rolling | None = roll(graph) if rolling else None
         self.signature = signature
         self.boundary = Boundary(graph, signature, module)
         self._example_inputs = example_inputs
@@ -63,19 +67,24 @@ class Compiled:
         self.last_search: SearchResult | None = None
 
     @classmethod
-    def of_torch(cls, program: TorchProgram, fusion: bool = True) -> Compiled:
+    def of_torch(cls, program: TorchProgram, fusion: bool = True, rolling: bool = True) -> Compiled:
         """The compiled form of a translated torch program (``luminal_lab.frontends``)."""
-        return cls(program.graph, program.signature, program.module, program.example_inputs, fusion)
+        return cls(program.graph, program.signature, program.module, program.example_inputs, fusion, rolling)
+
+    @property
+    def compiled_graph(self) -> Graph:
+        """The graph the e-graph is built from: the rolled graph when layers were rolled, else the program's."""
+        return self.rolling.graph if self.rolling else self.graph
 
     @property
     def hlir(self) -> HLIRStage:
-        """The HLIR stage of the program's graph."""
-        return self.graph.hlir
+        """The HLIR stage of the graph the e-graph is built from (a rolled layer drawn as one box, ×copies)."""
+        return self.rolling.hlir if self.rolling else self.graph.hlir
 
     @functools.cached_property
     def egraph(self) -> EGraph:
         """The e-graph stage, built (and its egglog worker started) on first access."""
-        egraph = EGraph(self.graph, fusion=self.fusion)
+        egraph = EGraph(self.compiled_graph, fusion=self.fusion)
         egraph.current_genome = lambda: self.genome
         return egraph
 
@@ -89,7 +98,7 @@ class Compiled:
         if not egraph.history:
             egraph.saturate()
         if self._space is None or self._space.snapshot is not egraph.snapshot:
-            self._space = ChoiceSpace(egraph.snapshot, self.graph)
+            self._space = ChoiceSpace(egraph.snapshot, self.compiled_graph)
             self._genome = None
             self._llirs.clear()
             self._runtimes.clear()
@@ -107,7 +116,7 @@ class Compiled:
             fail(where, "genome", genome, "a Genome of this program (comp.genome, comp.random_genome(seed), "
                  "comp.choice_space().fused_genome(), a search's candidates) or None")
         if genome.space is not self.choice_space():
-            whose = ("this program's e-graph before it last changed" if genome.space.graph is self.graph
+            whose = ("this program's e-graph before it last changed" if genome.space.graph is self.compiled_graph
                      else "another program")
             fail(where, "genome", genome, f"a genome of this program's e-graph as it is now, but it belongs to {whose}"
                  "; take one from comp.random_genome(seed), comp.choice_space() or comp.search()")
@@ -139,13 +148,15 @@ class Compiled:
         return self._llirs[genome.hash]
 
     def _extract(self, genome: Genome) -> LLIR:
-        """``extract``, its refusal saying so when saturation stopped early (ops may then lack kernel forms)."""
+        """``extract`` (then ``unroll`` when layers were rolled), its refusal saying so when saturation stopped early
+        (ops may then lack kernel forms)."""
         try:
-            return extract(genome)
+            llir = extract(genome)
         except Refused as refused:
             if not self.egraph.status.startswith("stopped"):
                 raise
             raise Refused(refused.kind, f"{refused.detail}; the e-graph's saturation {self.egraph.status}") from None
+        return unroll(llir, self.rolling) if self.rolling else llir
 
     @property
     def regions(self) -> Regions:
@@ -238,7 +249,7 @@ class Compiled:
             return outputs, profile.total, dict(profile.kernels)
 
         result = search(space, run, expected, generations, generation_size, mutations, keep_best, budget, seed,
-                        cost, progress, on_candidate, stop, foreign_kernels(device))
+                        cost, progress, on_candidate, stop, foreign_kernels(device), self._extract)
         self._genome = result.best.genome
         self.last_search = result
         return result
@@ -300,22 +311,26 @@ class Compiled:
                                     f"{format_bytes(budget)}; pass smaller inputs= or a smaller graph")
         return random_inputs(shapes), {}
 
-def compile(program, example_inputs: Sequence | None = None, *, fusion: bool = True, **options) -> Compiled:
+def compile(program, example_inputs: Sequence | None = None, *, fusion: bool = True, rolling: bool = True,
+            **options) -> Compiled:
     """Compile an ``ll.Graph``, or a ``torch.nn.Module`` / function on ``example_inputs`` (via torch.export).
 
-    ``fusion=False`` leaves the fusion rulesets out of the e-graph's schedule (no fused regions)."""
+    ``fusion=False`` leaves the fusion rulesets out of the e-graph's schedule (no fused regions); ``rolling=False``
+    keeps repeated layers apart (by default a run of identical layers is rolled to one, ``luminal_lab.hlir.rolling``).
+    """
     where = "ll.compile"
     flag(where, "fusion", fusion)
+    flag(where, "rolling", rolling)
     if isinstance(program, Graph):
         if example_inputs is not None:
             fail(where, "example_inputs", example_inputs, "None for an ll.Graph (a Graph declares its own inputs)")
         if options:
             raise ArgumentError(f"ll.compile: unknown option(s) {sorted(options)} for an ll.Graph")
-        return Compiled(program, Signature.of_graph(program), fusion=fusion)
+        return Compiled(program, Signature.of_graph(program), fusion=fusion, rolling=rolling)
     if not callable(program):
         fail(where, "program", program, "an ll.Graph, a torch.nn.Module or a function of tensors")
     if example_inputs is None:
         fail(where, "example_inputs", None, "the example inputs of a torch module or function (a tensor or a tuple)")
     from ..frontends.translate import from_torch  # torch loads only for torch programs
 
-    return Compiled.of_torch(from_torch(program, example_inputs, **options), fusion=fusion)
+    return Compiled.of_torch(from_torch(program, example_inputs, **options), fusion=fusion, rolling=rolling)

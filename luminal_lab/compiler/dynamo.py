@@ -41,8 +41,9 @@ from .compiled import Compiled
 class BackendOptions:
     """The backend's ``options``: the search each new program gets (``generations`` of ``generation_size`` children,
     within ``budget`` seconds, from ``seed``; ``generations=0``: the most-fused genome, unmeasured), the ``device``
-    (``None``: the inputs' device), ``fusion`` (whether the e-graph offers fused regions) and ``cache_dir`` (where
-    best genomes are kept; ``None``: the default directory, ``False``: no cache)."""
+    (``None``: the inputs' device), ``fusion`` (whether the e-graph offers fused regions), ``rolling`` (whether
+    repeated layers are rolled to one, ``luminal_lab.hlir.rolling``) and ``cache_dir`` (where best genomes are kept;
+    ``None``: the default directory, ``False``: no cache)."""
 
     generations: int = 2
     generation_size: int = 8
@@ -50,6 +51,7 @@ class BackendOptions:
     seed: int = 0
     device: str | None = None
     fusion: bool = True
+    rolling: bool = True
     cache_dir: Any = None
 
     @classmethod
@@ -69,6 +71,7 @@ class BackendOptions:
         if made.device is not None:
             one_of(where, "device", made.device, DEVICES)
         flag(where, "fusion", made.fusion)
+        flag(where, "rolling", made.rolling)
         if made.cache_dir is not None and made.cache_dir is not False \
                 and not isinstance(made.cache_dir, (str, os.PathLike)):
             fail(where, "cache_dir", made.cache_dir, "a directory, None (the default) or False")
@@ -143,7 +146,8 @@ class DynamoProgram:
         bound = _Bound(self.gm, args)
         with fx_traceback.preserve_node_meta():
             exported = export_core_aten(bound, tensors)
-            program = Compiled.of_torch(translate(exported, bound, names, tensors), fusion=self.options.fusion)
+            program = Compiled.of_torch(translate(exported, bound, names, tensors), fusion=self.options.fusion,
+                                        rolling=self.options.rolling)
         self.choose_genome(program, [t.detach().cpu() for t in tensors], device, _key(args))
         self.programs[_key(args)] = program
         return program
@@ -180,6 +184,15 @@ _MADE: weakref.WeakSet[DynamoProgram] = weakref.WeakSet()  # every live program 
 _SERIAL = itertools.count()  # the order programs were made in
 
 
+def _inline_wrapper() -> Any:
+    from torch._dynamo.external_utils import wrap_inline
+
+    return wrap_inline(len).__code__
+
+
+_INLINE_WRAPPER = _inline_wrapper()  # the code of the frame dynamo puts around a call of a torch.nn module
+
+
 def _compiling_frame() -> tuple[Any, Any]:
     """The code object dynamo is compiling (a function, a module's forward, or a resumption of one after a graph
     break) and its ``self`` where it has one."""
@@ -187,6 +200,9 @@ def _compiling_frame() -> tuple[Any, Any]:
         from torch._dynamo.symbolic_convert import InstructionTranslator
 
         tx = InstructionTranslator.current_tx()
+        module = tx.f_locals.get("fn") if tx.f_code is _INLINE_WRAPPER else None
+        if isinstance(module, torch.nn.Module):  # a torch.nn module (nn.Sequential, ...): dynamo compiles a frame
+            return type(module).forward.__code__, module  # around the call
         return tx.f_code, tx.f_locals.get("self")
     except Exception:  # not inside dynamo (a test calling the backend directly)
         return None, None

@@ -45,6 +45,8 @@ VIEW_EDGE_STYLE = {"style": "dashed", "color": "#c2410c", "fontcolor": "#9a3412"
 CONSTANT_EDGE_STYLE = {"style": "dashed", "color": "#9ca3af", "arrowsize": "0.4"}
 CLUSTER_ATTR = {"style": "dotted,rounded", "color": "#6b7280", "fontcolor": "#4b5563", "fontsize": "9",
                 "margin": "6"}
+LAYER_ATTR = {"style": "rounded,filled", "color": "#7c3aed", "fillcolor": "#f5f3ff", "fontcolor": "#5b21b6",
+              "fontsize": "11", "penwidth": "1.6", "margin": "10"}  # a rolled layer, drawn once for its copies
 
 
 def reads_row_major(tracker: ShapeTracker) -> bool:

@@ -269,8 +269,10 @@ class HLIRStage(Stage):
 
     name = "hlir"
 
-    def __init__(self, graph: Graph, include_dead: bool = False, max_drawn: int = MAX_DRAWN_NODES) -> None:
+    def __init__(self, graph: Graph, include_dead: bool = False, max_drawn: int = MAX_DRAWN_NODES,
+                 layer: tuple[frozenset[int], int] | None = None) -> None:
         self.graph = graph
+        self.layer = layer  # a rolled graph's layer: its node ids (loop markers included) and its number of copies
         self.include_dead = include_dead
         self.max_drawn = max_drawn
         live = graph.live_nodes()

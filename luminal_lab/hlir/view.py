@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import html
+import itertools
 import math
 import sys
 from collections import Counter
@@ -43,6 +44,7 @@ from ..core.draw import (
     CONSTANT_EDGE_STYLE,
     INDEX_STYLE,
     KIND_STYLE,
+    LAYER_ATTR,
     MAX_BOUNDARY,
     MAX_BOXES,
     ORDERED_OPERANDS,
@@ -89,6 +91,9 @@ def summary(stage: HLIRStage) -> str:
     if weights:
         parts.append(f"weights {weights}")
     parts.append("outputs " + (", ".join(_describe(n, name) for name, n in stage.outputs.items()) or "none"))
+    if stage.layer:
+        ids, copies = stage.layer
+        parts.append(f"layer ×{copies} rolled: {sum(n.id in ids for n in stage.nodes)} nodes")
     return " | ".join(parts)
 
 
@@ -96,6 +101,7 @@ def to_json(stage: HLIRStage) -> dict[str, Any]:
     nodes = [{
         "id": hlir_id(n), "op": n.op.value, "label": n.label, "shape": [str(d) for d in n.shape],
         "dtype": n.dtype.value, "origin": n.origin, "kind": stage.kind(n),
+        **({"layer": n.id in stage.layer[0]} if stage.layer else {}),
     } for n in stage.nodes]
     edges = []
     for n in stage.nodes:
@@ -111,6 +117,9 @@ def to_json(stage: HLIRStage) -> dict[str, Any]:
         "dead": stage.n_dead,
         "include_dead": stage.include_dead,
     }
+    if stage.layer:
+        ids, copies = stage.layer
+        meta["layer"] = {"copies": copies, "nodes": [hlir_id(n) for n in stage.nodes if n.id in ids]}
     if stage.condensed:
         meta["condensed"] = {box.id: [hlir_id(n) for n in box.nodes] for box in _boxes(stage)[0]}
     return stage.envelope(nodes, edges, meta=meta)
@@ -134,21 +143,16 @@ def _full_dot(stage: HLIRStage) -> graphviz.Digraph:
     drawn = [n for n in stage.nodes if n.op != Op.CONSTANT or n.id not in used]
     named: set[int] = set()
     edges: list[tuple[str, Node, int, ShapeTracker]] = []
-    for k, run in enumerate(_origin_runs(drawn)):
-        clustered = run[0].origin is not None and len(run) > 1
-        with dot.subgraph(name=f"cluster_{k}") if clustered else contextlib.nullcontext(dot) as box:
-            if clustered:
-                box.attr(label=graphviz.nohtml(run[0].origin), id=f"origin{k}", **CLUSTER_ATTR)
-            for n in run:
-                _draw_node(stage, box, n, show_origin=not clustered)
-                for index, (src, tracker) in enumerate(n.sources):
-                    name = hlir_id(src)
-                    if src.op == Op.CONSTANT:
-                        if src.id in named:
-                            name = f"{name}.{hlir_id(n)}.{index}"
-                        named.add(src.id)
-                        _draw_node(stage, box, src, show_origin=False, name=name)
-                    edges.append((name, n, index, tracker))
+    layer, copies = stage.layer or (frozenset(), 0)
+    k = 0
+    for in_layer, segment in itertools.groupby(_origin_runs(drawn, layer), key=lambda run: run[0].id in layer):
+        with dot.subgraph(name="cluster_layer") if in_layer else contextlib.nullcontext(dot) as into:
+            if in_layer:
+                into.attr(label=f"layer ×{copies}: one copy, rolled (LoopIn / LoopOut mark what crosses its edge)",
+                          id="layer", **LAYER_ATTR)
+            for run in segment:
+                _draw_run(stage, into, run, k, named, edges)
+                k += 1
     for name, n, index, tracker in edges:
         src = n.sources[index][0]
         attrs = {"id": _edge_id(src, n, index),
@@ -159,6 +163,27 @@ def _full_dot(stage: HLIRStage) -> graphviz.Digraph:
             attrs.update(read_edge(tracker, src.dtype, index if n.op in ORDERED_OPERANDS else None))
         dot.edge(name, hlir_id(n), **attrs)
     return dot
+
+
+def _draw_run(stage: HLIRStage, dot: graphviz.Digraph, run: list[Node], k: int, named: set[int],
+              edges: list[tuple[str, Node, int, ShapeTracker]]) -> None:
+    """Draw a run of nodes of one origin (in a dotted cluster when it has one and several nodes), and note the edges
+    into them (a constant is drawn beside each reader)."""
+    clustered = run[0].origin is not None and len(run) > 1
+    with dot.subgraph(name=f"cluster_{k}") if clustered else contextlib.nullcontext(dot) as box:
+        if clustered:
+            box.attr(label=graphviz.nohtml(run[0].origin), id=f"origin{k}", **CLUSTER_ATTR)
+        for n in run:
+            _draw_node(stage, box, n, show_origin=not clustered)
+            for index, (src, tracker) in enumerate(n.sources):
+                name = hlir_id(src)
+                if src.op == Op.CONSTANT:
+                    if src.id in named:
+                        name = f"{name}.{hlir_id(n)}.{index}"
+                    named.add(src.id)
+                    _draw_node(stage, box, src, show_origin=False, name=name)
+                edges.append((name, n, index, tracker))
+
 
 def _draw_node(stage: HLIRStage, dot: graphviz.Digraph, node: Node, show_origin: bool, name: str | None = None) -> None:
     """Draw ``node`` as ``name`` (its id unless it is a copy); every drawing has the node's id as class."""
@@ -222,11 +247,11 @@ def _condensed_dot(stage: HLIRStage) -> graphviz.Digraph:
 
 
 
-def _origin_runs(nodes: list[Node]) -> list[list[Node]]:
-    """Consecutive nodes (in topological order) grouped by equal ``origin``."""
+def _origin_runs(nodes: list[Node], layer: frozenset[int] = frozenset()) -> list[list[Node]]:
+    """Consecutive nodes (in topological order) grouped by equal ``origin`` (and by being in ``layer`` or not)."""
     runs: list[list[Node]] = []
     for n in nodes:
-        if runs and runs[-1][0].origin == n.origin:
+        if runs and runs[-1][0].origin == n.origin and (runs[-1][0].id in layer) == (n.id in layer):
             runs[-1].append(n)
         else:
             runs.append([n])

@@ -49,6 +49,7 @@ class Kernel:
     arg: Any = None
     eclass: str = ""
     hlir: tuple[int, ...] = ()
+    copy: int | None = None  # in a rolled program, the layer copy it runs for (``luminal_lab.llir.unroll``)
 
     @property
     def label(self) -> str:

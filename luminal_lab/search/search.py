@@ -109,9 +109,11 @@ def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generati
            generation_size: int = 30, mutations: int = 3, keep_best: int = 3, budget: float | None = None,
            seed: int = 0, cost: Callable[[LLIR], float] | None = None, progress: bool = True,
            on_candidate: Callable[[Candidate], None] | None = None,
-           stop: threading.Event | None = None, without: frozenset[str] = frozenset()) -> SearchResult:
-    """Search ``space``; ``run`` executes an LLIR and returns (outputs, seconds, per-kernel seconds). No candidate
-    picks a kernel op in ``without`` (what the device runs only as another implementation).
+           stop: threading.Event | None = None, without: frozenset[str] = frozenset(),
+           lower: Callable[[Genome], LLIR] = extract) -> SearchResult:
+    """Search ``space``; ``lower`` makes a genome's LLIR (raising ``Refused``), ``run`` executes an LLIR and returns
+    (outputs, seconds, per-kernel seconds). No candidate picks a kernel op in ``without`` (what the device runs only
+    as another implementation).
 
     ``on_candidate`` is called with each candidate once it joins the history. ``stop`` is checked
     before each candidate: once set, the result so far comes back ``interrupted`` (or
@@ -129,7 +131,7 @@ def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generati
             raise SearchStopped(f"search stopped after {len(history)} candidate(s)")
         candidate = Candidate(len(history), generation, genome.hash, parent, genome.mutations, "ok", genome=genome)
         try:
-            llir = extract(genome)
+            llir = lower(genome)
             outputs, seconds, per_kernel = run(llir)
         except Refused as refused:
             candidate.outcome, candidate.reason = "refused", str(refused)
