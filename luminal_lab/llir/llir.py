@@ -21,6 +21,7 @@ region, read contiguously, and ``FusionEnd`` writes the region's one result. Onl
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,8 +78,18 @@ class LLIR(Stage):
     outputs: list[int]
     genome_hash: int = 0
     times: dict[int, float] = field(default_factory=dict)  # median seconds per kernel id, once profiled
+    fold: bool = True  # the picture draws a rolled layer's first copy only (``expand()`` draws every copy)
 
     name = "llir"
+
+    @property
+    def copies(self) -> int:
+        """How many copies of a rolled layer the kernels run (0 when none was rolled)."""
+        return max((k.copy + 1 for k in self.kernels if k.copy is not None), default=0)
+
+    def expand(self) -> LLIR:
+        """This LLIR (the same kernels and times), its picture drawing every copy of a rolled layer."""
+        return dataclasses.replace(self, fold=False)
 
     @property
     def inputs(self) -> dict[str, Kernel]:

@@ -56,6 +56,7 @@ from ..core.draw import (
     GRAPH_ATTR,
     INDEX_STYLE,
     KIND_STYLE,
+    LAYER_ATTR,
     MAX_BOUNDARY,
     MAX_BOXES,
     MAX_DRAWN_NODES,
@@ -140,6 +141,9 @@ def summary(llir: LLIR) -> str:
         f"genome {llir.genome_hash:016x}",
         "profiled" if llir.times else "not profiled",
     ]
+    if llir.copies:
+        per_copy = sum(k.copy == 0 for k in llir.kernels)
+        parts.insert(-2, f"layer ×{llir.copies}: {per_copy} kernels per copy")
     return " | ".join(parts)
 
 
@@ -154,6 +158,8 @@ def to_json(llir: LLIR) -> dict[str, Any]:
                 "hlir": [hlir_id(h) for h in k.hlir]}
         if k.id in llir.times:
             node["seconds"] = llir.times[k.id]
+        if k.copy is not None:
+            node["copy"] = k.copy
         nodes.append(node)
         edges.extend({"id": _edge_id(src, k, index), "source": kernel_id(src), "target": kernel_id(k),
                       "index": index, "dtype": by_id[src].dtype.value, **view_json(tracker)}
@@ -172,7 +178,9 @@ def to_json(llir: LLIR) -> dict[str, Any]:
     }
     if llir.times:
         meta["total_seconds"] = _total(llir)
-    if len(llir.kernels) > MAX_DRAWN_KERNELS:
+    if llir.copies:
+        meta["layer"] = {"copies": llir.copies, "folded": llir.fold}
+    if len(_drawn(llir)) > MAX_DRAWN_KERNELS:
         meta["condensed"] = {box.id: [kernel_id(k) for k in box.kernels] for box in _boxes(llir)[0]}
     return llir.envelope(nodes, edges, links=links, meta=meta)
 
@@ -197,12 +205,25 @@ def to_dot(llir: LLIR, regions: list[Region] | None = None) -> graphviz.Digraph:
     LLIR's fused regions when already found."""
     regions = find_regions(llir) if regions is None else regions
     dot = graphviz.Digraph("llir", graph_attr=GRAPH_ATTR, node_attr=NODE_ATTR, edge_attr=EDGE_ATTR)
-    clustered = sum(len(region.kernels()) for region in regions)
-    if len(llir.kernels) > MAX_DRAWN_KERNELS or clustered > MAX_CLUSTERED_KERNELS:
+    drawn = _drawn(llir)
+    shown = [region for region in regions if region.end in drawn]
+    clustered = sum(len(region.kernels()) for region in shown)
+    if len(drawn) > MAX_DRAWN_KERNELS or clustered > MAX_CLUSTERED_KERNELS:
         _condensed(dot, llir, len(regions), clustered)
     else:
-        _full(dot, llir, regions)
+        _full(dot, llir, shown, len(regions))
     return dot
+
+
+def _drawn(llir: LLIR) -> dict[int, Kernel]:
+    """The kernels the picture draws, by id: all, or with a rolled layer folded, all but its later copies."""
+    return {k.id: k for k in llir.kernels if not llir.fold or not k.copy}
+
+
+def _first_copy(llir: LLIR) -> dict[int, int]:
+    """Kernel id -> the id of the kernel it repeats in a rolled layer's first copy (for later copies only)."""
+    first = {k.eclass: k.id for k in llir.kernels if k.copy == 0}
+    return {k.id: first[k.eclass] for k in llir.kernels if k.copy}
 
 
 class _Heat:
@@ -253,32 +274,41 @@ def _caption(dot: graphviz.Digraph, llir: LLIR, scale: _Heat | None, regions: in
              labelloc="t", labeljust="l", fontsize="10")
 
 
-def _full(dot: graphviz.Digraph, llir: LLIR, regions: list[Region]) -> None:
+def _full(dot: graphviz.Digraph, llir: LLIR, regions: list[Region], n_regions: int) -> None:
     by_id = {k.id: k for k in llir.kernels}
+    drawn = _drawn(llir)
+    first = _first_copy(llir) if llir.fold else {}
     scale = _Heat(llir, [llir.times[k.id] for k in llir.kernels if k.id in llir.times]) if llir.times else None
-    _caption(dot, llir, scale, len(regions))
+    folded = (f"layer ×{llir.copies}: its first copy drawn, the other {llir.copies - 1} run the same kernels "
+              "(expand() draws them)") if first else ""
+    _caption(dot, llir, scale, n_regions, folded)
+    layer = graphviz.Digraph("cluster_layer")
+    if first:
+        layer.attr(label=f"layer ×{llir.copies}", id="layer", **LAYER_ATTR)
     clusters = [_cluster(llir, i, region) for i, region in enumerate(regions)]
-    place: dict[int, graphviz.Digraph] = {}
+    place: dict[int, graphviz.Digraph] = {k.id: layer for k in drawn.values() if first and k.copy == 0}
     for cluster, region in zip(clusters, regions):
         for kid in region.kernels():
-            place.setdefault(kid, cluster)  # a kernel two regions share goes in the first
-    used = {src for k in llir.kernels for src, _ in k.sources}
+            place[kid] = cluster if place.get(kid) in (None, layer) else place[kid]  # shared: in the first region
+    used = {src for k in drawn.values() for src, _ in k.sources}
     named: set[int] = set()
     edges: list[tuple[str, Kernel, int]] = []
-    for k in llir.kernels:
+    for k in drawn.values():
         if k.op == "Constant" and k.id in used:
             continue  # drawn next to each kernel that reads it
         _draw_kernel(place.get(k.id, dot), llir, k, scale)
         for index, (src, _) in enumerate(k.sources):
-            name = kernel_id(src)
+            name = kernel_id(first.get(src, src))  # a read of a later copy is drawn from the first
             if by_id[src].op == "Constant":
                 if src in named:
                     name = f"{name}.{kernel_id(k)}.{index}"
                 named.add(src)
                 _draw_kernel(dot, llir, by_id[src], scale, name)
             edges.append((name, k, index))
-    for cluster in clusters:
-        dot.subgraph(cluster)
+    for cluster, region in zip(clusters, regions):
+        (layer if first and by_id[region.end].copy == 0 else dot).subgraph(cluster)
+    if first:
+        dot.subgraph(layer)
     for name, k, index in edges:
         src, tracker = k.sources[index]
         source = by_id[src]
@@ -348,7 +378,7 @@ class _Box:
 
 def _boxes(llir: LLIR) -> tuple[list[_Box], str]:
     """The boxes of a condensed picture (op kernels only) and how they were made."""
-    inner = [k for k in llir.kernels if kind(k) == "op"]
+    inner = [k for k in _drawn(llir).values() if kind(k) == "op"]
     size = max(math.ceil(len(inner) / MAX_BOXES), 1)
     boxes = [_Box(f"g{i}", inner[at:at + size]) for i, at in enumerate(range(0, len(inner), size))]
     return boxes, f"one box per {size} kernels in order"
@@ -358,16 +388,17 @@ def _condensed(dot: graphviz.Digraph, llir: LLIR, regions: int, clustered: int) 
     boxes, how = _boxes(llir)
     seconds = {box.id: sum(llir.times.get(k.id, 0.0) for k in box.kernels) for box in boxes}
     scale = _Heat(llir, list(seconds.values())) if llir.times else None
-    why = (f"more than {MAX_DRAWN_KERNELS}" if len(llir.kernels) > MAX_DRAWN_KERNELS
+    why = (f"more than {MAX_DRAWN_KERNELS}" if len(_drawn(llir)) > MAX_DRAWN_KERNELS
            else f"{clustered} kernels in regions, more than {MAX_CLUSTERED_KERNELS}")
-    _caption(dot, llir, scale, regions, f"condensed ({why}); {how}; constants left out", "box")
+    folded = f"; layer ×{llir.copies}: its first copy drawn" if llir.fold and llir.copies else ""
+    _caption(dot, llir, scale, regions, f"condensed ({why}); {how}; constants left out{folded}", "box")
     where: dict[int, str] = {}
     for box in boxes:
         style = scale.style(seconds[box.id]) if scale else {}
         dot.node(box.id, label=box.label(scale.line(seconds[box.id]) if scale else None), id=box.id, **style)
         where.update((k.id, box.id) for k in box.kernels)
     for boundary in BOUNDARY_KINDS:
-        members = [k for k in llir.kernels if kind(k) == boundary]
+        members = [k for k in _drawn(llir).values() if kind(k) == boundary]
         if len(members) <= MAX_BOUNDARY:
             for k in members:
                 _draw_kernel(dot, llir, k, scale)
@@ -375,8 +406,9 @@ def _condensed(dot: graphviz.Digraph, llir: LLIR, regions: int, clustered: int) 
         elif members:
             dot.node(f"{boundary}s", label=f"{len(members)} {boundary}s", id=f"{boundary}s", **KIND_STYLE[boundary])
             where.update((k.id, f"{boundary}s") for k in members)
-    flows = Counter((where[src], where[k.id]) for k in llir.kernels if k.id in where
-                    for src, _ in k.sources if src in where and where[src] != where[k.id])
+    first = _first_copy(llir) if llir.fold else {}
+    reads = [(where.get(first.get(src, src)), where.get(k.id)) for k in llir.kernels for src, _ in k.sources]
+    flows = Counter((a, b) for a, b in reads if a is not None and b is not None and a != b)
     for (a, b), count in flows.items():
         dot.edge(a, b, label=f"×{count}" if count > 1 else None)
 

@@ -112,6 +112,18 @@ def test_the_stages_show_the_layer_once_and_link_it_to_every_copy() -> None:
     assert copies == {0, 1, 2}
     assert comp.pipeline()._repr_mimebundle_()[STAGE_MIME]["stages"][0]["meta"]["layer"]["copies"] == 3
     assert all(kernel_id(k) in provenance.ids("llir") for k in comp.llir().kernels)
+    # the LLIR lists every copy's kernels, and draws the first copy, folded, until expanded
+    llir = comp.llir()
+    per_copy = sum(k.copy == 0 for k in llir.kernels)
+    assert Counter(k.copy for k in llir.kernels if k.copy is not None) == {0: per_copy, 1: per_copy, 2: per_copy}
+    assert f"layer ×3: {per_copy} kernels per copy" in llir.summary()
+    nodes = llir.to_json()["nodes"]
+    assert Counter(n.get("copy") for n in nodes) == Counter(k.copy for k in llir.kernels)
+    folded, expanded = llir.to_svg(), llir.expand().to_svg()
+    later = [k for k in llir.kernels if k.copy == 2 and k.op != "Constant"]
+    assert 'id="layer"' in folded and 'id="layer"' not in expanded
+    assert all(f'id="{kernel_id(k)}"' not in folded and f'id="{kernel_id(k)}"' in expanded for k in later)
+    assert llir.expand().to_json()["meta"]["layer"] == {"copies": 3, "folded": False}
 
 
 def llama_stack(layers: int) -> nn.Module:
