@@ -76,6 +76,7 @@ bench: setup
 	$(BIN)/python benchmarks/fusion.py
 	$(BIN)/python benchmarks/row_fusion.py
 	$(BIN)/python benchmarks/torch_compile.py
+	$(BIN)/python benchmarks/scaling.py
 	$(BIN)/python benchmarks/gpu.py
 
 clean:
