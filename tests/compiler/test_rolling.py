@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -16,32 +15,7 @@ from luminal_lab.compiler.provenance import Provenance
 from luminal_lab.core.ids import hlir_id, kernel_id
 from luminal_lab.core.stage import STAGE_MIME
 from tests.helpers.models import LlamaBlock, llama_inputs
-from tests.hlir.test_rolling import D, layer, stack
-
-
-def pairs() -> ll.Graph:
-    """Layers that read two layers back: rolled as pairs carrying two values."""
-    rng = np.random.default_rng(3)
-    g = ll.Graph()
-    hs = [g.tensor((4, D), name="x")]
-    for i in range(6):
-        hs.append(layer(g, hs[-1], i, rng) + hs[max(len(hs) - 2, 0)])
-    hs[-1].output("y")
-    return g
-
-
-def running_total() -> ll.Graph:
-    """Two carried values, one of them read by nothing after the run (kept by an extra output)."""
-    rng = np.random.default_rng(1)
-    g = ll.Graph()
-    x = g.tensor((4, D), name="x")
-    h, total = x, x.sum(-1)
-    for i in range(4):
-        h = layer(g, h, i, rng)
-        total = total + h.sum(-1)
-    total.output("total")
-    return g
-
+from tests.helpers.stacks import D, pairs, running_total, stack
 
 GRAPHS = {"stack": lambda: stack(6), "shared": lambda: stack(4, shared=True), "pairs": pairs,
           "running_total": running_total}

@@ -8,30 +8,7 @@ import numpy as np
 import luminal_lab as ll
 from luminal_lab.core.ops import Op
 from luminal_lab.hlir.rolling import MIN_LAYER_OPS, roll
-
-D = 8
-
-
-def layer(g: ll.Graph, h, i: int, rng: np.random.Generator, d: int = D, shared=None):
-    """A residual block: RMSNorm, a ReLU MLP, the residual add (and a read of ``shared`` when given)."""
-    w1 = g.weight(f"l{i}.w1", rng.standard_normal((d, 2 * d)).astype(np.float32))
-    w2 = g.weight(f"l{i}.w2", rng.standard_normal((2 * d, d)).astype(np.float32))
-    norm = g.weight(f"l{i}.norm", rng.standard_normal(d).astype(np.float32))
-    out = h + (h.rms_norm(norm) @ w1).relu() @ w2 * 0.1
-    return out * shared if shared is not None else out
-
-
-def stack(layers: int, dims: list[int] | None = None, shared: bool = False) -> ll.Graph:
-    """``x`` through an embedding-like prefix, ``layers`` residual blocks, and a suffix."""
-    rng = np.random.default_rng(0)
-    g = ll.Graph()
-    x = g.tensor((4, D), name="x")
-    h = (x * 2.0).sin()  # before the run
-    gate = (x * 0.5).sigmoid() if shared else None  # a computed value every layer reads
-    for i in range(layers):
-        h = layer(g, h, i, rng, shared=gate)
-    (h.sum(-1) + 1.0).output("y")  # after the run
-    return g
+from tests.helpers.stacks import D, layer, stack
 
 
 def ops_of(g: ll.Graph) -> int:
