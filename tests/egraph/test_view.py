@@ -31,8 +31,9 @@ def softmax_of_matmul() -> ll.Graph:
 
 
 def stepped(graph: ll.Graph, steps: int) -> EGraph:
-    """The e-graph after ``steps`` rounds, without fusion: these tests pin the counts of the unfused schedule."""
-    eg = ll.compile(graph, fusion=False).egraph
+    """The e-graph after ``steps`` rounds, without fusion or rolling: these tests pin the counts of the unfused
+    schedule on the whole graph."""
+    eg = ll.compile(graph, fusion=False, rolling=False).egraph
     for _ in range(steps):
         eg.step()
     return eg

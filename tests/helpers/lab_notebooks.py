@@ -108,7 +108,7 @@ LARGE = textwrap.dedent("""\
     for i in range({steps}):
         y = (y * 1.001).sin() if i % 2 else y + x
     y.output("y")
-    big = ll.compile(g)
+    big = ll.compile(g, rolling=False)  # rolled, the chain would be one copy of a stretch of it
     print("nodes:", len(big.hlir.to_json()["nodes"]))
     """)
 
