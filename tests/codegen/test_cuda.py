@@ -6,8 +6,10 @@ No GPU here: nothing runs, the check is that NVRTC accepts each source and emits
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+from collections import defaultdict
 
 import pytest
 import torch
@@ -45,7 +47,10 @@ def _llir(graph: ll.Graph) -> LLIR:
 
 
 def _check_all(llir: LLIR) -> list[CudaKernel]:
-    kernels = llir_sources(llir)
+    return _check_kernels(llir_sources(llir))
+
+
+def _check_kernels(kernels: list[CudaKernel]) -> list[CudaKernel]:
     for kernel in kernels:
         if kernel.library:  # cuBLAS: nothing generated (tests/codegen/test_cuda_matmul.py)
             assert kernel.source.startswith("// k") and not kernel.dyn
@@ -59,25 +64,46 @@ def _check_all(llir: LLIR) -> list[CudaKernel]:
     return kernels
 
 
-def _case_graph(case, dtype: torch.dtype, transposed: bool) -> ll.Graph:
-    """The graph test_ops' ``_check`` builds for ``case``."""
-    g = ll.Graph()
-    tensors = []
-    for i, shape in enumerate(case.shapes):
-        stored = tuple(shape[:-2]) + (shape[-1], shape[-2]) if transposed and len(shape) >= 2 else tuple(shape)
-        t = g.tensor(stored, name=f"x{i}", dtype=from_torch(dtype))
-        tensors.append(t.transpose(-1, -2) if transposed and len(shape) >= 2 else t)
-    case.ll_fn(*tensors).output("out")
-    return g
+def _add_case(g: ll.Graph, case, dtype: torch.dtype, transposed: bool) -> None:
+    """The graph test_ops' ``_check`` builds for ``case``, added to ``g`` (inputs and output named after the case,
+    nodes tagged with its name)."""
+    with g.origin(case.name):
+        tensors = []
+        for i, shape in enumerate(case.shapes):
+            stored = tuple(shape[:-2]) + (shape[-1], shape[-2]) if transposed and len(shape) >= 2 else tuple(shape)
+            t = g.tensor(stored, name=f"{case.name}_x{i}", dtype=from_torch(dtype))
+            tensors.append(t.transpose(-1, -2) if transposed and len(shape) >= 2 else t)
+        case.ll_fn(*tensors).output(case.name)
 
 
 SELECTED = [c for c in CASES if c.name in OP_CASES or c.name in EXTRA_NAMES]
 PARAMS = [pytest.param(c, d, id=f"{c.name}-{str(d).split('.')[1]}") for c in SELECTED for d in c.dtypes]
 
 
+@functools.cache
+def _op_case_kernels(dtype: torch.dtype) -> dict[str, list[CudaKernel]]:
+    """The kernels of every selected case in ``dtype``, by case. The cases are built side by side in one graph and
+    lowered by one e-graph, not one each: a case's kernels are those its nodes lowered to, each with the source it
+    has when the case is built alone (but a library call's comment names its own kernel id, and a constant two cases
+    share is listed under one of them)."""
+    g = ll.Graph()
+    for case in SELECTED:
+        if dtype in case.dtypes:
+            _add_case(g, case, dtype, transposed=case.name in OP_CASES)
+    llir = _llir(g)
+    hlir = {k.id: k.hlir for k in llir.kernels}
+    by_case = defaultdict(list)
+    for kernel in llir_sources(llir):
+        for name in {g.nodes[h].origin for h in hlir[kernel.writes]}:
+            by_case[name].append(kernel)
+    return by_case
+
+
 @pytest.mark.parametrize(("case", "dtype"), PARAMS)
 def test_op_cases_compile(case, dtype: torch.dtype) -> None:
-    _check_all(_llir(_case_graph(case, dtype, transposed=case.name in OP_CASES)))
+    kernels = _op_case_kernels(dtype)[case.name]
+    assert kernels, f"{case.name} lowered to no kernel"
+    _check_kernels(kernels)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)

@@ -21,6 +21,9 @@ from tests.helpers.models import MLP, LlamaBlock, SelfAttentionBlock, attention_
 
 ROOT = Path(__file__).resolve().parents[2]
 F32 = {"atol": 1e-4, "rtol": 1e-4}
+# torch.compile options: the backend's search stops after the most-fused genome (its default budget of 5 s is spent
+# on small programs; the search and the default options: tests/search, tests/compiler/test_backend.py)
+FUSED_ONLY = {"budget": 0.0}
 
 MODELS = {
     "mlp": lambda: (MLP(32, 64, 16), mlp_inputs(4, 32)),
@@ -64,7 +67,7 @@ def test_model_matches_eager_through_export(name: str) -> None:
 @pytest.mark.parametrize("name", MODELS)
 def test_model_matches_eager_through_torch_compile(name: str, dynamo_calls: list[int]) -> None:
     model, inputs = MODELS[name]()
-    compiled = torch.compile(model, backend="luminal_lab")
+    compiled = torch.compile(model, backend="luminal_lab", options=FUSED_ONLY)
     first = compiled(*inputs)
     torch.testing.assert_close(first, model(*inputs), **F32)
     assert torch.equal(compiled(*inputs), first)
@@ -202,11 +205,11 @@ def test_buffer_mutation_is_written_back() -> None:
 def test_mutations_are_written_back_through_torch_compile(dynamo_calls: list[int]) -> None:
     x, y = torch.randn(3, 4), torch.randn(4)
     ours, theirs = x.clone(), x.clone()
-    compiled = torch.compile(add_in_place, backend="luminal_lab")
+    compiled = torch.compile(add_in_place, backend="luminal_lab", options=FUSED_ONLY)
     torch.testing.assert_close(compiled(ours, y), add_in_place(theirs, y))
     torch.testing.assert_close(ours, theirs)
     eager, mine = RunningSum(), RunningSum()
-    compiled_module = torch.compile(mine, backend="luminal_lab")
+    compiled_module = torch.compile(mine, backend="luminal_lab", options=FUSED_ONLY)
     for _ in range(3):
         x = torch.randn(2, 4)
         torch.testing.assert_close(compiled_module(x), eager(x))
@@ -235,7 +238,7 @@ def test_backend_is_found_by_name_without_importing_luminal_lab() -> None:
         from tests.helpers.models import MLP, mlp_inputs
         assert "luminal_lab" not in sys.modules
         model, (x,) = MLP(16, 32, 8), mlp_inputs(3, 16)
-        out = torch.compile(model, backend="luminal_lab")(x)
+        out = torch.compile(model, backend="luminal_lab", options={"budget": 0.0})(x)
         torch.testing.assert_close(out, model(x), atol=1e-4, rtol=1e-4)
         assert "luminal_lab.compiler.dynamo" in sys.modules
         print("ok")
@@ -251,7 +254,7 @@ def test_new_shapes_recompile_and_symbolic_sizes_are_bound(dynamo_calls: list[in
     programs: list[DynamoProgram] = []
 
     def capture(gm: torch.fx.GraphModule, example_inputs: list) -> DynamoProgram:
-        programs.append(luminal_lab_backend(gm, example_inputs))
+        programs.append(luminal_lab_backend(gm, example_inputs, FUSED_ONLY))
         return programs[-1]
 
     def scaled(x: torch.Tensor) -> torch.Tensor:
