@@ -111,7 +111,6 @@ def main() -> None:
     parser.add_argument("--genomes", type=int, default=5, help="random genomes timed for extract_ms")
     parser.add_argument("--out", type=Path, default=RESULTS / "scaling.json")
     args = parser.parse_args()
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     rows = [measure(n, True, args.genomes) for n in args.layers]
     rows += [measure(n, False, args.genomes) for n in args.layers if n <= args.unrolled_up_to]
     rolled = {r["layers"]: r for r in rows if r["rolled"] or r["layers"] == 1}

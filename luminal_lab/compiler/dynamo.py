@@ -16,6 +16,7 @@ CPU runtime, CUDA tensors on the CUDA runtime (device-resident), and results com
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import weakref
@@ -184,13 +185,12 @@ _MADE: weakref.WeakSet[DynamoProgram] = weakref.WeakSet()  # every live program 
 _SERIAL = itertools.count()  # the order programs were made in
 
 
+@functools.cache
 def _inline_wrapper() -> Any:
+    """The code of the frame dynamo puts around a call of a torch.nn module."""
     from torch._dynamo.external_utils import wrap_inline
 
     return wrap_inline(len).__code__
-
-
-_INLINE_WRAPPER = _inline_wrapper()  # the code of the frame dynamo puts around a call of a torch.nn module
 
 
 def _compiling_frame() -> tuple[Any, Any]:
@@ -200,7 +200,7 @@ def _compiling_frame() -> tuple[Any, Any]:
         from torch._dynamo.symbolic_convert import InstructionTranslator
 
         tx = InstructionTranslator.current_tx()
-        module = tx.f_locals.get("fn") if tx.f_code is _INLINE_WRAPPER else None
+        module = tx.f_locals.get("fn") if tx.f_code is _inline_wrapper() else None
         if isinstance(module, torch.nn.Module):  # a torch.nn module (nn.Sequential, ...): dynamo compiles a frame
             return type(module).forward.__code__, module  # around the call
         return tx.f_code, tx.f_locals.get("self")

@@ -147,14 +147,15 @@ class _Roller:
                         raise _NotALoop(f"copy 0 reads two nodes where later copies read position {position}")
                     self.carry_reads[j, s] = position
                     continue
-                nodes = [self.graph.nodes[r[1]] for r in reads]
-                if kinds == {"outside"} and len({n.id for n in nodes}) == 1:
-                    self.shared[src.id] = src
-                    continue
-                if kinds == {"outside"} and self._parameters(nodes):
-                    if self.params.setdefault(src.id, tuple(nodes)) != tuple(nodes):
-                        raise _NotALoop(f"parameter {src.arg!r} stands for two inputs in another copy")
-                    continue
+                if kinds == {"outside"}:
+                    nodes = tuple(self.graph.nodes[r[1]] for r in reads)
+                    if len({n.id for n in nodes}) == 1:
+                        self.shared[src.id] = src
+                        continue
+                    if self._parameters(nodes):
+                        if self.params.setdefault(src.id, nodes) != nodes:
+                            raise _NotALoop(f"parameter {src.arg!r} stands for two inputs in another copy")
+                        continue
                 raise _NotALoop(f"position {j}, operand {s} is read differently by the copies")
 
     def _read(self, copy: int, src: Node) -> tuple[str, int]:
@@ -167,7 +168,7 @@ class _Roller:
             return "prev", j
         raise _NotALoop("a copy reads a copy other than its predecessor")
 
-    def _parameters(self, nodes: list[Node]) -> bool:
+    def _parameters(self, nodes: tuple[Node, ...]) -> bool:
         first = nodes[0]
         inputs = self.graph.inputs
         return (len({n.id for n in nodes}) == len(nodes)

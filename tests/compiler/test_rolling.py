@@ -121,3 +121,13 @@ def test_a_llama_stack_rolls_through_ll_compile_and_torch_compile() -> None:
         torch.testing.assert_close(plain(x), expected, rtol=1e-4, atol=1e-4)
         (program,) = ll.programs(plain)
         assert program.rolling is None
+
+
+def test_search_measures_the_rolled_programs_genomes_on_every_copy() -> None:
+    comp = ll.compile(stack(3))
+    x = torch.randn(4, D, generator=torch.Generator().manual_seed(2))
+    result = comp.search(generations=1, generation_size=2, trials=1, inputs=(x,), progress=False)
+    ok = [c for c in result.history if c.outcome == "ok"]
+    assert ok, [c.reason for c in result.history]  # each candidate is unrolled, so it matches the reference
+    assert comp.llir().copies == 3 and comp.genome is result.best.genome
+    torch.testing.assert_close(comp(x), comp.run_reference(x), rtol=1e-5, atol=1e-5)
