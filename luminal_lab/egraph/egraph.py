@@ -276,13 +276,20 @@ class EGraph(Stage):
         before = self._snapshot
         budget = _Budget(self._worker, max_enodes, time.monotonic() + timeout, self._functions, growth=self._growth,
                          user_rulesets=frozenset(self._user_joined))
-        start = time.monotonic()
+        start, logged = time.monotonic(), len(self._worker.log)
         try:
             body(budget)
         except _Stop as stop:
             budget.stopped = stop.reason
         budget.stopped = budget.stopped or budget.runaway
-        self._snapshot = self._take_snapshot()
+        try:
+            self._snapshot = self._take_snapshot()
+        except WorkerDied:  # the step's e-graph outgrew the worker while being read: the step is undone
+            del self._worker.log[logged:]
+            self._worker.restart()
+            budget.stopped = BudgetExceeded(f"the egglog worker ran out of memory taking the snapshot after "
+                                            f"{label}; the e-graph was restored to before it")
+            self._snapshot = self._take_snapshot()
         report = _diff(len(self.history), label, before, self._snapshot, budget)
         report.wall_seconds = time.monotonic() - start
         self.history.append(report)
