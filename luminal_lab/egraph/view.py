@@ -51,7 +51,7 @@ from typing import Any
 
 import graphviz
 
-from ..core.draw import EDGE_ATTR, GRAPH_ATTR, KIND_STYLE, NODE_ATTR, Picture
+from ..core.draw import EDGE_ATTR, GRAPH_ATTR, KIND_STYLE, NODE_ATTR, STUB_STYLE, Picture
 from ..core.ids import hlir_id
 from ..core.stage import register_view
 from .egraph import EGraph
@@ -81,7 +81,6 @@ FUSED_STYLE = {"fillcolor": "#f3e8ff", "color": "#7e22ce"}
 ADDED_STYLE = {"color": "#dc2626", "penwidth": "2.4"}
 SUBSUMED_STYLE = {"style": "rounded,filled,dashed", "fillcolor": "#f9fafb", "fontcolor": "#9ca3af",
                   "color": "#9ca3af"}
-STUB_STYLE = {"shape": "plaintext", "style": "", "fontcolor": "#6b7280", "fontsize": "8"}
 MORE_STYLE = {"shape": "plaintext", "style": "", "fontcolor": "#6b7280", "fontsize": "8"}
 TABLE_STYLE = {"shape": "plaintext", "style": "", "margin": "0"}
 
