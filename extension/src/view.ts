@@ -14,7 +14,7 @@ import {
   stageTitle,
   visualKind
 } from './model.js';
-import { edgePath, labelText, Layout, layoutSteps, stageLayoutInput } from './layout.js';
+import { BOX_TITLE, edgePath, holdsInner, labelText, Layout, stageLayoutSteps } from './layout.js';
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
 /** Above this many nodes a stage is drawn a chunk per animation frame (after a sliced layout). */
@@ -104,7 +104,8 @@ export class StageView {
   private readonly details: HTMLDivElement;
   private readonly searchInput: HTMLInputElement;
   private readonly searchCount: HTMLSpanElement;
-  private readonly memberEdge: boolean[] = [];
+  /** behind everything else: the boxes of compound nodes (e-classes holding their e-nodes) */
+  private readonly boxLayer: SVGGElement;
   private layout: Layout | null = null;
   private nodeEls: (SVGGElement | undefined)[] = [];
   private edgeEls: (SVGPathElement | undefined)[] = [];
@@ -179,6 +180,8 @@ export class StageView {
     this.svgEl.setAttribute('aria-label', `${stageTitle(envelope.stage)} graph`);
     this.viewport = svg('g', 'lx-viewport');
     this.svgEl.appendChild(this.viewport);
+    this.boxLayer = svg('g', 'lx-boxes');
+    this.viewport.appendChild(this.boxLayer);
     body.appendChild(this.svgEl);
     this.details = html('div', 'lx-details');
     body.appendChild(this.details);
@@ -232,11 +235,9 @@ export class StageView {
   start(): Promise<void> {
     const began = now();
     this.node.dataset.drawStart = String(Math.round(began));
-    const input = stageLayoutInput(this.graph);
-    this.memberEdge.push(...input.member);
     this.nodeEls = new Array(this.graph.size);
-    this.edgeEls = new Array(input.sources.length);
-    const steps = layoutSteps(input);
+    this.edgeEls = new Array(this.graph.edges.length);
+    const steps = stageLayoutSteps(this.graph);
     const large = this.graph.size > PROGRESSIVE_THRESHOLD;
     this.observeSize();
     if (!large) {
@@ -312,24 +313,29 @@ export class StageView {
     const layout = this.layout!;
     const node = this.graph.nodes[i];
     const w = layout.width[i];
-    const h = layout.height;
-    const g = svg('g', 'lx-node');
+    const h = layout.heights[i];
+    const box = holdsInner(this.graph, i); // drawn as a box holding its members, which are drawn after it
+    const g = svg('g', box ? 'lx-node lx-box' : 'lx-node');
     g.dataset.id = node.id;
     g.dataset.kind = visualKind(this.stage, node);
     if (node.subsumed === true) {
       g.dataset.subsumed = 'true';
     }
+    const owner = this.graph.eclassOf[i];
+    if (owner >= 0 && holdsInner(this.graph, owner)) {
+      g.dataset.eclass = this.graph.nodes[owner].id; // drawn inside that e-class's box
+    }
     g.setAttribute('transform', `translate(${round(layout.x[i] - w / 2)},${round(layout.y[i] - h / 2)})`);
     const shape = svg('rect', 'lx-shape');
     shape.setAttribute('width', String(w));
     shape.setAttribute('height', String(h));
-    const radius = node.kind === 'enode' ? h / 2 : node.kind === 'eclass' ? 9 : 5;
+    const radius = box ? 7 : node.kind === 'enode' ? h / 2 : node.kind === 'eclass' ? 9 : 5;
     shape.setAttribute('rx', String(radius));
     shape.setAttribute('ry', String(radius));
     g.appendChild(shape);
     const text = svg('text', 'lx-label');
     text.setAttribute('x', String(w / 2));
-    text.setAttribute('y', String(h / 2));
+    text.setAttribute('y', String(box ? BOX_TITLE / 2 + 1 : h / 2));
     const drawnLabel = labelText(node.label);
     text.textContent = drawnLabel;
     g.appendChild(text);
@@ -340,6 +346,10 @@ export class StageView {
     }
     this.applyNodeClasses(i, g);
     this.nodeEls[i] = g;
+    if (box) {
+      this.boxLayer.appendChild(g);
+      return;
+    }
     this.viewport.appendChild(g);
     if (this.firstNodeEl === null) {
       this.firstNodeEl = g;
@@ -348,21 +358,11 @@ export class StageView {
 
   private drawEdge(e: number): void {
     const route = this.layout!.edges[e];
-    const member = this.memberEdge[e];
-    const path = svg('path', member ? 'lx-member' : route.reversed ? 'lx-edge lx-back' : 'lx-edge');
-    let source: number;
-    let target: number;
-    if (member) {
-      target = this.memberTarget(e);
-      source = this.graph.eclassOf[target];
-    } else {
-      const edge = this.graph.edges[e];
-      source = this.graph.index.get(edge.source)!;
-      target = this.graph.index.get(edge.target)!;
-      path.dataset.index = String(e);
-    }
-    path.dataset.source = this.graph.nodes[source].id;
-    path.dataset.target = this.graph.nodes[target].id;
+    const path = svg('path', route.reversed ? 'lx-edge lx-back' : 'lx-edge');
+    const edge = this.graph.edges[e];
+    path.dataset.index = String(e);
+    path.dataset.source = edge.source;
+    path.dataset.target = edge.target;
     path.setAttribute('d', edgePath(route));
     this.edgeEls[e] = path;
     if (this.hoverMarked.edges.includes(e)) {
@@ -370,21 +370,6 @@ export class StageView {
     }
     this.viewport.insertBefore(path, this.firstNodeEl);
   }
-
-  /** The e-node of membership edge `e` (membership edges follow the stage's edges, one per e-node in order). */
-  private memberTarget(e: number): number {
-    if (!this.memberIndex) {
-      this.memberIndex = [];
-      for (let i = 0; i < this.graph.size; i++) {
-        if (this.graph.eclassOf[i] >= 0) {
-          this.memberIndex.push(i);
-        }
-      }
-    }
-    return this.memberIndex[e - this.graph.edges.length];
-  }
-
-  private memberIndex: number[] | null = null;
 
   private finish(began: number): void {
     this.node.dataset.drawn = String(this.drawn);

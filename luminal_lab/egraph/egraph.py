@@ -344,11 +344,14 @@ class EGraph(Stage):
         self._worker.close()
 
     # ---- the stage object (summary, to_json, to_svg: luminal_lab.egraph.view) -----------
-    def picture(self, around: str | None = None, depth: int = 2) -> Picture:
+    def picture(self, around: str | None = None, depth: int = 2, fold: str | None = None,
+                expand: list[str] | None = None) -> Picture:
         """The IR-level picture (shows itself in a notebook); with ``around`` (an e-class id), only
-        the IR e-classes within ``depth`` reads of it. See ``luminal_lab.egraph.view``."""
+        the IR e-classes within ``depth`` reads of it; with ``fold="hlir"``, one box per HLIR node holding
+        the IR e-classes that came from it, the groups named in ``expand`` (HLIR ids such as ``["h5"]``)
+        drawn expanded. See ``luminal_lab.egraph.view``."""
         integer("EGraph.picture", "depth", depth, minimum=0)
-        return self._view().picture(self, around, depth)
+        return self._view().picture(self, around, depth, fold, expand)
 
     # ---- notebook widgets ---------------------------------------------------------------
     def stepper(self) -> RuleStepper:
