@@ -130,7 +130,7 @@ def main() -> None:
         print(json.dumps(measure(int(args.row[0]), args.row[1] == "rolled", args.genomes)))
         return
     rows = [measure_fresh(n, True, args.genomes) for n in args.layers]
-    rows += [measure_fresh(n, False, args.genomes) for n in args.layers if n <= args.unrolled_up_to]
+    rows += [measure_fresh(n, False, args.genomes) for n in args.layers if 1 < n <= args.unrolled_up_to]  # 1: as is
     rolled = {r["layers"]: r for r in rows if r["rolled"] or r["layers"] == 1}
     first, deepest = rolled[min(rolled)], rolled[max(rolled)]
     ratios = {
