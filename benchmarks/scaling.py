@@ -16,14 +16,20 @@ Writes benchmarks/results/scaling.json, per depth and per mode (``rolled``, ``un
 
 ``ratios`` compares the deepest rolled model with the 1-layer one: the targets are compile and search within 1.5×
 and e-nodes within 1.5×.
+
+Each row is measured in a fresh process with an empty kernel cache (``LUMINAL_LAB_KERNEL_CACHE`` in a temporary
+folder), so every depth pays its kernels' compilation as a user's first compile does, and no row reuses another's.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
+import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -97,10 +103,18 @@ def measure(layers: int, rolling: bool, genomes: int) -> dict:
         "vs_eager": round(eager_ms / run_ms, 3), "vs_inductor": round(inductor_ms / run_ms, 3),
         "max_abs_diff": float((got - expected).abs().max()),
     }
-    print(row, flush=True)
     comp.egraph.close()
-    torch._dynamo.reset()
-    gc.collect()
+    return row
+
+
+def measure_fresh(layers: int, rolling: bool, genomes: int) -> dict:
+    """``measure`` in a new process with an empty kernel cache."""
+    with tempfile.TemporaryDirectory() as cache:
+        done = subprocess.run([sys.executable, __file__, "--row", str(layers), "rolled" if rolling else "unrolled",
+                               "--genomes", str(genomes)], env={**os.environ, "LUMINAL_LAB_KERNEL_CACHE": cache},
+                              stdout=subprocess.PIPE, text=True, check=True)
+    row = json.loads(done.stdout.splitlines()[-1])
+    print(row, flush=True)
     return row
 
 
@@ -110,9 +124,13 @@ def main() -> None:
     parser.add_argument("--unrolled-up-to", type=int, default=8, help="measure without rolling up to this depth")
     parser.add_argument("--genomes", type=int, default=5, help="random genomes timed for extract_ms")
     parser.add_argument("--out", type=Path, default=RESULTS / "scaling.json")
+    parser.add_argument("--row", nargs=2, metavar=("LAYERS", "MODE"), help=argparse.SUPPRESS)  # one row, as JSON
     args = parser.parse_args()
-    rows = [measure(n, True, args.genomes) for n in args.layers]
-    rows += [measure(n, False, args.genomes) for n in args.layers if n <= args.unrolled_up_to]
+    if args.row:
+        print(json.dumps(measure(int(args.row[0]), args.row[1] == "rolled", args.genomes)))
+        return
+    rows = [measure_fresh(n, True, args.genomes) for n in args.layers]
+    rows += [measure_fresh(n, False, args.genomes) for n in args.layers if 1 < n <= args.unrolled_up_to]  # 1: as is
     rolled = {r["layers"]: r for r in rows if r["rolled"] or r["layers"] == 1}
     first, deepest = rolled[min(rolled)], rolled[max(rolled)]
     ratios = {

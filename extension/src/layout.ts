@@ -9,6 +9,13 @@
  *    minimum-separation constraints (a weighted isotonic regression, O(rank size)); y from the rank;
  * 6. edge routes through their dummies, end points spread along the node's top / bottom side.
  *
+ * Compound vertices (an e-class holding its e-nodes): a vertex may hold inner boxes, drawn side by side
+ * under a title row; the vertex is widened to hold them. An edge may leave from an inner box (a port):
+ * it then starts at the bottom of that box, the crossing count and the barycenters see where along the
+ * vertex it leaves, and the inner boxes of each vertex are ordered by the barycenter of what they read.
+ * Edges always end on the top of their target vertex. `stageLayoutSteps` lays a stage out this way, an
+ * e-class being one compound vertex whose inner boxes are its e-nodes.
+ *
  * Deterministic (no randomness, stable sorts). Pure: no DOM.
  */
 
@@ -23,6 +30,12 @@ export const LABEL_CHARS = 40;
 export const CHAR_WIDTH = 6.7; // 11px monospace
 export const MIN_WIDTH = 44;
 export const MAX_WIDTH = Math.ceil(LABEL_CHARS * CHAR_WIDTH + 20);
+/** A compound vertex: padding around its inner boxes, its title row, the gap between inner boxes. */
+export const BOX_PAD = 8;
+export const BOX_TITLE = 20;
+export const INNER_GAP = 8;
+/** Height of a compound vertex (title row, one row of inner boxes, padding below). */
+export const BOX_HEIGHT = BOX_TITLE + NODE_HEIGHT + BOX_PAD;
 
 export interface LayoutInput {
   /** number of nodes */
@@ -34,6 +47,18 @@ export interface LayoutInput {
   targets: ArrayLike<number>;
   /** optional edge weights (default 1): heavier edges pull their ends closer together horizontally */
   weights?: ArrayLike<number>;
+  /** optional compound vertices: inner boxes held side by side in their vertex */
+  inner?: InnerInput;
+}
+
+/** The inner boxes of compound vertices (the e-nodes of e-classes). */
+export interface InnerInput {
+  /** per inner box: the vertex holding it */
+  owner: ArrayLike<number>;
+  /** per inner box: its width (its height is NODE_HEIGHT) */
+  widths: ArrayLike<number>;
+  /** per edge: the inner box its source end leaves from (it must be held by the edge's source), or -1 */
+  port: ArrayLike<number>;
 }
 
 export interface LayoutOptions {
@@ -48,7 +73,11 @@ export interface EdgeRoute {
   points: number[];
   /** whether the layout reversed it to break a cycle (it then runs upwards) */
   reversed: boolean;
-  /** a self-loop (points: the node's right side, top then bottom) */
+  /**
+   * a self-loop. points: the node's right side, top then bottom; or, leaving from an inner box, eight
+   * numbers: the inner box's bottom, a point right of and below the vertex, one right of and above
+   * it, and the end on the vertex's top
+   */
   loop: boolean;
 }
 
@@ -57,7 +86,10 @@ export interface Layout {
   x: Float64Array;
   y: Float64Array;
   width: Float64Array;
+  /** height of an ordinary node (NODE_HEIGHT) */
   height: number;
+  /** height of each node (BOX_HEIGHT for a compound vertex) */
+  heights: Float64Array;
   rank: Int32Array;
   /** position of each node within its rank (counting dummies) */
   order: Int32Array;
@@ -69,6 +101,10 @@ export interface Layout {
   /** edge crossings between adjacent ranks of the chosen order */
   crossings: number;
   dummies: number;
+  /** inner boxes (input.inner): centres and widths; empty without */
+  innerX: Float64Array;
+  innerY: Float64Array;
+  innerWidth: Float64Array;
 }
 
 /** The label as drawn: at most `max` characters, ending with an ellipsis when cut. */
@@ -83,35 +119,118 @@ export function nodeWidth(label: string): number {
   return Math.max(MIN_WIDTH, Math.min(MAX_WIDTH, Math.ceil(chars * CHAR_WIDTH + 20)));
 }
 
-/**
- * The layout input of a stage: its edges, then (e-graph) one membership edge e-class -> e-node per
- * e-node, so each e-node sits under its e-class. `member[e]` marks those.
- */
-export function stageLayoutInput(graph: StageGraph): LayoutInput & { member: boolean[] } {
-  const sources: number[] = [];
-  const targets: number[] = [];
-  const member: boolean[] = [];
-  const weights: number[] = [];
-  for (const edge of graph.edges) {
-    sources.push(graph.index.get(edge.source)!);
-    targets.push(graph.index.get(edge.target)!);
-    member.push(false);
-    weights.push(1);
-  }
-  for (let i = 0; i < graph.size; i++) {
-    if (graph.eclassOf[i] >= 0) {
-      sources.push(graph.eclassOf[i]);
-      targets.push(i);
-      member.push(true);
-      weights.push(MEMBER_WEIGHT);
-    }
-  }
-  const widths = graph.nodes.map(node => nodeWidth(node.label));
-  return { count: graph.size, widths, sources, targets, member, weights };
+/** The layout input of a stage, and where each of its nodes went: a vertex, or an inner box. */
+export interface StageLayoutInput extends LayoutInput {
+  /** per node: its vertex, or -1 when it is an inner box */
+  vertexOf: Int32Array;
+  /** per node: its inner box, or -1 when it is a vertex */
+  innerOf: Int32Array;
+  /** per vertex: its node */
+  nodeOf: Int32Array;
 }
 
-/** How strongly an e-node is held under its e-class (relative to an ordinary edge). */
-export const MEMBER_WEIGHT = 6;
+/**
+ * Whether node `i` of a stage is laid out as a compound vertex, a box holding its members (an e-class
+ * holding e-nodes); a node that is itself a member (an e-node) holds none.
+ */
+export function holdsInner(graph: StageGraph, i: number): boolean {
+  return graph.members[i].length > 0 && graph.eclassOf[i] < 0;
+}
+
+/**
+ * The layout input of a stage: one vertex per node, except that (e-graph) an e-class holding e-nodes
+ * is one compound vertex and its e-nodes are its inner boxes. Edge e is the stage's edge e, from its
+ * source's vertex (leaving from the source's inner box when it is one) to its target's vertex.
+ */
+export function stageLayoutInput(graph: StageGraph): StageLayoutInput {
+  const n = graph.size;
+  const vertexOf = new Int32Array(n).fill(-1);
+  const innerOf = new Int32Array(n).fill(-1);
+  const nodeOf: number[] = [];
+  const widths: number[] = [];
+  const owner: number[] = [];
+  const innerWidths: number[] = [];
+  const inside = (i: number): boolean => graph.eclassOf[i] >= 0 && holdsInner(graph, graph.eclassOf[i]);
+  for (let i = 0; i < n; i++) {
+    if (!inside(i)) {
+      vertexOf[i] = nodeOf.length;
+      nodeOf.push(i);
+      widths.push(nodeWidth(graph.nodes[i].label));
+    }
+  }
+  for (let i = 0; i < n; i++) {
+    if (inside(i)) {
+      innerOf[i] = owner.length;
+      owner.push(vertexOf[graph.eclassOf[i]]);
+      innerWidths.push(nodeWidth(graph.nodes[i].label));
+    }
+  }
+  const sources: number[] = [];
+  const targets: number[] = [];
+  const port: number[] = [];
+  const vertex = (i: number): number => (vertexOf[i] >= 0 ? vertexOf[i] : owner[innerOf[i]]);
+  for (const edge of graph.edges) {
+    const s = graph.index.get(edge.source)!;
+    sources.push(vertex(s));
+    targets.push(vertex(graph.index.get(edge.target)!));
+    port.push(innerOf[s]);
+  }
+  const input: StageLayoutInput = {
+    count: nodeOf.length, widths, sources, targets, vertexOf, innerOf, nodeOf: Int32Array.from(nodeOf)
+  };
+  if (owner.length) {
+    input.inner = { owner, widths: innerWidths, port };
+  }
+  return input;
+}
+
+/**
+ * The layout of a stage (see `stageLayoutInput`) as a generator (see `layoutSteps`), its arrays indexed
+ * by the stage's nodes and edges: an e-class's box and each of its e-nodes inside it.
+ */
+export function* stageLayoutSteps(graph: StageGraph, options: LayoutOptions = {}): Generator<string, Layout, void> {
+  const input = stageLayoutInput(graph);
+  const inner = yield* layoutSteps(input, options);
+  const n = graph.size;
+  const x = new Float64Array(n);
+  const y = new Float64Array(n);
+  const width = new Float64Array(n);
+  const heights = new Float64Array(n);
+  const rank = new Int32Array(n);
+  const order = new Int32Array(n);
+  for (let i = 0; i < n; i++) {
+    const v = input.vertexOf[i];
+    if (v >= 0) {
+      x[i] = inner.x[v];
+      y[i] = inner.y[v];
+      width[i] = inner.width[v];
+      heights[i] = inner.heights[v];
+      rank[i] = inner.rank[v];
+      order[i] = inner.order[v];
+    } else {
+      const q = input.innerOf[i];
+      const owner = input.inner!.owner[q];
+      x[i] = inner.innerX[q];
+      y[i] = inner.innerY[q];
+      width[i] = inner.innerWidth[q];
+      heights[i] = NODE_HEIGHT;
+      rank[i] = inner.rank[owner];
+      order[i] = inner.order[owner];
+    }
+  }
+  return { ...inner, x, y, width, heights, rank, order };
+}
+
+/** The layout of a stage, at once. */
+export function stageLayout(graph: StageGraph, options: LayoutOptions = {}): Layout {
+  const steps = stageLayoutSteps(graph, options);
+  for (;;) {
+    const step = steps.next();
+    if (step.done) {
+      return step.value;
+    }
+  }
+}
 
 /** CSR adjacency: for vertex v, list[start[v] .. start[v + 1]). */
 interface Csr {
@@ -119,9 +238,20 @@ interface Csr {
   list: Int32Array;
   /** weight of each entry of list */
   weight: Float64Array;
+  /** the inner box (port) at this end (v's) and at the far end (list's) of each entry, or -1 */
+  near: Int32Array;
+  far: Int32Array;
 }
 
-function csr(count: number, from: ArrayLike<number>, to: ArrayLike<number>, length: number, weights?: ArrayLike<number>): Csr {
+function csr(
+  count: number,
+  from: ArrayLike<number>,
+  to: ArrayLike<number>,
+  length: number,
+  weights?: ArrayLike<number>,
+  nearPorts?: ArrayLike<number>,
+  farPorts?: ArrayLike<number>
+): Csr {
   const start = new Int32Array(count + 1);
   for (let i = 0; i < length; i++) {
     start[from[i] + 1]++;
@@ -132,12 +262,18 @@ function csr(count: number, from: ArrayLike<number>, to: ArrayLike<number>, leng
   const fill = start.slice(0, count);
   const list = new Int32Array(length);
   const weight = new Float64Array(length);
+  const near = new Int32Array(length).fill(-1);
+  const far = new Int32Array(length).fill(-1);
   for (let i = 0; i < length; i++) {
     const at = fill[from[i]]++;
     list[at] = to[i];
     weight[at] = weights ? weights[i] : 1;
+    if (nearPorts && farPorts) {
+      near[at] = nearPorts[i];
+      far[at] = farPorts[i];
+    }
   }
-  return { start, list, weight };
+  return { start, list, weight, near, far };
 }
 
 /** Synchronous layout. */
@@ -160,6 +296,55 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
   const m = input.sources.length;
   const sweeps = options.sweeps ?? (n > 2000 ? 4 : 8);
   const maxDummies = options.maxDummies ?? 2 * (n + m) + 1000;
+
+  // ---- 0. compound vertices: their inner boxes (ports), widths and heights ----
+  const ni = input.inner ? input.inner.owner.length : 0;
+  const innerWidth = new Float64Array(ni);
+  const port = new Int32Array(m).fill(-1); // per edge: the inner box its source end leaves from
+  const innerCount = new Int32Array(n);
+  const innerStart = new Int32Array(n + 1); // the inner boxes of v: innerSeq[innerStart[v] .. innerStart[v + 1])
+  const innerSeq = new Int32Array(ni);
+  const slot = new Int32Array(ni); // position of an inner box within its vertex
+  const vHeight = new Float64Array(n).fill(NODE_HEIGHT);
+  const baseWidth = new Float64Array(n);
+  for (let v = 0; v < n; v++) {
+    baseWidth[v] = input.widths[v];
+  }
+  if (input.inner) {
+    const inner = input.inner;
+    for (let q = 0; q < ni; q++) {
+      innerWidth[q] = inner.widths[q];
+      innerCount[inner.owner[q]]++;
+    }
+    for (let v = 0; v < n; v++) {
+      innerStart[v + 1] = innerStart[v] + innerCount[v];
+    }
+    const fill = innerStart.slice(0, n);
+    for (let q = 0; q < ni; q++) {
+      const v = inner.owner[q];
+      slot[q] = fill[v] - innerStart[v];
+      innerSeq[fill[v]++] = q;
+    }
+    for (let e = 0; e < m; e++) {
+      const q = inner.port[e];
+      if (q >= 0 && q < ni && inner.owner[q] === input.sources[e]) {
+        port[e] = q;
+      }
+    }
+    for (let v = 0; v < n; v++) {
+      if (innerCount[v] > 0) {
+        let span = INNER_GAP * (innerCount[v] - 1);
+        for (let i = innerStart[v]; i < innerStart[v + 1]; i++) {
+          span += innerWidth[innerSeq[i]];
+        }
+        baseWidth[v] = Math.max(baseWidth[v], span + 2 * BOX_PAD);
+        vHeight[v] = BOX_HEIGHT;
+      }
+    }
+  }
+  const ownerOf = (q: number): number => input.inner!.owner[q];
+  /** where along its vertex an inner box sits, in (-0.5, 0.5); 0 for the vertex itself (-1) */
+  const frac = (q: number): number => (q < 0 ? 0 : (slot[q] + 0.5) / innerCount[ownerOf(q)] - 0.5);
 
   // ---- 1. break cycles: reverse DFS back edges ----
   const edgeIdx = new Int32Array(m);
@@ -362,13 +547,13 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
   const vRank = new Int32Array(total);
   vRank.set(rank);
   const vWidth = new Float64Array(total).fill(DUMMY_WIDTH);
-  for (let v = 0; v < n; v++) {
-    vWidth[v] = input.widths[v];
-  }
+  vWidth.set(baseWidth);
   // the layered graph: only edges between adjacent ranks
   const lFrom: number[] = [];
   const lTo: number[] = [];
   const lWeight: number[] = [];
+  const lUp: number[] = []; // the inner box at the segment's upper end, or -1
+  const lDown: number[] = []; // ... at its lower end
   const weightOf = (d: number): number => (input.weights ? input.weights[dagEdge[d]] : 1);
   const chainStart = new Int32Array(dm).fill(-1); // dag edge -> its first dummy (dummies are consecutive)
   let nextDummy = n;
@@ -376,10 +561,15 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
     const a = dagFrom[d];
     const b = dagTo[d];
     const span = rank[b] - rank[a];
+    const e = dagEdge[d];
+    const pu = reversed[e] ? -1 : port[e];
+    const pd = reversed[e] ? port[e] : -1;
     if (span === 1) {
       lFrom.push(a);
       lTo.push(b);
       lWeight.push(weightOf(d));
+      lUp.push(pu);
+      lDown.push(pd);
     } else if (chained[d]) {
       chainStart[d] = nextDummy;
       let prev = a;
@@ -388,16 +578,20 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
         lFrom.push(prev);
         lTo.push(nextDummy);
         lWeight.push(weightOf(d));
+        lUp.push(prev === a ? pu : -1);
+        lDown.push(-1);
         prev = nextDummy++;
       }
       lFrom.push(prev);
       lTo.push(b);
       lWeight.push(weightOf(d));
+      lUp.push(-1);
+      lDown.push(pd);
     }
   }
   const lm = lFrom.length;
-  const up = csr(total, lTo, lFrom, lm, lWeight); // v -> its neighbours in the rank above
-  const down = csr(total, lFrom, lTo, lm, lWeight); // v -> its neighbours in the rank below
+  const up = csr(total, lTo, lFrom, lm, lWeight, lDown, lUp); // v -> its neighbours in the rank above
+  const down = csr(total, lFrom, lTo, lm, lWeight, lUp, lDown); // v -> its neighbours in the rank below
   yield 'dummies';
 
   // ---- 4. ordering: barycenter sweeps, keep the best ----
@@ -448,15 +642,67 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
     }
   };
   setPositions();
+  // an end at an inner box is told apart from the other ends at its vertex: in a rank, vertex v owns
+  // keys base[v] .. base[v] + 2 * innerCount[v], the inner box of slot s key 2s + 1, the vertex itself the middle
+  const base = new Int32Array(total);
+  const endKey = (v: number, q: number): number => base[v] + (q < 0 ? (v < n ? innerCount[v] : 0) : 2 * slot[q] + 1);
   const countCrossings = (): number => {
     let crossings = 0;
     for (let r = 0; r + 1 < ranks; r++) {
-      crossings += bilayerCrossings(layers[r], layers[r + 1].length, down, pos);
+      crossings += bilayerCrossings(layers[r], layers[r + 1], down, endKey, base, v => (v < n ? 2 * innerCount[v] + 1 : 1));
     }
     return crossings;
   };
+  /** Order the inner boxes of each vertex by the barycenter of what they read below (a stable sort). */
+  const innerKey = new Float64Array(ni);
+  const orderInner = (): void => {
+    for (let v = 0; v < n; v++) {
+      const first = innerStart[v];
+      const last = innerStart[v + 1];
+      if (last - first < 2) {
+        continue;
+      }
+      let keyed = 0;
+      let keySum = 0;
+      for (let i = first; i < last; i++) {
+        innerKey[innerSeq[i]] = NaN;
+      }
+      const sums = new Map<number, [number, number]>();
+      for (let j = down.start[v]; j < down.start[v + 1]; j++) {
+        const q = down.near[j];
+        if (q >= 0) {
+          const sum = sums.get(q) ?? [0, 0];
+          sum[0] += down.weight[j] * (pos[down.list[j]] + frac(down.far[j]));
+          sum[1] += down.weight[j];
+          sums.set(q, sum);
+        }
+      }
+      for (const [q, [sum, weight]] of sums) {
+        innerKey[q] = sum / weight;
+        keyed++;
+        keySum += innerKey[q];
+      }
+      if (keyed === 0) {
+        continue;
+      }
+      const middle = keySum / keyed;
+      const boxes = Array.from(innerSeq.subarray(first, last));
+      for (const q of boxes) {
+        if (Number.isNaN(innerKey[q])) {
+          innerKey[q] = middle;
+        }
+      }
+      boxes.sort((p, q) => innerKey[p] - innerKey[q] || slot[p] - slot[q]);
+      boxes.forEach((q, i) => {
+        innerSeq[first + i] = q;
+        slot[q] = i;
+      });
+    }
+  };
+  orderInner();
   let best = countCrossings();
   let bestLayers = layers.map(layer => layer.slice());
+  let bestInner = innerSeq.slice();
   const key = new Float64Array(total);
   const sortLayer = (layer: Int32Array, adj: Csr): void => {
     for (let i = 0; i < layer.length; i++) {
@@ -469,7 +715,7 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
         let sum = 0;
         let total = 0;
         for (let j = first; j < last; j++) {
-          sum += adj.weight[j] * pos[adj.list[j]];
+          sum += adj.weight[j] * (pos[adj.list[j]] + frac(adj.far[j]));
           total += adj.weight[j];
         }
         key[v] = sum / total;
@@ -491,10 +737,14 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
         sortLayer(layers[r], down);
       }
     }
+    if (ni > 0) {
+      orderInner();
+    }
     const crossings = countCrossings();
     if (crossings < best) {
       best = crossings;
       bestLayers = layers.map(layer => layer.slice());
+      bestInner = innerSeq.slice();
     }
     yield 'sweep';
   }
@@ -502,6 +752,23 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
     layers[r] = bestLayers[r];
   }
   setPositions();
+  innerSeq.set(bestInner);
+  // inner boxes: their slots, and their centres' offsets from their vertex's centre
+  const innerOffset = new Float64Array(ni);
+  for (let v = 0; v < n; v++) {
+    let span = INNER_GAP * (innerCount[v] - 1);
+    for (let i = innerStart[v]; i < innerStart[v + 1]; i++) {
+      span += innerWidth[innerSeq[i]];
+    }
+    let at = -span / 2;
+    for (let i = innerStart[v]; i < innerStart[v + 1]; i++) {
+      const q = innerSeq[i];
+      slot[q] = i - innerStart[v];
+      innerOffset[q] = at + innerWidth[q] / 2;
+      at += innerWidth[q] + INNER_GAP;
+    }
+  }
+  const offsetOf = (q: number): number => (q < 0 ? 0 : innerOffset[q]);
 
   // ---- 5. coordinates ----
   const x = new Float64Array(total);
@@ -542,7 +809,7 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
       let count = 0;
       for (const adj of adjs) {
         for (let j = adj.start[v]; j < adj.start[v + 1]; j++) {
-          sum += adj.weight[j] * x[adj.list[j]];
+          sum += adj.weight[j] * (x[adj.list[j]] + offsetOf(adj.far[j]) - offsetOf(adj.near[j]));
           count += adj.weight[j];
         }
       }
@@ -579,7 +846,24 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
   for (let v = 0; v < total; v++) {
     x[v] += margin - minX;
   }
-  const yOf = (r: number): number => margin + NODE_HEIGHT / 2 + r * (NODE_HEIGHT + RANK_GAP);
+  // a rank is as tall as its tallest vertex; its vertices share their top
+  const rankTop = new Float64Array(ranks + 1);
+  const rankHeight = new Float64Array(ranks).fill(NODE_HEIGHT);
+  for (let v = 0; v < n; v++) {
+    rankHeight[rank[v]] = Math.max(rankHeight[rank[v]], vHeight[v]);
+  }
+  rankTop[0] = margin;
+  for (let r = 0; r < ranks; r++) {
+    rankTop[r + 1] = rankTop[r] + rankHeight[r] + RANK_GAP;
+  }
+  /** the y of a dummy in rank r (mid-rank) */
+  const yOf = (r: number): number => rankTop[r] + rankHeight[r] / 2;
+  const topOf = (v: number): number => rankTop[rank[v]];
+  const innerTop = (q: number): number => topOf(ownerOf(q)) + BOX_TITLE;
+  const y = new Float64Array(n); // vertex centres
+  for (let v = 0; v < n; v++) {
+    y[v] = topOf(v) + vHeight[v] / 2;
+  }
   yield 'coordinates';
 
   // ---- 6. edge routes ----
@@ -588,58 +872,84 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
   for (let d = 0; d < dm; d++) {
     dagOf[dagEdge[d]] = d;
   }
-  // spread the ends over each node's side, ordered by the x of the other end
-  const topEnds: number[][] = Array.from({ length: n }, () => []);
-  const bottomEnds: number[][] = Array.from({ length: n }, () => []);
-  const nearTop = new Float64Array(dm); // x of the point next to the bottom node's (b) top end
-  const nearBottom = new Float64Array(dm); // x of the point next to the top node's (a) bottom end
+  // spread the ends over each side (a vertex's top or bottom, an inner box's bottom or top), ordered by
+  // the x of the other end; side g < n is vertex g's, n + q inner box q's
+  const centreOf = (g: number): number => (g < n ? x[g] : x[ownerOf(g - n)] + innerOffset[g - n]);
+  const widthOf = (g: number): number => (g < n ? vWidth[g] : innerWidth[g - n]);
+  const topEnds: number[][] = Array.from({ length: n + ni }, () => []);
+  const bottomEnds: number[][] = Array.from({ length: n + ni }, () => []);
+  const nearTop = new Float64Array(dm); // x of the point next to the lower end (at b's top)
+  const nearBottom = new Float64Array(dm); // x of the point next to the upper end (at a's bottom)
+  const upperSide = new Int32Array(dm);
+  const lowerSide = new Int32Array(dm);
   for (let d = 0; d < dm; d++) {
     const a = dagFrom[d];
     const b = dagTo[d];
+    const e = dagEdge[d];
     const span = rank[b] - rank[a];
     const first = chainStart[d];
-    nearBottom[d] = first >= 0 ? x[first] : x[b];
-    nearTop[d] = first >= 0 ? x[first + span - 2] : x[a];
-    bottomEnds[a].push(d);
-    topEnds[b].push(d);
+    upperSide[d] = !reversed[e] && port[e] >= 0 ? n + port[e] : a;
+    lowerSide[d] = reversed[e] && port[e] >= 0 ? n + port[e] : b;
+    nearBottom[d] = first >= 0 ? x[first] : centreOf(lowerSide[d]);
+    nearTop[d] = first >= 0 ? x[first + span - 2] : centreOf(upperSide[d]);
+    bottomEnds[upperSide[d]].push(d);
+    topEnds[lowerSide[d]].push(d);
   }
-  const endX = new Float64Array(dm * 2); // [2d]: at a's bottom, [2d + 1]: at b's top
-  const spread = (v: number, ends: number[], near: Float64Array, slot: number): void => {
+  const endX = new Float64Array(dm * 2); // [2d]: at the upper end, [2d + 1]: at the lower end
+  const spread = (g: number, ends: number[], near: Float64Array, which: number): void => {
+    const centre = centreOf(g);
     if (ends.length === 1) {
-      endX[ends[0] * 2 + slot] = x[v];
+      endX[ends[0] * 2 + which] = centre;
       return;
     }
     ends.sort((p, q) => near[p] - near[q] || p - q);
-    const span = Math.min(vWidth[v] * 0.7, (ends.length - 1) * 10);
+    const span = Math.min(widthOf(g) * 0.7, (ends.length - 1) * 10);
     ends.forEach((d, i) => {
-      endX[d * 2 + slot] = x[v] - span / 2 + (span * i) / (ends.length - 1);
+      endX[d * 2 + which] = centre - span / 2 + (span * i) / (ends.length - 1);
     });
   };
-  for (let v = 0; v < n; v++) {
-    if (bottomEnds[v].length) {
-      spread(v, bottomEnds[v], nearBottom, 0);
+  for (let g = 0; g < n + ni; g++) {
+    if (bottomEnds[g].length) {
+      spread(g, bottomEnds[g], nearBottom, 0);
     }
-    if (topEnds[v].length) {
-      spread(v, topEnds[v], nearTop, 1);
+    if (topEnds[g].length) {
+      spread(g, topEnds[g], nearTop, 1);
     }
   }
+  const loops = new Int32Array(n); // self-loops from inner boxes so far, per vertex
   for (let e = 0; e < m; e++) {
     if (loop[e]) {
       const v = input.sources[e];
       const right = x[v] + vWidth[v] / 2;
-      edges[e] = { points: [right, yOf(rank[v]) - 6, right, yOf(rank[v]) + 6], reversed: false, loop: true };
+      const q = port[e];
+      if (q >= 0) {
+        // from the inner box's bottom, out below and round the vertex's right side, into its top
+        const k = loops[v]++;
+        const top = topOf(v);
+        const out = right + 12 + 6 * k;
+        const end = Math.max(x[v], right - 12 - 8 * k);
+        edges[e] = {
+          points: [centreOf(n + q), innerTop(q) + NODE_HEIGHT, out, top + vHeight[v] + 10 + 4 * k, out, top - 10 - 4 * k, end, top],
+          reversed: false,
+          loop: true
+        };
+      } else {
+        edges[e] = { points: [right, y[v] - 6, right, y[v] + 6], reversed: false, loop: true };
+      }
       continue;
     }
     const d = dagOf[e];
     const a = dagFrom[d];
     const b = dagTo[d];
-    const points = [endX[d * 2], yOf(rank[a]) + NODE_HEIGHT / 2];
+    const upper = upperSide[d];
+    const lower = lowerSide[d];
+    const points = [endX[d * 2], upper < n ? topOf(a) + vHeight[a] : innerTop(upper - n) + NODE_HEIGHT];
     if (chainStart[d] >= 0) {
       for (let v = chainStart[d]; v < chainStart[d] + rank[b] - rank[a] - 1; v++) {
         points.push(x[v], yOf(vRank[v]));
       }
     }
-    points.push(endX[d * 2 + 1], yOf(rank[b]) - NODE_HEIGHT / 2);
+    points.push(endX[d * 2 + 1], lower < n ? topOf(b) : innerTop(lower - n));
     if (reversed[e]) {
       const back: number[] = [];
       for (let i = points.length - 2; i >= 0; i -= 2) {
@@ -654,23 +964,29 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
   for (let v = 0; v < n; v++) {
     order[v] = pos[v];
   }
-  const y = new Float64Array(n);
-  for (let v = 0; v < n; v++) {
-    y[v] = yOf(rank[v]);
+  const innerX = new Float64Array(ni);
+  const innerY = new Float64Array(ni);
+  for (let q = 0; q < ni; q++) {
+    innerX[q] = centreOf(n + q);
+    innerY[q] = innerTop(q) + NODE_HEIGHT / 2;
   }
   return {
     x: x.slice(0, n),
     y,
-    width: Float64Array.from(input.widths),
+    width: vWidth.slice(0, n),
     height: NODE_HEIGHT,
+    heights: vHeight,
     rank,
     order,
     ranks,
     edges,
     totalWidth: Math.max(0, maxX - minX) + 2 * margin + 40,
-    totalHeight: ranks * (NODE_HEIGHT + RANK_GAP) - RANK_GAP + 2 * margin,
+    totalHeight: ranks ? rankTop[ranks] - RANK_GAP + margin : 2 * margin,
     crossings: best,
-    dummies
+    dummies,
+    innerX,
+    innerY,
+    innerWidth
   };
 }
 
@@ -719,32 +1035,51 @@ function isotonic(
   }
 }
 
-/** Crossings between `upper` and the next rank (of `lowerSize` vertices): accumulator tree, O(E log V). */
-function bilayerCrossings(upper: Int32Array, lowerSize: number, down: Csr, pos: Int32Array): number {
+/**
+ * Crossings between `upper` and the next rank, `lower`: accumulator tree, O(E log E). An end's position
+ * is `key(v, port)`, after `base` is set for the lower rank (`size(v)` keys for each of its vertices);
+ * ends at the same key do not cross.
+ */
+function bilayerCrossings(
+  upper: Int32Array,
+  lower: Int32Array,
+  down: Csr,
+  key: (v: number, port: number) => number,
+  base: Int32Array,
+  size: (v: number) => number
+): number {
+  let keys = 0;
+  for (const v of lower) {
+    base[v] = keys;
+    keys += size(v);
+  }
   const ends: number[] = [];
   for (const u of upper) {
     const first = ends.length;
     for (let j = down.start[u]; j < down.start[u + 1]; j++) {
-      ends.push(pos[down.list[j]]);
+      // ordered by where the end leaves u (its port), then by where it arrives
+      ends.push((key(u, down.near[j]) - base[u]) * keys + key(down.list[j], down.far[j]));
     }
     if (ends.length - first > 1) {
       const part = ends.slice(first).sort((a, b) => a - b);
       for (let i = 0; i < part.length; i++) {
-        ends[first + i] = part[i];
+        ends[first + i] = part[i] % keys;
       }
+    } else if (ends.length > first) {
+      ends[first] %= keys;
     }
   }
   if (ends.length < 2) {
     return 0;
   }
-  let size = 1;
-  while (size < lowerSize) {
-    size *= 2;
+  let size2 = 1;
+  while (size2 < keys) {
+    size2 *= 2;
   }
-  const tree = new Int32Array(2 * size);
+  const tree = new Int32Array(2 * size2);
   let crossings = 0;
   for (const end of ends) {
-    let index = end + size;
+    let index = end + size2;
     tree[index]++;
     while (index > 1) {
       if (index % 2 === 0) {
@@ -761,6 +1096,14 @@ function bilayerCrossings(upper: Int32Array, lowerSize: number, down: Csr, pos: 
 export function edgePath(route: EdgeRoute): string {
   const p = route.points;
   const f = (v: number): string => (Math.round(v * 10) / 10).toString();
+  if (route.loop && p.length === 8) {
+    // from an inner box's bottom, below and round the right side of its vertex, down into its top
+    const [x0, y0, xr, yb, , yt, x1, y1] = p;
+    const mid = (yb + yt) / 2;
+    return `M${f(x0)},${f(y0)} C${f(x0)},${f(yb)} ${f(xr)},${f(yb)} ${f(xr)},${f(mid)}` +
+      ` C${f(xr)},${f(yt)} ${f(x1)},${f(yt)} ${f(x1)},${f(y1)}` +
+      ` M${f(x1 - 4)},${f(y1 - 6)} L${f(x1)},${f(y1)} L${f(x1 + 4)},${f(y1 - 6)}`;
+  }
   if (route.loop) {
     const [x0, y0, x1, y1] = p;
     return `M${f(x0)},${f(y0)} C${f(x0 + 26)},${f(y0 - 14)} ${f(x1 + 26)},${f(y1 + 14)} ${f(x1)},${f(y1)}` +

@@ -20,7 +20,7 @@ import {
   stageTitle,
   visualKind
 } from './model.js';
-import { edgePath, labelText, Layout, layoutSteps, stageLayoutInput } from './layout.js';
+import { BOX_TITLE, edgePath, holdsInner, labelText, Layout, stageLayoutSteps } from './layout.js';
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
 /** Above this many nodes a stage is drawn a chunk per animation frame (after a sliced layout). */
@@ -120,7 +120,8 @@ export class StageView {
   private readonly details: HTMLDivElement;
   private readonly searchInput: HTMLInputElement;
   private readonly searchCount: HTMLSpanElement;
-  private memberEdge: boolean[] = [];
+  /** behind everything else: the boxes of compound nodes (e-classes holding their e-nodes) */
+  private boxLayer: SVGGElement;
   private layout: Layout | null = null;
   private scene: Scene;
   private fold: FoldMode = 'none';
@@ -233,6 +234,8 @@ export class StageView {
     this.svgEl.setAttribute('aria-label', `${stageTitle(envelope.stage)} graph`);
     this.viewport = svg('g', 'lx-viewport');
     this.svgEl.appendChild(this.viewport);
+    this.boxLayer = svg('g', 'lx-boxes');
+    this.viewport.appendChild(this.boxLayer);
     this.target = this.viewport;
     body.appendChild(this.svgEl);
     this.details = html('div', 'lx-details');
@@ -306,12 +309,13 @@ export class StageView {
     const grouping = this.fold === 'none' ? null : this.groupingOf(this.fold);
     this.scene = makeScene(this.graph, { grouping, expanded: this.expanded, focus: this.focus });
     this.target = document.createDocumentFragment();
+    this.boxLayer = svg('g', 'lx-boxes');
+    this.target.appendChild(this.boxLayer);
     this.svgEl.classList.add('lx-busy');
     this.layout = null;
     this.firstNodeEl = null;
     this.drawn = 0;
     this.edgesDrawn = 0;
-    this.memberIndex = null;
     this.hovered = -1;
     this.hoverMarked = { nodes: [], edges: [] };
     this.fitted = false;
@@ -325,11 +329,9 @@ export class StageView {
     this.node.dataset.drawStart = String(Math.round(began));
     this.node.dataset.status = 'drawing';
     this.node.dataset.drawn = '0';
-    const input = stageLayoutInput(scene);
-    this.memberEdge = input.member;
     this.nodeEls = new Array(scene.size);
-    this.edgeEls = new Array(input.sources.length);
-    const steps = layoutSteps(input);
+    this.edgeEls = new Array(scene.edges.length);
+    const steps = stageLayoutSteps(scene);
     const large = scene.size > PROGRESSIVE_THRESHOLD;
     if (!large) {
       for (;;) {
@@ -404,10 +406,12 @@ export class StageView {
   /** Draw scene node `i` (a stage node, or a folded group: `g.lx-node.lx-group[data-group][data-size]`). */
   private drawNode(i: number): void {
     const layout = this.layout!;
-    const node = this.scene.graph.nodes[i];
+    const scene = this.scene.graph;
+    const node = scene.nodes[i];
     const w = layout.width[i];
-    const h = layout.height;
-    const g = svg('g', 'lx-node');
+    const h = layout.heights[i];
+    const box = holdsInner(scene, i); // drawn as a box holding its members, which are drawn after it
+    const g = svg('g', box ? 'lx-node lx-box' : 'lx-node');
     const group = this.scene.group[i] >= 0;
     if (group) {
       g.classList.add('lx-group');
@@ -420,17 +424,21 @@ export class StageView {
     if (node.subsumed === true) {
       g.dataset.subsumed = 'true';
     }
+    const owner = scene.eclassOf[i];
+    if (owner >= 0 && holdsInner(scene, owner)) {
+      g.dataset.eclass = scene.nodes[owner].id; // drawn inside that e-class's box
+    }
     g.setAttribute('transform', `translate(${round(layout.x[i] - w / 2)},${round(layout.y[i] - h / 2)})`);
     const shape = svg('rect', 'lx-shape');
     shape.setAttribute('width', String(w));
     shape.setAttribute('height', String(h));
-    const radius = node.kind === 'enode' ? h / 2 : node.kind === 'eclass' ? 9 : group ? 2 : 5;
+    const radius = box ? 7 : node.kind === 'enode' ? h / 2 : node.kind === 'eclass' ? 9 : group ? 2 : 5;
     shape.setAttribute('rx', String(radius));
     shape.setAttribute('ry', String(radius));
     g.appendChild(shape);
     const text = svg('text', 'lx-label');
     text.setAttribute('x', String(w / 2));
-    text.setAttribute('y', String(h / 2));
+    text.setAttribute('y', String(box ? BOX_TITLE / 2 + 1 : h / 2));
     const drawnLabel = labelText(node.label);
     text.textContent = drawnLabel;
     g.appendChild(text);
@@ -442,6 +450,10 @@ export class StageView {
     this.applyNodeClasses(i, g);
     this.nodeEls[i] = g;
     this.sceneIndexOfEl.set(g, i);
+    if (box) {
+      this.boxLayer.appendChild(g);
+      return;
+    }
     this.target.appendChild(g);
     if (this.firstNodeEl === null) {
       this.firstNodeEl = g;
@@ -450,33 +462,21 @@ export class StageView {
 
   private drawEdge(e: number): void {
     const route = this.layout!.edges[e];
-    const member = this.memberEdge[e];
     const scene = this.scene.graph;
-    let source: number;
-    let target: number;
-    let className = member ? 'lx-member' : route.reversed ? 'lx-edge lx-back' : 'lx-edge';
-    let index = -1;
-    if (member) {
-      target = this.memberTarget(e);
-      source = scene.eclassOf[target];
-    } else {
-      const edge = scene.edges[e];
-      source = scene.index.get(edge.source)!;
-      target = scene.index.get(edge.target)!;
-      index = this.scene.edge[e];
-      if (index < 0) {
-        className += ' lx-merged';
-      }
-    }
-    const path = svg('path', className);
+    const edge = scene.edges[e];
+    const index = this.scene.edge[e];
+    const path = svg('path', (route.reversed ? 'lx-edge lx-back' : 'lx-edge') + (index < 0 ? ' lx-merged' : ''));
     if (index >= 0) {
       path.dataset.index = String(index);
-    } else if (!member) {
-      path.dataset.merged = String(scene.edges[e].merged);
+    } else {
+      path.dataset.merged = String(edge.merged);
     }
-    const end = (v: number): string => (this.scene.group[v] >= 0 ? `group ${String(scene.nodes[v].group)}` : scene.nodes[v].id);
-    path.dataset.source = end(source);
-    path.dataset.target = end(target);
+    const end = (id: string): string => {
+      const v = scene.index.get(id)!;
+      return this.scene.group[v] >= 0 ? `group ${String(scene.nodes[v].group)}` : id;
+    };
+    path.dataset.source = end(edge.source);
+    path.dataset.target = end(edge.target);
     path.setAttribute('d', edgePath(route));
     this.edgeEls[e] = path;
     if (this.hoverMarked.edges.includes(e)) {
@@ -484,22 +484,6 @@ export class StageView {
     }
     this.target.insertBefore(path, this.firstNodeEl);
   }
-
-  /** The e-node of membership edge `e` (membership edges follow the scene's edges, one per e-node in order). */
-  private memberTarget(e: number): number {
-    const scene = this.scene.graph;
-    if (!this.memberIndex) {
-      this.memberIndex = [];
-      for (let i = 0; i < scene.size; i++) {
-        if (scene.eclassOf[i] >= 0) {
-          this.memberIndex.push(i);
-        }
-      }
-    }
-    return this.memberIndex[e - scene.edges.length];
-  }
-
-  private memberIndex: number[] | null = null;
 
   private finish(began: number): void {
     if (this.target !== this.viewport) {

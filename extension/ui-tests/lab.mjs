@@ -239,6 +239,60 @@ async function stages(page, ctx) {
   await page.locator(STAGE).nth(cuda).locator('.lx-details').waitFor({ timeout: 5000 });
   ctx.facts.cuda_click = await details(page, cuda);
 
+  // e-graph: each e-class a box holding its e-nodes; an e-node and a box's title row answer clicks, hover, search
+  if (plan.egraph) {
+    const eg = indexOf('egraph');
+    const egRoot = page.locator(STAGE).nth(eg);
+    await egRoot.scrollIntoViewIfNeeded();
+    await egRoot.locator('button.lx-fit').click();
+    await pause(page);
+    ctx.facts.egraph_geometry = await egRoot.evaluate((root) => {
+      const rectOf = (g) => g.querySelector(':scope > .lx-shape').getBoundingClientRect();
+      const byId = new Map([...root.querySelectorAll('g.lx-node')].map((g) => [g.dataset.id, g]));
+      const boxes = [...root.querySelectorAll('g.lx-node.lx-box')];
+      const outside = [];
+      let inside = 0;
+      for (const g of root.querySelectorAll('g.lx-node[data-kind="enode"]')) {
+        const box = byId.get(g.dataset.eclass ?? '') ?? null;
+        if (!box) { outside.push(g.dataset.id); continue; }
+        const a = rectOf(g);
+        const b = rectOf(box);
+        if (a.left >= b.left && a.right <= b.right && a.top >= b.top && a.bottom <= b.bottom) inside++;
+        else outside.push(g.dataset.id);
+      }
+      return { boxes: boxes.map((b) => b.dataset.id), box_kinds: [...new Set(boxes.map((b) => b.dataset.kind))],
+        inside, outside, box_layer_first: root.querySelector('g.lx-viewport > g')?.classList.contains('lx-boxes') ?? false };
+    });
+    await nodeLocator(page, eg, plan.egraph.enode).click();
+    await pause(page);
+    ctx.facts.egraph_enode_click = { selected: (await classIds(page, eg, 'lx-selected')).nodes, details: await details(page, eg) };
+    await nodeLocator(page, eg, plan.egraph.enode).hover();
+    await pause(page);
+    ctx.facts.egraph_hover = await classIds(page, eg, 'lx-neighbour');
+    // the middle of the e-class's title row (its label lets clicks through to the box), zoomed in around it
+    const eclass = nodeLocator(page, eg, plan.egraph.eclass);
+    const titlePoint = () => eclass.evaluate((g) => {
+      const rect = g.querySelector(':scope > .lx-shape');
+      const box = rect.getBoundingClientRect();
+      const factor = box.height / Number(rect.getAttribute('height'));
+      return { x: box.left + box.width / 2, y: box.top + Number(g.querySelector(':scope > text').getAttribute('y')) * factor };
+    });
+    let point = await titlePoint();
+    await page.mouse.move(point.x, point.y);
+    for (let k = 0; k < 3; k++) {
+      await page.mouse.wheel(0, -200);
+      await pause(page);
+    }
+    point = await titlePoint();
+    await page.mouse.click(point.x, point.y);
+    await pause(page);
+    ctx.facts.egraph_eclass_click = { selected: (await classIds(page, eg, 'lx-selected')).nodes, details: await details(page, eg) };
+    await egRoot.locator('input.lx-search').fill(plan.egraph.eclass);
+    await page.waitForTimeout(400);
+    ctx.facts.egraph_search = (await classIds(page, eg, 'lx-match')).nodes;
+    await egRoot.locator('input.lx-search').fill('');
+  }
+
   // pipeline: select an HLIR node; counterparts are linked in the other stages; a link navigates
   const pipeline = page.locator('.jp-LuminalPipeline').first();
   await pipeline.scrollIntoViewIfNeeded();

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,10 +29,10 @@ from ..hlir.rolling import Rolling, roll
 from ..llir.genome import ChoiceSpace, Genome, extract
 from ..llir.llir import LLIR
 from ..llir.regions import Regions
-from ..llir.unroll import unroll
+from ..llir.unroll import runs, unroll
 from ..runtime import Profile, Runtime, check_device, foreign_kernels, new_runtime
 from ..runtime.base import MEMORY_FRACTION, format_bytes, host_memory_available
-from ..search.search import SearchResult, random_inputs, search
+from ..search.search import SearchResult, compare, random_inputs, search
 from .boundary import Boundary
 from .provenance import Pipeline
 
@@ -149,15 +149,19 @@ class Compiled:
         return self._llirs[genome.hash]
 
     def _extract(self, genome: Genome) -> LLIR:
-        """``extract`` (then ``unroll`` when layers were rolled), its refusal saying so when saturation stopped early
-        (ops may then lack kernel forms)."""
+        """The program's LLIR of ``genome``: ``_lower``'s, unrolled when layers were rolled."""
+        llir = self._lower(genome)
+        return unroll(llir, self.rolling) if self.rolling else llir
+
+    def _lower(self, genome: Genome) -> LLIR:
+        """``extract``: the LLIR of the compiled graph (one copy of a rolled layer), its refusal saying so when
+        saturation stopped early (ops may then lack kernel forms)."""
         try:
-            llir = extract(genome)
+            return extract(genome)
         except Refused as refused:
             if not self.egraph.status.startswith("stopped"):
                 raise
             raise Refused(refused.kind, f"{refused.detail}; the e-graph's saturation {self.egraph.status}") from None
-        return unroll(llir, self.rolling) if self.rolling else llir
 
     @property
     def regions(self) -> Regions:
@@ -221,7 +225,11 @@ class Compiled:
                memory_budget: int | None = None) -> SearchResult:
         """Measure genomes and keep the fastest: see ``luminal_lab.search``. ``budget`` is in seconds;
         ``on_candidate`` sees each candidate as it is measured, and setting the ``stop`` event ends early. A genome
-        whose buffers exceed ``memory_budget`` bytes (default: half the device's free memory) is refused unrun."""
+        whose buffers exceed ``memory_budget`` bytes (default: half the device's free memory) is refused unrun.
+
+        With rolled layers a candidate runs the rolled graph (one copy of the layer), is checked against that graph's
+        reference, and its time counts the layer's kernels once per copy; the best is then run unrolled once and
+        checked against the program's reference (see ``_check_unrolled``), so search time does not grow with depth."""
         where = "Compiled.search"
         check_device(device, where)
         generations = integer(where, "generations", generations, minimum=0)
@@ -240,20 +248,52 @@ class Compiled:
         arrays, bindings = self._profiling_inputs(inputs, where)
         reference = self._reference.run(arrays, bindings)
         expected = [reference[name] for name in self.graph.outputs]
+        rolling = self.rolling
+        if rolling is not None:  # candidates run the rolled graph: one copy of the layer, checked against its reference
+            reference = ReferenceRuntime(rolling.graph).run(arrays, bindings)
+            if cost is not None:
+                cost = functools.partial(_unrolled_cost, cost, rolling)
 
         def run(llir: LLIR):
             runtime = new_runtime(llir, device, memory_budget)
             outputs = runtime.run(arrays, self.graph.weights, bindings)
             profile = runtime.profile(arrays, self.graph.weights, bindings, warmup=2, trials=trials)
-            self._runtimes[(llir.genome_hash, device)] = runtime
-            self._llirs[llir.genome_hash] = llir
-            return outputs, profile.total, dict(profile.kernels)
+            if rolling is None:
+                self._runtimes[(llir.genome_hash, device)] = runtime
+                self._llirs[llir.genome_hash] = llir
+                return outputs, profile.total, dict(profile.kernels)
+            # one copy ran: the others' kernels are counted at its times, the markers not at all
+            extra = sum((n - 1) * profile.kernels.get(kid, 0.0) for kid, n in runs(llir, rolling).items())
+            return outputs, profile.total + extra, dict(profile.kernels)
 
-        result = search(space, run, expected, generations, generation_size, mutations, keep_best, budget, seed,
-                        cost, progress, on_candidate, stop, foreign_kernels(device), self._extract)
+        result = search(space, run, [reference[name] for name in self.compiled_graph.outputs], generations,
+                        generation_size, mutations, keep_best, budget, seed, cost, progress, on_candidate, stop,
+                        foreign_kernels(device), self._lower)
+        if rolling is not None:
+            self._check_unrolled(result, arrays, bindings, expected, device, memory_budget)
         self._genome = result.best.genome
         self.last_search = result
         return result
+
+    def _check_unrolled(self, result: SearchResult, arrays: dict[str, np.ndarray], bindings: dict[str, int],
+                        expected: list[np.ndarray], device: str, memory_budget: int | None) -> None:
+        """Run the best candidate of a rolled search unrolled, once, against the program's reference; one that
+        fails there is marked so (its reason starting ``unrolled:``) and the next best is tried."""
+        reason = "no candidate ran"
+        for candidate in sorted((c for c in result.history if c.outcome == "ok"), key=lambda c: c.seconds):
+            llir = self._extract(candidate.genome)
+            try:
+                runtime = new_runtime(llir, device, memory_budget)
+                outcome, reason = compare(runtime.run(arrays, self.graph.weights, bindings), expected)
+            except (Refused, MemoryError) as error:
+                outcome, reason = "refused", str(error) or type(error).__name__
+            if outcome == "ok":
+                self._runtimes[(llir.genome_hash, device)] = runtime
+                self._llirs[llir.genome_hash] = llir
+                return
+            candidate.outcome, candidate.reason = outcome, f"unrolled: {reason}"
+        raise Refused("no viable genome", f"every candidate that ran one copy of the rolled layer failed unrolled; the "
+                      f"last: {reason}")
 
     # ---- the notebook workbench ---------------------------------------------------------
     def profiler(self, **settings):
@@ -335,3 +375,8 @@ def compile(program, example_inputs: Sequence | None = None, *, fusion: bool = T
     from ..frontends.translate import from_torch  # torch loads only for torch programs
 
     return Compiled.of_torch(from_torch(program, example_inputs, **options), fusion=fusion, rolling=rolling)
+
+
+def _unrolled_cost(cost: Callable[[LLIR], float], rolling: Rolling, llir: LLIR) -> float:
+    """A search's ``cost`` of a candidate of a rolled graph: ``cost`` of its unrolled LLIR."""
+    return cost(unroll(llir, rolling))

@@ -40,6 +40,7 @@ KIND_STYLE = {
     "output": {"fillcolor": "#dcfce7", "color": "#15803d", "penwidth": "1.6"},
 }
 REDUCE_STYLE = {"fillcolor": "#ffedd5"}
+STUB_STYLE = {"shape": "plaintext", "style": "", "fontcolor": "#6b7280", "fontsize": "8"}  # a node read, not drawn
 INDEX_STYLE = {"fillcolor": "#ede9fe"}
 VIEW_EDGE_STYLE = {"style": "dashed", "color": "#c2410c", "fontcolor": "#9a3412"}
 CONSTANT_EDGE_STYLE = {"style": "dashed", "color": "#9ca3af", "arrowsize": "0.4"}

@@ -278,13 +278,20 @@ class EGraph(Stage):
         before = self._snapshot
         budget = _Budget(self._worker, max_enodes, time.monotonic() + timeout, self._functions, growth=self._growth,
                          user_rulesets=frozenset(self._user_joined))
-        start = time.monotonic()
+        start, logged = time.monotonic(), len(self._worker.log)
         try:
             body(budget)
         except _Stop as stop:
             budget.stopped = stop.reason
         budget.stopped = budget.stopped or budget.runaway
-        self._snapshot = self._take_snapshot()
+        try:
+            self._snapshot = self._take_snapshot()
+        except WorkerDied:  # the step's e-graph outgrew the worker while being read: the step is undone
+            del self._worker.log[logged:]
+            self._worker.restart()
+            budget.stopped = BudgetExceeded(f"the egglog worker ran out of memory taking the snapshot after "
+                                            f"{label}; the e-graph was restored to before it")
+            self._snapshot = self._take_snapshot()
         report = _diff(len(self.history), label, before, self._snapshot, budget)
         report.wall_seconds = time.monotonic() - start
         self.history.append(report)
@@ -339,11 +346,14 @@ class EGraph(Stage):
         self._worker.close()
 
     # ---- the stage object (summary, to_json, to_svg: luminal_lab.egraph.view) -----------
-    def picture(self, around: str | None = None, depth: int = 2) -> Picture:
+    def picture(self, around: str | None = None, depth: int = 2, fold: str | None = None,
+                expand: list[str] | None = None) -> Picture:
         """The IR-level picture (shows itself in a notebook); with ``around`` (an e-class id), only
-        the IR e-classes within ``depth`` reads of it. See ``luminal_lab.egraph.view``."""
+        the IR e-classes within ``depth`` reads of it; with ``fold="hlir"``, one box per HLIR node holding
+        the IR e-classes that came from it, the groups named in ``expand`` (HLIR ids such as ``["h5"]``)
+        drawn expanded. See ``luminal_lab.egraph.view``."""
         integer("EGraph.picture", "depth", depth, minimum=0)
-        return self._view().picture(self, around, depth)
+        return self._view().picture(self, around, depth, fold, expand)
 
     # ---- notebook widgets ---------------------------------------------------------------
     def stepper(self) -> RuleStepper:

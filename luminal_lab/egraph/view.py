@@ -40,6 +40,22 @@ e-nodes get an overview: a table of IR e-nodes by op and the
 neighbourhood of what the last step touched, capped, with a caption saying what is left out.
 ``eg.picture(around="IR-23", depth=2)`` draws the IR e-classes within two reads of one
 e-class (any sort: a folded one is shown through the IR e-classes that use it).
+
+Folded by HLIR node: ``eg.picture(fold="hlir")`` draws every IR e-class, grouped by the HLIR node
+it came from (``hlir_groups``: an e-class's first HLIR id; one with none, such as a
+``FusionStart`` a fusion rule made, joins the group of the first e-class it reads that has one,
+else of the first that reads it). Each group is one box: SVG id ``group-h5``, class ``group``
+(plus ``touched`` as above), label ``h5 SumReduce axis=2 (matmul) · 5 e-classes`` over a line
+with its e-node count and most common ops, tooltip listing its e-classes. The reads between two
+groups are merged into one edge (id ``group-h3-group-h5``: group h5 reads group h3), class
+``merged``, labelled ``×N`` when it stands for N > 1 reads; reads within a group are not drawn.
+``eg.picture(fold="hlir", expand=["h5"])`` draws the named groups expanded: a cluster (SVG id
+``group-h5``, class ``group expanded``, labelled like the box) holding the e-class clusters
+drawn as above, with their e-node to e-class edges between expanded groups; a folded group's
+reads of an expanded e-class are merged per e-class (id ``IR-72-group-h9``) and an expanded
+e-node's reads of a folded group per e-node (id ``group-h3-function-12-Op``). ``fold`` takes
+None or ``"hlir"``; ``expand`` (None, or a list of group ids of the picture) only with it, and
+``fold`` not with ``around``; other values raise ``ArgumentError``.
 """
 
 from __future__ import annotations
@@ -53,7 +69,8 @@ from typing import Any
 
 import graphviz
 
-from ..core.draw import EDGE_ATTR, GRAPH_ATTR, KIND_STYLE, NODE_ATTR, Picture
+from ..core.arguments import fail
+from ..core.draw import EDGE_ATTR, GRAPH_ATTR, KIND_STYLE, NODE_ATTR, STUB_STYLE, Picture
 from ..core.ids import hlir_id
 from ..core.stage import register_view
 from .egraph import EGraph
@@ -83,9 +100,14 @@ FUSED_STYLE = {"fillcolor": "#f3e8ff", "color": "#7e22ce"}
 ADDED_STYLE = {"color": "#dc2626", "penwidth": "2.4"}
 SUBSUMED_STYLE = {"style": "rounded,filled,dashed", "fillcolor": "#f9fafb", "fontcolor": "#9ca3af",
                   "color": "#9ca3af"}
-STUB_STYLE = {"shape": "plaintext", "style": "", "fontcolor": "#6b7280", "fontsize": "8"}
 MORE_STYLE = {"shape": "plaintext", "style": "", "fontcolor": "#6b7280", "fontsize": "8"}
 TABLE_STYLE = {"shape": "plaintext", "style": "", "margin": "0"}
+GROUP_STYLE = {"shape": "box", "style": "rounded,filled", "fillcolor": "#f3f4f6", "color": "#4b5563",
+               "fontsize": "10", "margin": "0.12,0.06"}
+GROUP_CLUSTER_STYLE = {"style": "rounded,dashed", "color": "#4b5563", "fontcolor": "#111827", "fontsize": "10",
+                       "margin": "10"}
+MERGED_STYLE = {"fontsize": "8", "fontcolor": "#6b7280", "penwidth": "1.3"}
+FOLDS = ("hlir",)
 
 
 # ---- terms of folded e-classes -----------------------------------------------------------------
@@ -365,13 +387,26 @@ def to_svg(eg: EGraph) -> str | None:
     return picture(eg).to_svg()
 
 
-def picture(eg: EGraph, around: str | None = None, depth: int = 2) -> Picture:
+def picture(eg: EGraph, around: str | None = None, depth: int = 2, fold: str | None = None,
+            expand: Any = None) -> Picture:
     """The IR-level picture: all of it, an overview when it is too large, or with ``around`` (any
-    e-class id) the IR e-classes within ``depth`` reads of it."""
+    e-class id) the IR e-classes within ``depth`` reads of it; with ``fold="hlir"`` every IR e-class,
+    folded by the HLIR node it came from, the groups named in ``expand`` drawn expanded."""
     ir = IRLevel(eg)
+    groups = _check_fold(ir, around, fold, expand)
     dot = graphviz.Digraph("egraph", graph_attr={**GRAPH_ATTR, "compound": "true", "ranksep": "0.35"},
                            node_attr=NODE_ATTR, edge_attr=EDGE_ATTR)
     step = f"after {eg.history[-1].label} #{eg.history[-1].index}" if eg.history else "as built"
+    legend = (f"{FOLDED_SORTS} e-classes are folded into the tooltips. "
+              "Red outline: new in the last step; dashed grey: subsumed.")
+    if groups is not None:
+        expanded = list(dict.fromkeys(expand or ()))
+        caption = (f"E-graph {step}: IR e-classes folded by HLIR node; {len(groups)} groups of "
+                   f"{len(ir.classes)} IR e-classes" + (f", {', '.join(expanded)} expanded" if expanded else ""))
+        legend += " A box per HLIR node; the reads between two groups merged into one edge (×N: N reads)."
+        dot.attr(label=f"{caption}\n{legend}", labelloc="t", fontsize="10")
+        _draw_groups(dot, eg, ir, groups, set(expanded))
+        return Picture(dot, caption, "e-graph")
     if around is not None:
         shown = ir.neighbourhood(ir.owners(around), depth)
         what = f"IR e-classes within {depth} reads of {around}"
@@ -383,11 +418,62 @@ def picture(eg: EGraph, around: str | None = None, depth: int = 2) -> Picture:
     left_out = len(ir.classes) - len(shown)
     caption = (f"E-graph {step}: {what}; {len(shown)} of {len(ir.classes)} IR e-classes drawn"
                + (f", {left_out} left out" if left_out else ""))
-    legend = (f"{FOLDED_SORTS} e-classes are folded into the tooltips. "
-              "Red outline: new in the last step; dashed grey: subsumed.")
     dot.attr(label=f"{caption}\n{legend}", labelloc="t", fontsize="10")
     _draw(dot, ir, shown, focus=ir.owners(around) if around is not None else [])
     return Picture(dot, caption, "e-graph")
+
+
+def hlir_groups(ir: IRLevel) -> dict[str, list[str]]:
+    """The IR e-classes by the HLIR node they came from: HLIR id (``"h5"``) -> e-class ids, in HLIR order.
+
+    An e-class goes to its first HLIR node. One with none (a ``FusionStart`` a fusion rule made) goes to the
+    group of the first e-class it reads that has one, else of the first that reads it, else is a group of its
+    own named by its e-class id."""
+    snapshot = ir.snapshot
+    key = {cid: hlir_id(snapshot.classes[cid].hlir[0]) for cid in ir.classes if snapshot.classes[cid].hlir}
+    changed = True
+    while changed:  # what it reads, then what reads it, until nothing changes (a chain of new e-classes)
+        changed = False
+        for cid, nodes in ir.classes.items():
+            if cid not in key:
+                near = [*(s for n in nodes for s in n.inputs), *ir.users[cid]]
+                found = next((key[c] for c in near if c in key), None)
+                if found is not None:
+                    key[cid] = found
+                    changed = True
+    for cid in ir.classes:
+        key.setdefault(cid, cid)
+    order = {h: k for k, h in enumerate(sorted({k for k in key.values() if k.startswith("h") and k[1:].isdigit()},
+                                                key=lambda h: int(h[1:])))}
+    groups: dict[str, list[str]] = {}
+    for cid in sorted(ir.classes, key=lambda c: order.get(key[c], len(order))):
+        groups.setdefault(key[cid], []).append(cid)
+    return groups
+
+
+def _check_fold(ir: IRLevel, around: str | None, fold: Any, expand: Any) -> dict[str, list[str]] | None:
+    """The groups to draw for ``fold`` (None when not folding), after checking ``fold`` and ``expand``."""
+    where = "EGraph.picture"
+    if fold is None:
+        if expand is not None:
+            fail(where, "expand", expand, 'None unless fold="hlir" (it names groups of a folded picture)')
+        return None
+    if not isinstance(fold, str) or fold not in FOLDS:
+        fail(where, "fold", fold, 'None or "hlir" (fold the IR e-classes by the HLIR node they came from)')
+    if around is not None:
+        fail(where, "fold", fold, "None when around is given (a folded picture draws every group)")
+    groups = hlir_groups(ir)
+    if expand is None:
+        return groups
+    if isinstance(expand, str) or not isinstance(expand, (list, tuple, set, frozenset)) \
+            or not all(isinstance(g, str) for g in expand):
+        fail(where, "expand", expand, "a list of group ids (HLIR ids such as ['h5'])")
+    unknown = [g for g in expand if g not in groups]
+    if unknown:
+        some = ", ".join(list(groups)[:8]) + (", …" if len(groups) > 8 else "")
+        fail(where, "expand", expand, f"ids of this picture's groups; {', '.join(unknown)} is not one "
+                                      f"(the groups are {some})")
+    return groups
 
 
 def _overview(ir: IRLevel) -> tuple[list[str], str]:
@@ -423,40 +509,117 @@ def _draw_table(dot: graphviz.Digraph, ir: IRLevel) -> None:
 def _draw(dot: graphviz.Digraph, ir: IRLevel, shown: list[str], focus: list[str]) -> None:
     """Clusters for the shown IR e-classes (``focus`` ones bold), small stubs for the ones they read
     that are not shown."""
-    snapshot = ir.snapshot
     heads: dict[str, str] = {}  # e-class -> the drawn node edges attach to
     edges: list[tuple[IRNode, int, str]] = []
     for cid in shown:
-        eclass, nodes = snapshot.classes[cid], ir.classes[cid]
-        kept = {n.enode.id for n in sorted(nodes, key=lambda n: (not n.new, n.enode.subsumed))[:MAX_PER_CLASS]}
-        drawn = [n for n in nodes if n.enode.id in kept]  # in e-graph order
-        touched = any(n.new for n in nodes)
-        with dot.subgraph(name=f"cluster_{cid}") as box:
-            hlir = ", ".join(hlir_id(h) for h in eclass.hlir[:6]) + (", …" if len(eclass.hlir) > 6 else "")
-            parts = [hlir, eclass.dtype or "", f"{len(nodes)} e-nodes" if len(nodes) > 1 else ""]
-            label = f"<<b>{html.escape(cid)}</b>" + "".join(f" · {html.escape(p)}" for p in parts if p) + ">"
-            tooltip = f"{cid} ({eclass.sort}) HLIR {hlir or 'none'}, {len(nodes)} e-nodes"
-            classes = " ".join(("eclass", *(["touched"] if touched else []), *(["focus"] if cid in focus else [])))
-            style = {**CLUSTER_STYLE, **(TOUCHED_CLUSTER_STYLE if touched else {}),
-                     **(FOCUS_STYLE if cid in focus else {})}
-            box.attr(label=label, id=cid, tooltip=tooltip, **{"class": classes}, **style)
-            for n in drawn:
-                _draw_enode(box, snapshot, n)
-                edges.extend((n, index, source) for index, source in enumerate(n.inputs))
-            if len(drawn) < len(nodes):
-                box.node(f"{cid}.more", label=f"+{len(nodes) - len(drawn)} more e-nodes", id=f"{cid}.more",
-                         **MORE_STYLE)
-            heads[cid] = drawn[0].enode.id if drawn else f"{cid}.more"
+        _draw_class(dot, ir, cid, cid in focus, heads, edges)
     for n, index, source in edges:
-        if source not in heads:
-            heads[source] = source
-            dot.node(source, label=f"{source} …", id=source, tooltip=f"{source}: not drawn",
-                     **{"class": "eclass stub"}, **STUB_STYLE)
-        attrs = {"id": f"{n.enode.id}-{source}-{index}", "dir": "back",
-                 "tooltip": f"{n.enode.id} reads {source} as operand {index}"}
-        if source in shown and source != n.enode.eclass:
-            attrs["ltail"] = f"cluster_{source}"
-        dot.edge(heads[source], n.enode.id, **attrs)
+        _draw_read(dot, heads, shown, n, index, source)
+
+
+def _draw_class(dot: graphviz.Digraph, ir: IRLevel, cid: str, focus: bool, heads: dict[str, str],
+                edges: list[tuple[IRNode, int, str]]) -> None:
+    """One IR e-class as a cluster of its e-nodes; notes the node its edges attach to in ``heads`` and its
+    e-nodes' reads in ``edges``."""
+    snapshot = ir.snapshot
+    eclass, nodes = snapshot.classes[cid], ir.classes[cid]
+    kept = {n.enode.id for n in sorted(nodes, key=lambda n: (not n.new, n.enode.subsumed))[:MAX_PER_CLASS]}
+    drawn = [n for n in nodes if n.enode.id in kept]  # in e-graph order
+    touched = any(n.new for n in nodes)
+    with dot.subgraph(name=f"cluster_{cid}") as box:
+        hlir = ", ".join(hlir_id(h) for h in eclass.hlir[:6]) + (", …" if len(eclass.hlir) > 6 else "")
+        parts = [hlir, eclass.dtype or "", f"{len(nodes)} e-nodes" if len(nodes) > 1 else ""]
+        label = f"<<b>{html.escape(cid)}</b>" + "".join(f" · {html.escape(p)}" for p in parts if p) + ">"
+        tooltip = f"{cid} ({eclass.sort}) HLIR {hlir or 'none'}, {len(nodes)} e-nodes"
+        classes = " ".join(("eclass", *(["touched"] if touched else []), *(["focus"] if focus else [])))
+        style = {**CLUSTER_STYLE, **(TOUCHED_CLUSTER_STYLE if touched else {}), **(FOCUS_STYLE if focus else {})}
+        box.attr(label=label, id=cid, tooltip=tooltip, **{"class": classes}, **style)
+        for n in drawn:
+            _draw_enode(box, snapshot, n)
+            edges.extend((n, index, source) for index, source in enumerate(n.inputs))
+        if len(drawn) < len(nodes):
+            box.node(f"{cid}.more", label=f"+{len(nodes) - len(drawn)} more e-nodes", id=f"{cid}.more",
+                     **MORE_STYLE)
+        heads[cid] = drawn[0].enode.id if drawn else f"{cid}.more"
+
+
+def _draw_read(dot: graphviz.Digraph, heads: dict[str, str], shown: Any, n: IRNode, index: int, source: str) -> None:
+    """The edge of e-node ``n`` reading e-class ``source`` as operand ``index`` (from a stub when not shown)."""
+    if source not in heads:
+        heads[source] = source
+        dot.node(source, label=f"{source} …", id=source, tooltip=f"{source}: not drawn",
+                 **{"class": "eclass stub"}, **STUB_STYLE)
+    attrs = {"id": f"{n.enode.id}-{source}-{index}", "dir": "back",
+             "tooltip": f"{n.enode.id} reads {source} as operand {index}"}
+    if source in shown and source != n.enode.eclass:
+        attrs["ltail"] = f"cluster_{source}"
+    dot.edge(heads[source], n.enode.id, **attrs)
+
+
+def _group_label(eg: EGraph, ir: IRLevel, key: str, cids: list[str]) -> tuple[str, str, str]:
+    """A group's title (``h5 SumReduce axis=2 (matmul) · 6 e-classes``), its second line (e-nodes and their
+    ops) and its tooltip."""
+    nodes = {n.id: n for n in eg.graph.nodes}
+    hid = int(key[1:]) if key.startswith("h") and key[1:].isdigit() else None
+    node = nodes.get(hid) if hid is not None else None
+    what = (_clip(node.label, 40) + (f" ({_clip(node.origin, 40)})" if node.origin else "")) if node is not None \
+        else "no HLIR node"
+    title = f"{key} {what} · {len(cids)} e-class{'' if len(cids) == 1 else 'es'}"
+    enodes = [n for cid in cids for n in ir.classes[cid]]
+    ops = Counter(name for n in enodes for name in dict.fromkeys(n.ops))
+    names = ", ".join(op for op, _ in ops.most_common(3)) + (", …" if len(ops) > 3 else "")
+    line = f"{len(enodes)} e-node{'' if len(enodes) == 1 else 's'}: {names}"
+    tooltip = _clip(f"{title}: {', '.join(cids)}", TOOLTIP_CHARS)
+    return title, line, tooltip
+
+
+def _draw_groups(dot: graphviz.Digraph, eg: EGraph, ir: IRLevel, groups: dict[str, list[str]],
+                 expanded: set[str]) -> None:
+    """A folded picture: a box per group, a cluster of e-class clusters per expanded group, the reads between
+    groups merged."""
+    group_of = {cid: key for key, cids in groups.items() for cid in cids}
+    heads: dict[str, str] = {}
+    edges: list[tuple[IRNode, int, str]] = []
+    for key, cids in groups.items():
+        gid = f"group-{key}"
+        title, line, tooltip = _group_label(eg, ir, key, cids)
+        touched = any(n.new for cid in cids for n in ir.classes[cid])
+        if key in expanded:
+            with dot.subgraph(name=f"cluster_{gid}") as box:
+                box.attr(label=f"<<b>{html.escape(key)}</b>{html.escape(title[len(key):])}>", id=gid,
+                         tooltip=tooltip, **{"class": "group expanded" + (" touched" if touched else "")},
+                         **GROUP_CLUSTER_STYLE)
+                for cid in cids:
+                    _draw_class(box, ir, cid, False, heads, edges)
+        else:
+            label = (f"<<b>{html.escape(key)}</b>{html.escape(title[len(key):])}"
+                     f'<br/><font point-size="8" color="#6b7280">{html.escape(line)}</font>>')
+            style = {**GROUP_STYLE, **(TOUCHED_CLUSTER_STYLE if touched else {})}
+            dot.node(gid, label=label, id=gid, tooltip=tooltip, **{"class": "group" + (" touched" if touched else "")},
+                     **style)
+    # merged reads: (what is read: a group box or an expanded e-class, who reads: a group box or an e-node) -> reads
+    merged: Counter[tuple[str, str]] = Counter()
+    shown = {cid for key in expanded for cid in groups[key]}
+    for n, index, source in edges:  # the e-nodes of expanded groups
+        if group_of.get(source, "") in expanded or source not in group_of:
+            _draw_read(dot, heads, shown, n, index, source)
+        else:
+            merged[(f"group-{group_of[source]}", n.enode.id)] += 1
+    for key, cids in groups.items():
+        if key in expanded:
+            continue
+        for source in (s for cid in cids for n in ir.classes[cid] for s in n.inputs):
+            other = group_of.get(source)
+            if other is not None and other != key:
+                merged[(source if other in expanded else f"group-{other}", f"group-{key}")] += 1
+    for (tail, head), count in merged.items():
+        attrs = {"id": f"{tail}-{head}", "dir": "back", "class": "merged",
+                 "tooltip": f"{head} reads {tail}: {count} read{'' if count == 1 else 's'}", **MERGED_STYLE}
+        if count > 1:
+            attrs["label"] = f"×{count}"
+        if tail in heads:  # an e-class of an expanded group: the edge leaves its cluster
+            attrs["ltail"] = f"cluster_{tail}"
+        dot.edge(heads.get(tail, tail), head, **attrs)
 
 
 def _draw_enode(dot: graphviz.Digraph, snapshot: Snapshot, n: IRNode) -> None:

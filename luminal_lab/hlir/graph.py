@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.arguments import fail
-from ..core.draw import MAX_DRAWN_NODES
+from ..core.arguments import fail, integer
+from ..core.draw import MAX_DRAWN_NODES, Picture
 from ..core.dtypes import DType, from_numpy
 from ..core.errors import DTypeError, LuminalError, ShapeError
 from ..core.ops import BINARY_OPS, REDUCE_OPS, UNARY_OPS, Op
@@ -298,6 +298,12 @@ class HLIRStage(Stage):
     def condensed(self) -> bool:
         """Whether the picture shows boxes of nodes rather than every node."""
         return len(self.nodes) > self.max_drawn
+
+    def picture(self, around: str | None = None, depth: int = 2) -> Picture:
+        """The picture (shows itself in a notebook); with ``around`` (a node id such as ``"h12"``), only the nodes
+        within ``depth`` reads of it, drawn node by node at any graph size. See ``luminal_lab.hlir.view``."""
+        integer("HLIRStage.picture", "depth", depth, minimum=0)
+        return self._view().picture(self, around, depth)
 
     def to_svg(self) -> str | None:
         """The picture as SVG (rendered once, then cached); ``None`` when Graphviz cannot draw it."""

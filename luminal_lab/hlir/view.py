@@ -24,6 +24,9 @@ scalar constant is drawn next to every op that reads it (the first drawing has t
 others ``h3.h12.1``-style ids), so that shared constants do not pull edges across the
 picture. Edge ids are ``"{source}-{target}-{index}"``. Graphs above ``max_drawn`` nodes get
 a condensed picture (one box per origin, or per stretch of nodes) that says so.
+``stage.picture(around="h12", depth=2)`` draws node by node, at any size, only the nodes within two reads (either
+way, not through scalar constants) of one node, which has the SVG class ``focus``; a read from a node left out
+comes from a small dashed stub (class ``stub``).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from typing import Any
 
 import graphviz
 
+from ..core.arguments import fail
 from ..core.draw import (
     CLUSTER_ATTR,
     CONSTANT_EDGE_STYLE,
@@ -49,6 +53,8 @@ from ..core.draw import (
     MAX_BOXES,
     ORDERED_OPERANDS,
     REDUCE_STYLE,
+    STUB_STYLE,
+    Picture,
     digraph,
     read_edge,
     read_tooltip,
@@ -130,17 +136,49 @@ def to_svg(stage: HLIRStage) -> str | None:
     return render(to_dot(stage), "HLIR")
 
 
+def picture(stage: HLIRStage, around: str | None, depth: int) -> Picture:
+    """The picture, or with ``around`` (a node id such as ``"h12"``) the nodes within ``depth`` reads of it."""
+    if around is None:
+        return Picture(to_dot(stage), stage.summary(), "HLIR")
+    ids = {hlir_id(n): n for n in stage.nodes}
+    if around not in ids:
+        fail("HLIRStage.picture", "around", around, f"the id of one of this stage's {len(ids)} nodes "
+             f"({', '.join(itertools.islice(ids, 3))}, ...)")
+    centre = ids[around]
+    shown = _neighbourhood(stage, centre, depth)
+    caption = f"HLIR: the {len(shown)} nodes within {depth} reads of {around}, of {len(stage.nodes)}"
+    dot = _full_dot(stage, shown, centre)
+    dot.attr(label=caption, labelloc="t", fontsize="11")
+    return Picture(dot, caption, "HLIR")
+
+
+def _neighbourhood(stage: HLIRStage, centre: Node, depth: int) -> set[int]:
+    """Ids of the nodes within ``depth`` reads of ``centre``, either way (scalar constants are not passed through)."""
+    near: dict[int, list[int]] = {n.id: [] for n in stage.nodes}
+    for n in stage.nodes:
+        for src, _ in n.sources:
+            if src.op != Op.CONSTANT and src.id in near:
+                near[n.id].append(src.id)
+                near[src.id].append(n.id)
+    shown, frontier = {centre.id}, [centre.id]
+    for _ in range(depth):
+        frontier = [m for nid in frontier for m in near[nid] if m not in shown]
+        shown.update(frontier)
+    return shown
+
+
 def to_dot(stage: HLIRStage) -> graphviz.Digraph:
     """The Graphviz graph behind the picture (``.source`` is the DOT text)."""
     return _condensed_dot(stage) if stage.condensed else _full_dot(stage)
 
 
-def _full_dot(stage: HLIRStage) -> graphviz.Digraph:
+def _full_dot(stage: HLIRStage, shown: set[int] | None = None, focus: Node | None = None) -> graphviz.Digraph:
+    """Every node, or those in ``shown`` (reads from the others drawn from stubs), ``focus`` marked."""
     dot = digraph("hlir")
     used = {src.id for n in stage.nodes for src, _ in n.sources}
     # a scalar constant is drawn next to each op that reads it, so shared ones do not
     # pull long edges across the picture; the first copy carries the node's id
-    drawn = [n for n in stage.nodes if n.op != Op.CONSTANT or n.id not in used]
+    drawn = [n for n in stage.nodes if (n.op != Op.CONSTANT or n.id not in used) and (shown is None or n.id in shown)]
     named: set[int] = set()
     edges: list[tuple[str, Node, int, ShapeTracker]] = []
     layer, copies = stage.layer or (frozenset(), 0)
@@ -153,8 +191,13 @@ def _full_dot(stage: HLIRStage) -> graphviz.Digraph:
             for run in segment:
                 _draw_run(stage, into, run, k, named, edges)
                 k += 1
+    stubs: set[int] = set()
     for name, n, index, tracker in edges:
         src = n.sources[index][0]
+        if shown is not None and src.id not in shown and src.op != Op.CONSTANT and src.id not in stubs:
+            stubs.add(src.id)
+            dot.node(name, label=f"{name} {src.label}", id=name, tooltip=f"{name}: left out of this picture",
+                     **{"class": f"stub {name}"}, **STUB_STYLE)
         attrs = {"id": _edge_id(src, n, index),
                  "tooltip": read_tooltip(hlir_id(src), hlir_id(n), index, tracker, src.dtype)}
         if src.op == Op.CONSTANT:
@@ -162,6 +205,8 @@ def _full_dot(stage: HLIRStage) -> graphviz.Digraph:
         else:
             attrs.update(read_edge(tracker, src.dtype, index if n.op in ORDERED_OPERANDS else None))
         dot.edge(name, hlir_id(n), **attrs)
+    if focus is not None:  # a second statement adds to the node's attributes
+        dot.node(hlir_id(focus), penwidth="2.5", **{"class": f"focus {hlir_id(focus)}"})
     return dot
 
 

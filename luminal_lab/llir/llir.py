@@ -26,6 +26,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.arguments import integer
+from ..core.draw import Picture
 from ..core.dtypes import DType
 from ..core.shape_tracker import format_shape
 from ..core.stage import Stage
@@ -90,6 +92,12 @@ class LLIR(Stage):
     def expand(self) -> LLIR:
         """This LLIR (the same kernels and times), its picture drawing every copy of a rolled layer."""
         return dataclasses.replace(self, fold=False)
+
+    def picture(self, around: str | None = None, depth: int = 2) -> Picture:
+        """The picture (shows itself in a notebook); with ``around`` (a kernel id such as ``"k12"``), only the kernels
+        within ``depth`` reads of it, drawn kernel by kernel at any size. See ``luminal_lab.llir.view``."""
+        integer("LLIR.picture", "depth", depth, minimum=0)
+        return self._view().picture(self, around, depth)
 
     @property
     def inputs(self) -> dict[str, Kernel]:

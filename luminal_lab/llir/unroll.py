@@ -11,6 +11,9 @@ reader reads the source through its own view), and so are the rolled graph's ext
 Kernels come out in a topological order: those before the layer and those it reads, then copy 0, copy 1, ..., then
 those after the layer. Each kernel of a copy has ``copy`` set (``Kernel.copy``); its e-class and HLIR nodes are
 copy 0's, the rolled graph's.
+
+``runs`` says how often each kernel of the rolled LLIR runs once unrolled (``copies``, 1 or 0), so that the time of
+the rolled LLIR, which runs one copy with its markers, scales to the unrolled program's without running it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,13 @@ from .llir import LLIR, Kernel
 def unroll(llir: LLIR, rolling: Rolling) -> LLIR:
     """``llir``, a genome's kernels for the rolled graph, with its layer's kernels repeated for every copy."""
     return _Unroll(llir, rolling).run()
+
+
+def runs(llir: LLIR, rolling: Rolling) -> dict[int, int]:
+    """Kernel id of ``llir`` (a genome's kernels for the rolled graph) -> how many times it runs once unrolled:
+    ``rolling.copies`` for a kernel that varies by copy, 0 for a loop marker or an extra output, else 1."""
+    plan = _Unroll(llir, rolling)
+    return {k.id: 0 if plan.skipped(k) else rolling.copies if k.id in plan.varies else 1 for k in llir.kernels}
 
 
 def _identity(view: ShapeTracker) -> bool:
@@ -65,6 +75,10 @@ class _Unroll:
                 after.add(k.id)
         self.varies, self.after = varies, after
 
+    def skipped(self, k: Kernel) -> bool:
+        """Whether ``k`` is left out of the unrolled LLIR: a loop marker, or one of the rolled graph's extra outputs."""
+        return k.id in self.marker_of or (k.op == "Output" and k.arg >= self.rolling.outputs)
+
     def run(self) -> LLIR:
         llir, rolling = self.llir, self.rolling
         out: list[Kernel] = []
@@ -85,10 +99,7 @@ class _Unroll:
             out.append(dataclasses.replace(k, id=len(out), sources=sources, arg=arg, copy=copy))
             return len(out) - 1
 
-        def skipped(k: Kernel) -> bool:
-            return k.id in self.marker_of or (k.op == "Output" and k.arg >= rolling.outputs)
-
-        kernels = [k for k in llir.kernels if not skipped(k)]
+        kernels = [k for k in llir.kernels if not self.skipped(k)]
         for k in kernels:
             if k.id not in self.varies and k.id not in self.after:
                 shared[k.id] = emit(k, None, 0)

@@ -37,6 +37,9 @@ slowest kernel); the caption gives the total and the scale. Each fused region is
 ``FusionStart``, ``Fused*`` and ``FusionEnd`` kernels; a kernel two regions share is drawn in the
 first. LLIRs above ``MAX_DRAWN_KERNELS`` kernels get a condensed picture: one box per stretch of
 kernels in order, shaded by the stretch's time (no region clusters; the caption counts them).
+``llir.picture(around="k12", depth=2)`` draws, kernel by kernel at any size and every copy of a rolled layer, only
+the kernels within two reads (either way, not through scalar constants) of one kernel, which has the SVG class
+``focus``; a read from a kernel left out comes from a small dashed stub (class ``stub``).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from typing import Any
 
 import graphviz
 
+from ..core.arguments import fail
 from ..core.draw import (
     CONSTANT_EDGE_STYLE,
     EDGE_ATTR,
@@ -63,6 +67,8 @@ from ..core.draw import (
     NODE_ATTR,
     ORDERED_OPERANDS,
     REDUCE_STYLE,
+    STUB_STYLE,
+    Picture,
     read_edge,
     read_tooltip,
     render,
@@ -206,8 +212,8 @@ def to_dot(llir: LLIR, regions: list[Region] | None = None) -> graphviz.Digraph:
     regions = find_regions(llir) if regions is None else regions
     dot = graphviz.Digraph("llir", graph_attr=GRAPH_ATTR, node_attr=NODE_ATTR, edge_attr=EDGE_ATTR)
     drawn = _drawn(llir)
-    shown = [region for region in regions if region.end in drawn]
-    clustered = sum(len(region.kernels()) for region in shown)
+    shown = [(i, region) for i, region in enumerate(regions) if region.end in drawn]
+    clustered = sum(len(region.kernels()) for _, region in shown)
     if len(drawn) > MAX_DRAWN_KERNELS or clustered > MAX_CLUSTERED_KERNELS:
         _condensed(dot, llir, len(regions), clustered)
     else:
@@ -215,9 +221,36 @@ def to_dot(llir: LLIR, regions: list[Region] | None = None) -> graphviz.Digraph:
     return dot
 
 
-def _drawn(llir: LLIR) -> dict[int, Kernel]:
-    """The kernels the picture draws, by id: all, or with a rolled layer folded, all but its later copies."""
-    return {k.id: k for k in llir.kernels if not llir.fold or not k.copy}
+def picture(llir: LLIR, around: str | None, depth: int) -> Picture:
+    """The picture, or with ``around`` (a kernel id such as ``"k12"``) the kernels within ``depth`` reads of it."""
+    if around is None:
+        return Picture(to_dot(llir), llir.summary(), "LLIR")
+    by_id = {kernel_id(k): k for k in llir.kernels}
+    if around not in by_id:
+        fail("LLIR.picture", "around", around, f"the id of one of this LLIR's {len(by_id)} kernels "
+             f"({', '.join(list(by_id)[:3])}, ...)")
+    llir = llir.expand()
+    near: dict[int, list[int]] = {k.id: [] for k in llir.kernels}
+    for k in llir.kernels:
+        for src, _ in k.sources:
+            if llir.kernels[src].op != "Constant":
+                near[k.id].append(src)
+                near[src].append(k.id)
+    shown, frontier = {by_id[around].id}, [by_id[around].id]
+    for _ in range(depth):
+        frontier = [m for kid in frontier for m in near[kid] if m not in shown]
+        shown.update(frontier)
+    regions = find_regions(llir)
+    dot = graphviz.Digraph("llir", graph_attr=GRAPH_ATTR, node_attr=NODE_ATTR, edge_attr=EDGE_ATTR)
+    note = f"the {len(shown)} within {depth} reads of {around} drawn"
+    _full(dot, llir, [(i, r) for i, r in enumerate(regions) if r.end in shown], len(regions), shown, note)
+    dot.node(around, penwidth="2.5", **{"class": f"focus {around}"})  # a second statement adds to its attributes
+    return Picture(dot, f"LLIR of genome {llir.genome_hash:016x}: {len(llir.kernels)} kernels; {note}", "LLIR")
+
+
+def _drawn(llir: LLIR, shown: set[int] | None = None) -> dict[int, Kernel]:
+    """The kernels the picture draws, by id: all (or those in ``shown``), but for a folded layer's later copies."""
+    return {k.id: k for k in llir.kernels if (not llir.fold or not k.copy) and (shown is None or k.id in shown)}
 
 
 def _first_copy(llir: LLIR) -> dict[int, int]:
@@ -274,20 +307,23 @@ def _caption(dot: graphviz.Digraph, llir: LLIR, scale: _Heat | None, regions: in
              labelloc="t", labeljust="l", fontsize="10")
 
 
-def _full(dot: graphviz.Digraph, llir: LLIR, regions: list[Region], n_regions: int) -> None:
+def _full(dot: graphviz.Digraph, llir: LLIR, regions: list[tuple[int, Region]], n_regions: int,
+          shown: set[int] | None = None, note: str = "") -> None:
+    """Every kernel (a folded layer's first copy), or those in ``shown`` with reads from the others drawn from stubs;
+    ``regions`` are the drawn ones, with their index among all of them."""
     by_id = {k.id: k for k in llir.kernels}
-    drawn = _drawn(llir)
+    drawn = _drawn(llir, shown)
     first = _first_copy(llir) if llir.fold else {}
     scale = _Heat(llir, [llir.times[k.id] for k in llir.kernels if k.id in llir.times]) if llir.times else None
     folded = (f"layer ×{llir.copies}: its first copy drawn, the other {llir.copies - 1} run the same kernels "
               "(expand() draws them)") if first else ""
-    _caption(dot, llir, scale, n_regions, folded)
+    _caption(dot, llir, scale, n_regions, note or folded)
     layer = graphviz.Digraph("cluster_layer")
     if first:
         layer.attr(label=f"layer ×{llir.copies}", id="layer", **LAYER_ATTR)
-    clusters = [_cluster(llir, i, region) for i, region in enumerate(regions)]
+    clusters = [_cluster(llir, i, region) for i, region in regions]
     place: dict[int, graphviz.Digraph] = {k.id: layer for k in drawn.values() if first and k.copy == 0}
-    for cluster, region in zip(clusters, regions):
+    for cluster, (_, region) in zip(clusters, regions):
         for kid in region.kernels():
             place[kid] = cluster if place.get(kid) in (None, layer) else place[kid]  # shared: in the first region
     used = {src for k in drawn.values() for src, _ in k.sources}
@@ -305,13 +341,18 @@ def _full(dot: graphviz.Digraph, llir: LLIR, regions: list[Region], n_regions: i
                 named.add(src)
                 _draw_kernel(dot, llir, by_id[src], scale, name)
             edges.append((name, k, index))
-    for cluster, region in zip(clusters, regions):
+    for cluster, (_, region) in zip(clusters, regions):
         (layer if first and by_id[region.end].copy == 0 else dot).subgraph(cluster)
     if first:
         dot.subgraph(layer)
+    stubs: set[str] = set()
     for name, k, index in edges:
         src, tracker = k.sources[index]
         source = by_id[src]
+        if shown is not None and src not in shown and source.op != "Constant" and name not in stubs:
+            stubs.add(name)
+            dot.node(name, label=f"{name} {source.label}", id=name, tooltip=f"{name}: left out of this picture",
+                     **{"class": f"stub {name}"}, **STUB_STYLE)
         attrs = {"id": _edge_id(src, k, index),
                  "tooltip": read_tooltip(kernel_id(src), kernel_id(k), index, tracker, source.dtype)}
         if source.op == "Constant":

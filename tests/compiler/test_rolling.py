@@ -11,9 +11,13 @@ import torch
 from torch import nn
 
 import luminal_lab as ll
+from luminal_lab.compiler import compiled
 from luminal_lab.compiler.provenance import Provenance
 from luminal_lab.core.ids import hlir_id, kernel_id
 from luminal_lab.core.stage import STAGE_MIME
+from luminal_lab.llir.genome import extract
+from luminal_lab.llir.unroll import runs, unroll
+from luminal_lab.search.search import compare
 from tests.helpers.models import LlamaBlock, llama_inputs
 from tests.helpers.stacks import D, pairs, running_total, stack
 
@@ -123,11 +127,54 @@ def test_a_llama_stack_rolls_through_ll_compile_and_torch_compile() -> None:
         assert program.rolling is None
 
 
-def test_search_measures_the_rolled_programs_genomes_on_every_copy() -> None:
+def test_runs_counts_each_rolled_kernel_as_often_as_the_unrolled_program_runs_it() -> None:
+    comp = ll.compile(stack(3))
+    rolled = extract(comp.choice_space().fused_genome())
+    counts = runs(rolled, comp.rolling)
+    markers = {k.id for k in rolled.kernels if comp.rolling.markers & set(k.hlir)}
+    assert markers and all(counts[kid] == 0 for kid in markers)
+    assert Counter(counts.values()).keys() == {0, 1, 3}
+    assert sum(counts.values()) == len(unroll(rolled, comp.rolling).kernels)
+
+
+def test_search_times_one_copy_and_checks_the_best_unrolled(monkeypatch: pytest.MonkeyPatch) -> None:
     comp = ll.compile(stack(3))
     x = torch.randn(4, D, generator=torch.Generator().manual_seed(2))
-    result = comp.search(generations=1, generation_size=2, trials=1, inputs=(x,), progress=False)
-    ok = [c for c in result.history if c.outcome == "ok"]
-    assert ok, [c.reason for c in result.history]  # each candidate is unrolled, so it matches the reference
-    assert comp.llir().copies == 3 and comp.genome is result.best.genome
+    checked = []
+
+    def compare_unrolled(got, expected):  # the first unrolled check fails, as a candidate off only over 3 copies would
+        checked.append(len(got))
+        return ("mismatch", "made to differ") if len(checked) == 1 else compare(got, expected)
+
+    monkeypatch.setattr(compiled, "compare", compare_unrolled)
+    result = comp.search(generations=1, generation_size=3, trials=1, inputs=(x,), progress=False)
+    ran = [c for c in result.history if c.kernel_seconds]
+    assert len(ran) >= 2, [c.reason for c in result.history]
+    for c in ran:  # each candidate ran the rolled graph: its loop markers were timed
+        rolled = extract(c.genome)
+        assert set(c.kernel_seconds) <= {k.id for k in rolled.kernels}
+        assert any(comp.rolling.markers & set(rolled.kernels[kid].hlir) for kid in c.kernel_seconds)
+    first = min(ran, key=lambda c: c.seconds)
+    assert (first.outcome, first.reason) == ("mismatch", "unrolled: made to differ")
+    assert len(checked) == 2 and comp.genome is result.best.genome and result.best is not first
+    assert comp.llir().copies == 3
     torch.testing.assert_close(comp(x), comp.run_reference(x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_64_layer_stack_goes_through_every_stage() -> None:
+    comp = ll.compile(stack(64))
+    assert comp.rolling.copies == 64 and len(comp.compiled_graph.nodes) < len(comp.graph.nodes) / 30
+    x = torch.randn(4, D, generator=torch.Generator().manual_seed(4))
+    comp.genome = comp.choice_space().fused_genome()
+    torch.testing.assert_close(comp(x), comp.run_reference(x), rtol=1e-4, atol=1e-4)
+    llir = comp.llir()
+    assert {k.copy for k in llir.kernels} == {None, *range(64)}
+    provenance = Provenance(comp.stages())
+    layer = [n for n in comp.compiled_graph.nodes if n.id in comp.rolling.layer]
+    contraction = next(n for n in layer if n.label == "SumReduce axis=2")
+    kernels = provenance.counterparts("hlir", hlir_id(contraction))["llir"]
+    assert {llir.kernels[int(k[1:])].copy for k in kernels} == set(range(64))
+    stages = comp.pipeline()._repr_mimebundle_()[STAGE_MIME]["stages"]
+    assert [s["stage"] for s in stages] == ["hlir", "egraph", "llir", "regions", "cuda"]
+    for stage in (comp.hlir, comp.egraph, llir, comp.regions):
+        assert "<svg" in stage.to_svg()

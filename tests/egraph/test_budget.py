@@ -10,6 +10,7 @@ import pytest
 
 import luminal_lab as ll
 from luminal_lab.egraph import EGraph
+from luminal_lab.egraph.worker import WorkerDied
 
 ASSOCIATIVITY = """
 (rewrite (Op (Add ?s (Strided ?o) ?vc ?o)
@@ -86,18 +87,46 @@ def test_time_budget_stops_mid_iteration_and_restores(exploding: EGraph) -> None
     _still_usable(exploding)
 
 
-def test_memory_limit_kills_the_worker_not_the_caller() -> None:
-    # 1,000 terms under 1.5 GB: a smaller sum passes only in a narrow window of limits (about 500-800 MB for 350
-    # terms), because a worker that runs out of memory while taking a snapshot raises WorkerDied (a known bug)
-    eg = EGraph(long_sum(1000), memory_limit=1_500_000_000)
+@pytest.mark.parametrize("limit_mb", [400, 650])
+def test_memory_limit_kills_the_worker_not_the_caller(limit_mb: int) -> None:
+    # here 650 MB runs out in an iteration of the third round, 400 MB while reading the grown e-graph back
+    eg = EGraph(long_sum(), memory_limit=limit_mb * 10**6)
     try:
         eg.add_rules(ASSOCIATIVITY, ruleset="assoc")
         saturation = eg.saturate(max_enodes=10**9, timeout=300)
         assert isinstance(saturation.stopped, ll.BudgetExceeded)
-        assert "out of memory" in str(saturation.stopped)
+        assert "out of memory" in str(saturation.stopped) and "restored to before it" in str(saturation.stopped)
         assert eg.status.startswith("stopped:")
         # the report of the interrupted round describes the restored state
         assert eg.history[-1].enodes_after == eg.snapshot.n_enodes
+        _still_usable(eg)
+    finally:
+        eg.close()
+
+
+def test_a_worker_that_dies_reading_the_e_graph_back_undoes_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    eg = EGraph(long_sum(8))
+    try:
+        eg.step()
+        before = eg.snapshot.n_enodes
+        serialize = type(eg._worker).serialize
+        calls = []
+
+        def dies_once(worker, **options):
+            calls.append(len(worker.log))
+            if len(calls) == 1:
+                worker._kill()
+                raise WorkerDied("memory")
+            return serialize(worker, **options)
+
+        monkeypatch.setattr(type(eg._worker), "serialize", dies_once)
+        report = eg.step()
+        assert isinstance(report.stopped, ll.BudgetExceeded)
+        assert str(report.stopped) == ("the egglog worker ran out of memory taking the snapshot after round; the "
+                                       "e-graph was restored to before it")
+        assert calls[1] < calls[0]  # the step's commands left the replay log
+        assert report.enodes_after == eg.snapshot.n_enodes == before
+        assert eg.status.startswith("stopped: the egglog worker ran out of memory")
         _still_usable(eg)
     finally:
         eg.close()

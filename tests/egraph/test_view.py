@@ -6,6 +6,7 @@ import json
 import shutil
 import time
 import xml.etree.ElementTree as ET
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -282,3 +283,138 @@ def test_json_flags_the_rolled_layer():
         assert "layer" not in data["meta"] and all("layer" not in n for n in data["nodes"])
     finally:
         flat.close()
+
+
+# ---- the picture folded by HLIR node ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def stacked() -> Iterator[EGraph]:
+    """A rolled stack of two residual blocks (RMSNorm, a ReLU MLP), saturated with fusion: 33 HLIR nodes."""
+    eg = ll.compile(stack(2)).egraph
+    eg.saturate()
+    yield eg
+    eg.close()
+
+
+def hlir_group_of(eg: EGraph) -> dict[str, str]:
+    """Each IR e-class's group, worked out here: its first HLIR node, or (a FusionStart a fusion rule made, with no
+    HLIR node) the group of the one e-class it reads."""
+    ir = view.IRLevel(eg)
+    group = {cid: f"h{eg.snapshot.classes[cid].hlir[0]}" for cid in ir.classes if eg.snapshot.classes[cid].hlir}
+    for cid, nodes in ir.classes.items():
+        if cid not in group:
+            assert [n.label for n in nodes] == ["FusionStart"] and len(nodes[0].inputs) == 1, (cid, nodes)
+            group[cid] = group[nodes[0].inputs[0]]
+    return group
+
+
+def merged_reads(eg: EGraph, group: dict[str, str], expanded: set[str], drawn: set[str] = frozenset()) -> Counter:
+    """(what is read, who reads) -> reads, as a folded picture merges them: between two folded groups, from a folded
+    group to an e-node of an expanded one (of those ``drawn``), from an e-class of an expanded group to a folded
+    group."""
+    ir = view.IRLevel(eg)
+    reads: Counter = Counter()
+    for cid, nodes in ir.classes.items():
+        for n in nodes:
+            if group[cid] in expanded and n.enode.id not in drawn:
+                continue
+            for source in n.inputs:
+                if group[source] == group[cid] or {group[source], group[cid]} <= expanded:
+                    continue
+                tail = source if group[source] in expanded else f"group-{group[source]}"
+                head = n.enode.id if group[cid] in expanded else f"group-{group[cid]}"
+                reads[(tail, head)] += 1
+    return reads
+
+
+def edge_labels(tree: ET.Element) -> dict[str, str]:
+    """SVG edge id -> its label text ('' when none)."""
+    return {g.get("id"): " ".join(t.text or "" for t in g.iter(f"{SVG_NS}text")).strip()
+            for g in tree.iter(f"{SVG_NS}g") if "edge" in g.get("class", "").split()}
+
+
+@needs_dot
+def test_picture_folded_by_hlir_node(stacked):
+    eg = stacked
+    group = hlir_group_of(eg)
+    picture = eg.picture(fold="hlir")
+    tree = svg_tree(picture.to_svg())
+    nodes, clusters = groups(tree, "node"), groups(tree, "cluster")
+    assert clusters == {}, "folded whole, no e-class is drawn"
+    assert set(nodes) == {f"group-h{k}" for k in range(33)}, "one box per HLIR node (the rolled stack has 33)"
+    assert all(classes >= {"node", "group"} for classes in nodes.values())
+    assert picture.caption == "E-graph after round #3: IR e-classes folded by HLIR node; 33 groups of 123 IR e-classes"
+    texts = {g.get("id"): "".join(t.text or "" for t in g.iter(f"{SVG_NS}text")) for g in tree.iter(f"{SVG_NS}g")}
+    sizes = Counter(group.values())
+    enodes = Counter()
+    for cid, nodes in view.IRLevel(eg).classes.items():
+        enodes[group[cid]] += len(nodes)
+    assert sum(sizes.values()) == 123 and sizes["h19"] == 5
+    for key, size in sizes.items():
+        node = next(n for n in eg.graph.nodes if f"h{n.id}" == key)
+        assert texts[f"group-{key}"].startswith(f"{key} {node.label}"), texts[f"group-{key}"]
+        assert f"· {size} e-class{'' if size == 1 else 'es'}{enodes[key]} e-node" in texts[f"group-{key}"]
+    assert texts["group-h19"].startswith("h19 SumReduce axis=2 (matmul) · 5 e-classes22 e-nodes: ")
+    # the reads between groups: one merged edge per pair of groups, labelled with how many reads it stands for
+    reads = merged_reads(eg, group, set())
+    labels = edge_labels(tree)
+    assert set(labels) == {f"{tail}-{head}" for tail, head in reads} and len(labels) == 39
+    assert all(groups(tree, "edge")[e] == {"edge", "merged"} for e in labels)
+    for (tail, head), count in reads.items():
+        assert labels[f"{tail}-{head}"] == (f"×{count}" if count > 1 else ""), (tail, head)
+    assert reads[("group-h18", "group-h19")] == 5  # the matmul's SumReduce e-classes read its Mul's
+
+
+@needs_dot
+def test_picture_folded_with_groups_expanded(stacked):
+    eg = stacked
+    group = hlir_group_of(eg)
+    ir = view.IRLevel(eg)
+    picture = eg.picture(fold="hlir", expand=["h19", "h9"])
+    assert picture.caption.endswith("33 groups of 123 IR e-classes, h19, h9 expanded")
+    tree = svg_tree(picture.to_svg())
+    nodes, clusters = groups(tree, "node"), groups(tree, "cluster")
+    inside = {cid for cid, key in group.items() if key in ("h19", "h9")}
+    assert len(inside) == 9
+    assert set(clusters) == {"group-h19", "group-h9", *inside}
+    assert clusters["group-h19"] == {"cluster", "group", "expanded"}
+    assert {f"group-h{k}" for k in range(33)} - set(nodes) == {"group-h19", "group-h9"}
+    drawn = {n for n in nodes if not n.startswith("group-")}
+    more = {f"{cid}.more" for cid in inside if len(ir.classes[cid]) > view.MAX_PER_CLASS}
+    assert more and more <= drawn
+    assert drawn - more <= {n.enode.id for cid in inside for n in ir.classes[cid]}
+    assert len(drawn - more) == sum(min(len(ir.classes[cid]), view.MAX_PER_CLASS) for cid in inside)
+
+    def box(cid: str) -> tuple[float, float, float, float]:
+        g = tree.find(f".//{SVG_NS}g[@id='{cid}']")
+        points = [tuple(map(float, p.split(","))) for p in g.find(f".//{SVG_NS}path").get("d")[1:].replace("C", " ")
+                  .split() if "," in p]
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        return min(xs), min(ys), max(xs), max(ys)
+
+    for cid in inside:  # each e-class cluster lies inside its group's cluster
+        outer, inner = box(f"group-{group[cid]}"), box(cid)
+        assert outer[0] <= inner[0] and outer[1] <= inner[1] and inner[2] <= outer[2] and inner[3] <= outer[3], cid
+    # reads merged where a folded group is at one end; e-node to e-class edges between expanded groups
+    reads = merged_reads(eg, group, {"h19", "h9"}, drawn)
+    edges = groups(tree, "edge")
+    assert {e for e, classes in edges.items() if "merged" in classes} == {f"{t}-{h}" for t, h in reads}
+    within = {f"{n.enode.id}-{s}-{i}" for cid in inside for n in ir.classes[cid] if n.enode.id in drawn
+              for i, s in enumerate(n.inputs) if group[s] in ("h19", "h9")}
+    assert {e for e, classes in edges.items() if "merged" not in classes} == within and within
+    assert any(t in inside for t, _ in reads) and any(h in drawn for _, h in reads)
+
+
+def test_picture_fold_arguments(stacked):
+    eg = stacked
+    cases = {
+        "fold='x'": dict(fold="x"),
+        "expand=['h5']): expected None unless fold=\"hlir\"": dict(expand=["h5"]),
+        "expand='h5'): expected a list of group ids": dict(fold="hlir", expand="h5"),
+        "expand=['h99']): expected ids of this picture's groups; h99 is not one (the groups are h0, h1,":
+            dict(fold="hlir", expand=["h99"]),
+        "fold='hlir'): expected None when around is given": dict(fold="hlir", around="IR-1"),
+    }
+    for first_line, kwargs in cases.items():
+        with pytest.raises(ll.ArgumentError) as error:
+            eg.picture(**kwargs)
+        assert str(error.value).splitlines()[0].startswith(f"EGraph.picture({first_line}"), str(error.value)

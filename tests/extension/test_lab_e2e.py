@@ -81,7 +81,7 @@ class Session:
     def plan(self, scenario: str) -> dict[str, Any]:
         if scenario == "stages":
             return {"hlir": {"click": "h5", "hover": "h6", "search": "sin"}, "cuda": {"click": self.fused_kernel()},
-                    "pipeline": {"click": "h5", "follow": "cuda"}}
+                    "pipeline": {"click": "h5", "follow": "cuda"}, "egraph": self.egraph_targets()}
         if scenario == "large":
             nodes = self.expected["large"][0]["nodes"]
             return {"limit_ms": LARGE_READY_LIMIT_S * 1000, "search": "Sin", "find": nodes[0]["label"]}
@@ -118,6 +118,14 @@ class Session:
         """The largest group of the e-graph folded by HLIR node."""
         groups = _groups(self.deep("egraph"), "hlir")
         return max(groups, key=lambda key: len(groups[key]))
+
+    def egraph_targets(self) -> dict[str, str]:
+        """An e-node of an IR e-class holding several e-nodes (reading other e-classes), and that e-class."""
+        nodes = self.stage("egraph")["nodes"]
+        sizes = {n["id"]: n["enodes"] for n in nodes if n["kind"] == "eclass" and n["sort"] == "IR"}
+        enode = next(n for n in nodes if n["kind"] == "enode" and sizes.get(n["eclass"], 0) > 1
+                     and n.get("ir", {}).get("inputs"))
+        return {"enode": enode["id"], "eclass": enode["eclass"]}
 
     def fused_kernel(self) -> str:
         cuda = self.stage("cuda")
@@ -368,6 +376,35 @@ def test_dark_theme_changes_colours(lab: Session) -> None:
         ratio = _contrast(colours["label_fill"], fill)
         assert ratio is not None and ratio >= 3, f"{name}: label {colours['label_fill']} on {fill}: contrast {ratio}"
     print(f"[theme] light {light}\n[theme] dark {dark}")
+
+
+def test_egraph_eclasses_are_boxes_holding_their_enodes(lab: Session) -> None:
+    facts = lab.run("stages")["facts"]
+    envelope = lab.stage("egraph")
+    targets = lab.egraph_targets()
+    eclasses = [n["id"] for n in envelope["nodes"] if n["kind"] == "eclass"]
+    enodes = [n for n in envelope["nodes"] if n["kind"] == "enode"]
+    geometry = facts["egraph_geometry"]
+    assert sorted(geometry["boxes"]) == sorted(eclasses), "every e-class (and nothing else) is a g.lx-node.lx-box"
+    assert geometry["box_kinds"] == ["eclass"], geometry["box_kinds"]
+    assert geometry["outside"] == [] and geometry["inside"] == len(enodes), \
+        f"e-nodes drawn outside their e-class's box: {geometry['outside'][:10]}"
+    assert geometry["box_layer_first"], "the boxes are not drawn first (under the edges and e-nodes)"
+    # clicking the e-node's pill selects it, clicking its e-class's title row selects the e-class
+    click = facts["egraph_enode_click"]
+    assert click["selected"] == [targets["enode"]], f"clicking e-node {targets['enode']}: {click['selected']}"
+    assert targets["enode"] in click["details"]["text"], click["details"]["text"]
+    click = facts["egraph_eclass_click"]
+    assert click["selected"] == [targets["eclass"]], f"clicking {targets['eclass']}'s title: {click['selected']}"
+    fields = {row[0].strip(): row[-1] for row in click["details"]["fields"] if row}
+    assert fields.get("kind") == "eclass" and fields.get("id") == targets["eclass"], click["details"]["fields"]
+    # hovering the e-node marks the e-classes it reads and the edges to them
+    reads = [e for e in envelope["edges"] if e["source"] == targets["enode"]]
+    hover = facts["egraph_hover"]
+    assert sorted(hover["nodes"]) == sorted({e["target"] for e in reads}), f"hovering {targets['enode']}: {hover}"
+    assert sorted(hover["edges"]) == sorted([e["source"], e["target"]] for e in reads), hover
+    # a search for the e-class's id marks its box
+    assert targets["eclass"] in facts["egraph_search"], facts["egraph_search"]
 
 
 class _Saved:

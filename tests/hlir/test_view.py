@@ -262,3 +262,31 @@ def test_without_dot_there_is_no_picture(monkeypatch, tmp_path):
     assert bundle["text/plain"] == stage.summary()
     assert stage.to_svg() is None
     assert hlir_view.to_dot(stage).source.startswith("digraph hlir {")
+
+
+@needs_dot
+def test_picture_around_a_node_draws_its_neighbourhood_with_stubs():
+    g = ll.Graph()
+    x = g.tensor((3,), name="x")
+    a = x.sin()
+    b = (a * 2.0).sqrt()
+    c = b.reciprocal()
+    c.log2().output("y")
+    ids = {n.label.split()[0]: hlir_id(n) for n in g.nodes}
+    stage = g.hlir
+    picture = stage.picture(around=ids["Sqrt"], depth=1)
+    assert picture.caption == f"HLIR: the 3 nodes within 1 reads of {ids['Sqrt']}, of {len(stage.nodes)}"
+    root = ET.fromstring(picture.to_svg())
+    classes = {el.get("id"): (el.get("class") or "").split() for el in root.iter(f"{SVG_NS}g")
+               if "node" in (el.get("class") or "").split()}
+    # Mul, Sqrt and Recip drawn (the constant 2.0 beside Mul, not passed through); Sin a stub; Log2 left out
+    drawn = {ids["Mul"], ids["Sqrt"], ids["Recip"], ids["Constant"]}
+    assert {k for k, v in classes.items() if "stub" not in v} == drawn
+    assert [k for k, v in classes.items() if "stub" in v] == [ids["Sin"]]
+    assert classes[ids["Sqrt"]] == ["node", "focus", ids["Sqrt"]]
+    assert ids["Log2"] not in classes and ids["Input"] not in classes
+    assert len(stage.picture(around=ids["Sqrt"], depth=3).dot.body) > len(picture.dot.body)
+    with pytest.raises(ll.ArgumentError, match=r"^HLIRStage.picture\(around='h99'\): expected the id of one of"):
+        stage.picture(around="h99")
+    with pytest.raises(ll.ArgumentError, match=r"^HLIRStage.picture\(depth=-1\): expected an int >= 0"):
+        stage.picture(around=ids["Sqrt"], depth=-1)

@@ -272,3 +272,33 @@ def test_many_kernels_in_regions_are_condensed():
     source = llir_view.to_dot(llir).source
     assert f"condensed ({clustered} kernels in regions, more than {llir_view.MAX_CLUSTERED_KERNELS})" in source
     assert "cluster_" not in source
+
+
+@needs_dot
+def test_picture_around_a_kernel_draws_its_neighbourhood_with_stubs():
+    from tests.helpers.stacks import stack
+
+    comp = ll.compile(stack(3))
+    comp.genome = comp.choice_space().fused_genome()
+    llir = comp.llir()
+    reads = {k.id: [s for s, _ in k.sources if llir.kernels[s].op != "Constant"] for k in llir.kernels}
+    readers = {k.id: [r.id for r in llir.kernels if k.id in reads[r.id]] for k in llir.kernels}
+    centre = next(k for k in llir.kernels if k.copy == 1 and k.op == "FusionStart")  # a later copy: drawn anyway
+    near = {centre.id, *reads[centre.id], *readers[centre.id]}
+    picture = llir.picture(around=f"k{centre.id}", depth=1)
+    assert picture.caption.endswith(f"; the {len(near)} within 1 reads of k{centre.id} drawn")
+    root = ET.fromstring(picture.to_svg())
+    classes = {el.get("id"): (el.get("class") or "").split() for el in root.iter(f"{SVG_NS}g")
+               if "node" in (el.get("class") or "").split()}
+    near_ids = {f"k{kid}" for kid in near}
+    assert {kid for kid, c in classes.items() if "stub" not in c and llir.kernels[int(kid[1:])].op != "Constant"} == \
+        near_ids
+    stubs = {f"k{s}" for kid in near for s in reads[kid] if s not in near}
+    assert {kid for kid, c in classes.items() if "stub" in c} == stubs
+    assert classes[f"k{centre.id}"] == ["node", "focus", f"k{centre.id}"]
+    # region clusters keep their index among all the LLIR's regions (as in the JSON's meta.regions)
+    regions = llir.to_json()["meta"]["regions"]
+    clusters = [el.get("id") for el in root.iter(f"{SVG_NS}g") if el.get("class") == "cluster"]
+    assert clusters and sorted(clusters) == sorted(f"r{i}" for i, r in enumerate(regions) if r[-1] in near_ids)
+    with pytest.raises(ll.ArgumentError, match=r"^LLIR.picture\(around='h3'\): expected the id of one of this LLIR"):
+        llir.picture(around="h3")

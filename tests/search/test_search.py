@@ -60,11 +60,11 @@ def test_same_seed_same_history_under_a_fixed_cost(llama) -> None:
     def kernel_count(llir) -> float:
         return float(len(llir.kernels))
 
-    runs = [comp.search(generations=2, generation_size=6, seed=3, cost=kernel_count, progress=False)
+    runs = [comp.search(generations=2, generation_size=6, seed=3, cost=kernel_count, trials=1, progress=False)
             for _ in range(2)]
     keys = [[(c.hash, c.parent, c.outcome, tuple(c.mutations), c.seconds) for c in r.history] for r in runs]
     assert keys[0] == keys[1]
-    other = comp.search(generations=2, generation_size=6, seed=4, cost=kernel_count, progress=False)
+    other = comp.search(generations=2, generation_size=6, seed=4, cost=kernel_count, trials=1, progress=False)
     assert [c.hash for c in other.history] != [c.hash for c in runs[0].history]
 
 
@@ -190,7 +190,7 @@ def test_genomes_over_the_memory_budget_are_refused_and_the_search_goes_on() -> 
     g = ll.Graph()
     (g.tensor((256, 256), "a") @ g.tensor((256, 256), "b")).relu().output("c")
     comp = ll.compile(g)
-    result = comp.search(generations=3, generation_size=6, seed=1, progress=False, memory_budget=16 * 2**20)
+    result = comp.search(generations=3, generation_size=6, seed=1, trials=1, progress=False, memory_budget=16 * 2**20)
     refused = [c for c in result.history if c.outcome == "refused"]
     assert refused and all("(Mul [256, 256, 256] f32) needs 64 MiB" in c.reason and "memory budget" in c.reason
                            for c in refused)
