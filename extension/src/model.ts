@@ -295,9 +295,9 @@ export function detailsOf(node: Record<string, unknown>): [string, string][] {
   return Object.keys(node).map(key => [key, fieldText(node[key])] as [string, string]);
 }
 
-const KINDS = new Set(['input', 'output', 'constant', 'kernel', 'fused', 'eclass', 'enode', 'op']);
+const KINDS = new Set(['input', 'output', 'constant', 'kernel', 'fused', 'eclass', 'enode', 'op', 'group']);
 
-/** The kind a node is drawn as: input, output, constant, kernel, fused, eclass, enode or op. */
+/** The kind a node is drawn as: input, output, constant, kernel, fused, eclass, enode, op or group (a folded group). */
 export function visualKind(stage: string, node: StageNode): string {
   const op = typeof node.op === 'string' ? node.op : '';
   if (node.kind === 'eclass' || node.kind === 'enode' || node.kind === 'input' || node.kind === 'output') {
@@ -443,6 +443,293 @@ export class StageGraph {
     });
     return found;
   }
+}
+
+// ---- focus and folding ----------------------------------------------------------------------
+
+/**
+ * Indices (ascending) of the nodes at most `depth` steps from node `start`, along edges either way and, in
+ * an e-graph, e-class membership (an e-node's e-class and an e-class's e-nodes are one step apart).
+ */
+export function kHop(graph: StageGraph, start: number, depth: number): number[] {
+  if (start < 0 || start >= graph.size) {
+    return [];
+  }
+  const seen = new Uint8Array(graph.size);
+  seen[start] = 1;
+  let frontier = [start];
+  const visit = (v: number, next: number[]): void => {
+    if (!seen[v]) {
+      seen[v] = 1;
+      next.push(v);
+    }
+  };
+  for (let step = 0; step < depth && frontier.length; step++) {
+    const next: number[] = [];
+    for (const u of frontier) {
+      for (const e of graph.outEdges[u]) {
+        visit(graph.index.get(graph.edges[e].target)!, next);
+      }
+      for (const e of graph.inEdges[u]) {
+        visit(graph.index.get(graph.edges[e].source)!, next);
+      }
+      if (graph.eclassOf[u] >= 0) {
+        visit(graph.eclassOf[u], next);
+      }
+      for (const v of graph.members[u]) {
+        visit(v, next);
+      }
+    }
+    frontier = next;
+  }
+  const found: number[] = [];
+  seen.forEach((s, i) => s && found.push(i));
+  return found;
+}
+
+/** How a stage's nodes are folded: not at all, by the rolled layer (LLIR: by copy), or by HLIR node. */
+export type FoldMode = 'none' | 'layer' | 'hlir';
+export const FOLD_MODES: FoldMode[] = ['none', 'layer', 'hlir'];
+
+export interface Group {
+  /** names the group (`layer`, `copy 3`, `h5`); unique within a grouping */
+  key: string;
+  /** e.g. `layer ×8 · 57 nodes`, `copy 3 · 40 kernels`, `h5 · 14 e-classes` */
+  label: string;
+  /** node indices, ascending */
+  members: number[];
+}
+
+export interface Grouping {
+  groups: Group[];
+  /** node index -> index of its group in `groups`, -1 when in none */
+  groupOf: Int32Array;
+}
+
+/** `a` before `b` in HLIR order (`h2` < `h10`); ids that are not `h<number>` after those, as strings. */
+export function compareHlirIds(a: string, b: string): number {
+  const ma = /^h(\d+)$/.exec(a);
+  const mb = /^h(\d+)$/.exec(b);
+  if (ma && mb) {
+    return Number(ma[1]) - Number(mb[1]) || (a < b ? -1 : a > b ? 1 : 0);
+  }
+  if (ma || mb) {
+    return ma ? -1 : 1;
+  }
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+const own = (object: object, key: string): boolean => Object.prototype.hasOwnProperty.call(object, key);
+
+/** The HLIR ids of node `i`: its `links.hlir` entry, else its own `hlir` field (an e-node: its e-class's). */
+export function hlirOf(graph: StageGraph, i: number): string[] {
+  const c = graph.eclassOf[i];
+  const node = graph.nodes[c >= 0 ? c : i];
+  const links = graph.envelope.links.hlir;
+  if (links && own(links, node.id)) {
+    return links[node.id];
+  }
+  const field = node.hlir;
+  return Array.isArray(field) ? field.filter((h): h is string => typeof h === 'string') : [];
+}
+
+function countNoun(stage: string, graph: StageGraph, members: number[]): string {
+  if (stage === 'egraph') {
+    const n = members.filter(i => graph.nodes[i].kind === 'eclass').length;
+    return `${n} ${n === 1 ? 'e-class' : 'e-classes'}`;
+  }
+  const n = members.length;
+  if (stage === 'llir' || stage === 'cuda') {
+    return `${n} ${n === 1 ? 'kernel' : 'kernels'}`;
+  }
+  return `${n} ${n === 1 ? 'node' : 'nodes'}`;
+}
+
+/**
+ * The groups of `mode` (none for `none`); a group has at least two nodes, and an e-node is always in its
+ * e-class's group. By layer: the nodes marked `layer: true` (an e-graph: its e-classes so marked), or in an
+ * LLIR each value of `copy`. By HLIR node: the nodes whose first HLIR id (`hlirOf`, in HLIR order) is the same.
+ */
+export function groupNodes(graph: StageGraph, mode: FoldMode): Grouping {
+  const n = graph.size;
+  const keyOf: (string | null)[] = new Array(n).fill(null);
+  let copies: unknown = null;
+  const layer = graph.envelope.meta.layer;
+  if (layer && typeof layer === 'object' && typeof (layer as Record<string, unknown>).copies === 'number') {
+    copies = (layer as Record<string, unknown>).copies;
+  }
+  for (let i = 0; i < n; i++) {
+    const c = graph.eclassOf[i];
+    const node = graph.nodes[c >= 0 ? c : i];
+    if (mode === 'layer') {
+      if (typeof node.copy === 'number' && Number.isInteger(node.copy)) {
+        keyOf[i] = `copy ${node.copy}`;
+      } else if (node.layer === true) {
+        keyOf[i] = 'layer';
+      }
+    } else if (mode === 'hlir') {
+      const ids = hlirOf(graph, i);
+      if (ids.length) {
+        keyOf[i] = ids.reduce((a, b) => (compareHlirIds(b, a) < 0 ? b : a));
+      }
+    }
+  }
+  const byKey = new Map<string, number[]>();
+  keyOf.forEach((key, i) => {
+    if (key !== null) {
+      let members = byKey.get(key);
+      if (!members) {
+        members = [];
+        byKey.set(key, members);
+      }
+      members.push(i);
+    }
+  });
+  const groups: Group[] = [];
+  const groupOf = new Int32Array(n).fill(-1);
+  for (const [key, members] of byKey) {
+    if (members.length < 2) {
+      continue;
+    }
+    const name = key === 'layer' && copies !== null ? `layer ×${copies}` : key;
+    members.forEach(i => (groupOf[i] = groups.length));
+    groups.push({ key, label: `${name} · ${countNoun(graph.stage, graph, members)}`, members });
+  }
+  return { groups, groupOf };
+}
+
+/** What a stage view draws: its nodes with groups folded and, when focused, only a neighbourhood. */
+export interface Scene {
+  /** the drawn graph: the stage's own node and edge objects, and one node (`kind: "group"`) per folded group */
+  graph: StageGraph;
+  /** drawn node -> the stage's node index, -1 for a folded group */
+  node: Int32Array;
+  /** drawn node -> the index of its folded group in the grouping, -1 for a node */
+  group: Int32Array;
+  /** the stage's node index -> the drawn node showing it (itself or its folded group), -1 when not drawn */
+  at: Int32Array;
+  /** drawn edge -> the stage's edge index, -1 for a merged edge (to or from a folded group) */
+  edge: Int32Array;
+}
+
+export interface SceneOptions {
+  /** the groups to fold (null: none) */
+  grouping?: Grouping | null;
+  /** keys of groups drawn expanded, node by node */
+  expanded?: ReadonlySet<string>;
+  /** show only what is within `depth` steps of node index `node` (or of its folded group) */
+  focus?: { node: number; depth: number } | null;
+}
+
+/**
+ * The scene of `graph`: each folded group drawn as one node where its first member was, the edges to and from
+ * it merged (one per other end and direction, `merged` counting the stage's edges it stands for; edges inside
+ * the group dropped); then, with `focus`, the part of that within `depth` steps of the focused node.
+ */
+export function makeScene(graph: StageGraph, options: SceneOptions = {}): Scene {
+  const n = graph.size;
+  const grouping = options.grouping ?? null;
+  const expanded = options.expanded ?? new Set<string>();
+  const focus = options.focus;
+  const focused = focus && focus.node >= 0 && focus.node < n;
+  if (!focused && (!grouping || grouping.groups.every(group => expanded.has(group.key)))) {
+    const identity = Int32Array.from({ length: n }, (_, i) => i);
+    return { graph, node: identity, group: new Int32Array(n).fill(-1), at: identity, edge: Int32Array.from(graph.edges, (_, e) => e) };
+  }
+  const folded = (i: number): number => {
+    const g = grouping ? grouping.groupOf[i] : -1;
+    return g >= 0 && !expanded.has(grouping!.groups[g].key) ? g : -1;
+  };
+  // the folded graph: vertex per node or folded group, in node order (a group where its first member is)
+  const nodes: StageNode[] = [];
+  const vNode: number[] = [];
+  const vGroup: number[] = [];
+  const at = new Int32Array(n).fill(-1);
+  const groupVertex = new Map<number, number>();
+  const taken = new Set(graph.index.keys());
+  for (let i = 0; i < n; i++) {
+    const g = folded(i);
+    if (g < 0) {
+      at[i] = nodes.length;
+      nodes.push(graph.nodes[i]);
+      vNode.push(i);
+      vGroup.push(-1);
+    } else if (groupVertex.has(g)) {
+      at[i] = groupVertex.get(g)!;
+    } else {
+      const group = grouping!.groups[g];
+      let id = `group:${group.key}`;
+      while (taken.has(id)) {
+        id += "'";
+      }
+      taken.add(id);
+      groupVertex.set(g, nodes.length);
+      at[i] = nodes.length;
+      nodes.push({ id, label: group.label, kind: 'group', group: group.key, size: group.members.length });
+      vNode.push(-1);
+      vGroup.push(g);
+    }
+  }
+  const edges: StageEdge[] = [];
+  const edgeIndex: number[] = [];
+  const merged = new Map<string, StageEdge>();
+  graph.edges.forEach((edge, e) => {
+    const a = at[graph.index.get(edge.source)!];
+    const b = at[graph.index.get(edge.target)!];
+    if (vGroup[a] < 0 && vGroup[b] < 0) {
+      edges.push(edge);
+      edgeIndex.push(e);
+      return;
+    }
+    if (a === b) {
+      return;
+    }
+    const key = `${a} ${b}`;
+    const known = merged.get(key);
+    if (known) {
+      (known.merged as number)++;
+      return;
+    }
+    const joined: StageEdge = { id: `merged:${nodes[a].id}>${nodes[b].id}`, source: nodes[a].id, target: nodes[b].id, merged: 1, first: e };
+    merged.set(key, joined);
+    edges.push(joined);
+    edgeIndex.push(-1);
+  });
+  const envelope: StageEnvelope = { ...graph.envelope, nodes, edges };
+  let scene: Scene = {
+    graph: new StageGraph(envelope),
+    node: Int32Array.from(vNode),
+    group: Int32Array.from(vGroup),
+    at,
+    edge: Int32Array.from(edgeIndex)
+  };
+  if (focus && focused) {
+    scene = subScene(scene, kHop(scene.graph, at[focus.node], Math.max(0, focus.depth)));
+  }
+  return scene;
+}
+
+/** The part of `scene` made of its drawn nodes `keep` (ascending) and the edges between them. */
+function subScene(scene: Scene, keep: number[]): Scene {
+  const where = new Int32Array(scene.graph.size).fill(-1);
+  keep.forEach((v, k) => (where[v] = k));
+  const graph = scene.graph;
+  const nodes = keep.map(v => graph.nodes[v]);
+  const edges: StageEdge[] = [];
+  const edgeIndex: number[] = [];
+  graph.edges.forEach((edge, e) => {
+    if (where[graph.index.get(edge.source)!] >= 0 && where[graph.index.get(edge.target)!] >= 0) {
+      edges.push(edge);
+      edgeIndex.push(scene.edge[e]);
+    }
+  });
+  return {
+    graph: new StageGraph({ ...graph.envelope, nodes, edges }),
+    node: Int32Array.from(keep, v => scene.node[v]),
+    group: Int32Array.from(keep, v => scene.group[v]),
+    at: scene.at.map(v => (v >= 0 ? where[v] : -1)),
+    edge: Int32Array.from(edgeIndex)
+  };
 }
 
 // ---- a pipeline ------------------------------------------------------------------------------

@@ -7,9 +7,15 @@
 
 import {
   detailsOf,
+  FOLD_MODES,
+  FoldMode,
+  groupNodes,
+  Grouping,
+  makeScene,
   PipelineEnvelope,
   Provenance,
   StageEnvelope,
+  Scene,
   StageGraph,
   stageTitle,
   visualKind
@@ -27,6 +33,10 @@ const MAX_SCALE = 4;
 const MIN_SCALE = 0.02;
 /** Most links listed per stage in the details. */
 const MAX_LINKS = 60;
+/** Focus: the default and largest neighbourhood depth. */
+export const FOCUS_DEPTH = 2;
+export const MAX_FOCUS_DEPTH = 9;
+const FOLD_TEXT: Record<FoldMode, string> = { none: 'No folding', layer: 'Fold by layer', hlir: 'Fold by HLIR node' };
 
 function html<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
   const element = document.createElement(tag);
@@ -93,7 +103,13 @@ export interface StageViewOptions {
   title?: string;
 }
 
-/** One stage: toolbar, summary, graph and details, under `div.jp-LuminalStage`. */
+/**
+ * One stage: toolbar, summary, graph and details, under `div.jp-LuminalStage`.
+ *
+ * What is drawn is a `Scene` of the stage (model.ts): all of it, or with groups folded to one node each
+ * and/or only the neighbourhood of a focused node. Drawn elements are indexed by scene index; the
+ * selection, matches and linked nodes by the stage's own node index.
+ */
 export class StageView {
   readonly node: HTMLDivElement;
   readonly graph: StageGraph;
@@ -105,8 +121,21 @@ export class StageView {
   private readonly searchInput: HTMLInputElement;
   private readonly searchCount: HTMLSpanElement;
   /** behind everything else: the boxes of compound nodes (e-classes holding their e-nodes) */
-  private readonly boxLayer: SVGGElement;
+  private boxLayer: SVGGElement;
   private layout: Layout | null = null;
+  private scene: Scene;
+  private fold: FoldMode = 'none';
+  private readonly groupings = new Map<FoldMode, Grouping>();
+  private readonly expanded = new Set<string>();
+  private focus: { node: number; depth: number } | null = null;
+  private depth = FOCUS_DEPTH;
+  private readonly focusControls: { focus: HTMLButtonElement; less: HTMLButtonElement; more: HTMLButtonElement;
+    depth: HTMLSpanElement; showAll: HTMLButtonElement; fold: HTMLSelectElement; foldAll: HTMLButtonElement };
+  private readonly sceneIndexOfEl = new WeakMap<Element, number>();
+  private centreAfterDraw = -1;
+  private observing = false;
+  /** where nodes and edges are drawn: the viewport, or while redrawing a fragment that replaces its content when done */
+  private target: Node;
   private nodeEls: (SVGGElement | undefined)[] = [];
   private edgeEls: (SVGPathElement | undefined)[] = [];
   private firstNodeEl: SVGGElement | null = null;
@@ -158,15 +187,40 @@ export class StageView {
     toolbar.appendChild(this.searchInput);
     this.searchCount = html('span', 'lx-search-count');
     toolbar.appendChild(this.searchCount);
-    toolbar.appendChild(html('span', 'lx-spacer'));
-    const button = (className: string, text: string, tip: string, action: () => void): void => {
+    const button = (className: string, text: string, tip: string, action: () => void): HTMLButtonElement => {
       const b = html('button', `lx-button ${className}`, text);
       b.type = 'button';
       b.title = tip;
       b.setAttribute('aria-label', tip);
       b.addEventListener('click', action);
       toolbar.appendChild(b);
+      return b;
     };
+    // focus on the selection's neighbourhood, its depth, and back to everything
+    const focus = button('lx-focus', 'Focus', 'Show only the selected node and its neighbourhood', () => this.setFocus(this.selectedId));
+    const less = button('lx-depth-less', '−', 'Focus on fewer steps around the node', () => this.setDepth(this.depth - 1));
+    const depth = html('span', 'lx-depth', String(this.depth));
+    depth.title = 'steps around the focused node';
+    toolbar.appendChild(depth);
+    const more = button('lx-depth-more', '+', 'Focus on more steps around the node', () => this.setDepth(this.depth + 1));
+    const showAll = button('lx-show-all', 'Show all', 'Leave focus: show every node', () => this.setFocus(null));
+    // folding: a select of the modes this stage has groups for, and "Fold all" to fold expanded groups again
+    const fold = html('select', 'lx-fold');
+    fold.title = 'Draw each group of nodes as one node (click a group to expand it)';
+    fold.setAttribute('aria-label', 'Fold');
+    for (const mode of FOLD_MODES) {
+      const option = html('option', undefined, FOLD_TEXT[mode]);
+      option.value = mode;
+      option.disabled = mode !== 'none' && this.groupingOf(mode).groups.length === 0;
+      fold.appendChild(option);
+    }
+    fold.addEventListener('change', () => this.setFold(fold.value as FoldMode));
+    toolbar.appendChild(fold);
+    const foldAll = button('lx-fold-all', 'Fold all', 'Fold the expanded groups again', () => this.setFold(this.fold));
+    this.focusControls = { focus, less, more, depth, showAll, fold, foldAll };
+    toolbar.appendChild(html('span', 'lx-spacer'));
+    this.scene = makeScene(this.graph);
+    this.updateControls();
     button('lx-zoom-out', '−', 'Zoom out', () => this.zoomBy(1 / 1.25));
     button('lx-zoom-in', '+', 'Zoom in', () => this.zoomBy(1.25));
     button('lx-fit', 'Fit', 'Fit the graph to the view', () => this.fit());
@@ -182,6 +236,7 @@ export class StageView {
     this.svgEl.appendChild(this.viewport);
     this.boxLayer = svg('g', 'lx-boxes');
     this.viewport.appendChild(this.boxLayer);
+    this.target = this.viewport;
     body.appendChild(this.svgEl);
     this.details = html('div', 'lx-details');
     body.appendChild(this.details);
@@ -233,13 +288,51 @@ export class StageView {
 
   /** Lay out and draw: at once for a small stage, sliced over animation frames for a large one. */
   start(): Promise<void> {
+    if (!this.observing) {
+      this.observing = true;
+      this.observeSize();
+    }
+    this.draw();
+    return this.ready;
+  }
+
+  /**
+   * Draw the scene from scratch (after a change of focus or folding), into a fragment that replaces the old
+   * drawing when complete: the old one stays on screen meanwhile (`svg.lx-busy`, not clickable), and the browser
+   * does not render a growing drawing frame after frame.
+   */
+  private redraw(): void {
+    if (this.cancelFrame) {
+      this.cancelFrame();
+      this.cancelFrame = null;
+    }
+    const grouping = this.fold === 'none' ? null : this.groupingOf(this.fold);
+    this.scene = makeScene(this.graph, { grouping, expanded: this.expanded, focus: this.focus });
+    this.target = document.createDocumentFragment();
+    this.boxLayer = svg('g', 'lx-boxes');
+    this.target.appendChild(this.boxLayer);
+    this.svgEl.classList.add('lx-busy');
+    this.layout = null;
+    this.firstNodeEl = null;
+    this.drawn = 0;
+    this.edgesDrawn = 0;
+    this.hovered = -1;
+    this.hoverMarked = { nodes: [], edges: [] };
+    this.fitted = false;
+    this.updateControls();
+    this.draw();
+  }
+
+  private draw(): void {
     const began = now();
+    const scene = this.scene.graph;
     this.node.dataset.drawStart = String(Math.round(began));
-    this.nodeEls = new Array(this.graph.size);
-    this.edgeEls = new Array(this.graph.edges.length);
-    const steps = stageLayoutSteps(this.graph);
-    const large = this.graph.size > PROGRESSIVE_THRESHOLD;
-    this.observeSize();
+    this.node.dataset.status = 'drawing';
+    this.node.dataset.drawn = '0';
+    this.nodeEls = new Array(scene.size);
+    this.edgeEls = new Array(scene.edges.length);
+    const steps = stageLayoutSteps(scene);
+    const large = scene.size > PROGRESSIVE_THRESHOLD;
     if (!large) {
       for (;;) {
         const step = steps.next();
@@ -251,7 +344,7 @@ export class StageView {
       this.sizeSvg();
       this.drawSome(Infinity);
       this.finish(began);
-      return this.ready;
+      return;
     }
     const work = (): void => {
       this.cancelFrame = null;
@@ -263,8 +356,10 @@ export class StageView {
         const step = steps.next();
         if (step.done) {
           this.layout = step.value;
-          this.sizeSvg();
-          this.fitIfVisible();
+          if (this.target === this.viewport) {
+            this.sizeSvg();
+            this.fitIfVisible();
+          }
         }
       }
       if (this.layout !== null && now() < until) {
@@ -277,11 +372,10 @@ export class StageView {
       }
     };
     this.cancelFrame = nextFrame(work);
-    return this.ready;
   }
 
   private isComplete(): boolean {
-    return this.drawn >= this.graph.size && this.edgesDrawn >= this.edgeEls.length;
+    return this.drawn >= this.scene.graph.size && this.edgesDrawn >= this.edgeEls.length;
   }
 
   private edgesDrawn = 0;
@@ -289,7 +383,7 @@ export class StageView {
   /** Draw nodes, then edges, until `deadline` (ms, performance.now()). */
   private drawSome(deadline: number): void {
     const layout = this.layout!;
-    const n = this.graph.size;
+    const n = this.scene.graph.size;
     let count = 0;
     while (this.drawn < n) {
       this.drawNode(this.drawn++);
@@ -309,27 +403,36 @@ export class StageView {
     }
   }
 
+  /** Draw scene node `i` (a stage node, or a folded group: `g.lx-node.lx-group[data-group][data-size]`). */
   private drawNode(i: number): void {
     const layout = this.layout!;
-    const node = this.graph.nodes[i];
+    const scene = this.scene.graph;
+    const node = scene.nodes[i];
     const w = layout.width[i];
     const h = layout.heights[i];
-    const box = holdsInner(this.graph, i); // drawn as a box holding its members, which are drawn after it
+    const box = holdsInner(scene, i); // drawn as a box holding its members, which are drawn after it
     const g = svg('g', box ? 'lx-node lx-box' : 'lx-node');
-    g.dataset.id = node.id;
+    const group = this.scene.group[i] >= 0;
+    if (group) {
+      g.classList.add('lx-group');
+      g.dataset.group = String(node.group);
+      g.dataset.size = String(node.size);
+    } else {
+      g.dataset.id = node.id;
+    }
     g.dataset.kind = visualKind(this.stage, node);
     if (node.subsumed === true) {
       g.dataset.subsumed = 'true';
     }
-    const owner = this.graph.eclassOf[i];
-    if (owner >= 0 && holdsInner(this.graph, owner)) {
-      g.dataset.eclass = this.graph.nodes[owner].id; // drawn inside that e-class's box
+    const owner = scene.eclassOf[i];
+    if (owner >= 0 && holdsInner(scene, owner)) {
+      g.dataset.eclass = scene.nodes[owner].id; // drawn inside that e-class's box
     }
     g.setAttribute('transform', `translate(${round(layout.x[i] - w / 2)},${round(layout.y[i] - h / 2)})`);
     const shape = svg('rect', 'lx-shape');
     shape.setAttribute('width', String(w));
     shape.setAttribute('height', String(h));
-    const radius = box ? 7 : node.kind === 'enode' ? h / 2 : node.kind === 'eclass' ? 9 : 5;
+    const radius = box ? 7 : node.kind === 'enode' ? h / 2 : node.kind === 'eclass' ? 9 : group ? 2 : 5;
     shape.setAttribute('rx', String(radius));
     shape.setAttribute('ry', String(radius));
     g.appendChild(shape);
@@ -339,18 +442,19 @@ export class StageView {
     const drawnLabel = labelText(node.label);
     text.textContent = drawnLabel;
     g.appendChild(text);
-    if (drawnLabel !== node.label) {
+    if (drawnLabel !== node.label || group) {
       const tip = svg('title');
-      tip.textContent = node.label;
+      tip.textContent = group ? `${node.label} (click to expand)` : node.label;
       g.appendChild(tip);
     }
     this.applyNodeClasses(i, g);
     this.nodeEls[i] = g;
+    this.sceneIndexOfEl.set(g, i);
     if (box) {
       this.boxLayer.appendChild(g);
       return;
     }
-    this.viewport.appendChild(g);
+    this.target.appendChild(g);
     if (this.firstNodeEl === null) {
       this.firstNodeEl = g;
     }
@@ -358,36 +462,161 @@ export class StageView {
 
   private drawEdge(e: number): void {
     const route = this.layout!.edges[e];
-    const path = svg('path', route.reversed ? 'lx-edge lx-back' : 'lx-edge');
-    const edge = this.graph.edges[e];
-    path.dataset.index = String(e);
-    path.dataset.source = edge.source;
-    path.dataset.target = edge.target;
+    const scene = this.scene.graph;
+    const edge = scene.edges[e];
+    const index = this.scene.edge[e];
+    const path = svg('path', (route.reversed ? 'lx-edge lx-back' : 'lx-edge') + (index < 0 ? ' lx-merged' : ''));
+    if (index >= 0) {
+      path.dataset.index = String(index);
+    } else {
+      path.dataset.merged = String(edge.merged);
+    }
+    const end = (id: string): string => {
+      const v = scene.index.get(id)!;
+      return this.scene.group[v] >= 0 ? `group ${String(scene.nodes[v].group)}` : id;
+    };
+    path.dataset.source = end(edge.source);
+    path.dataset.target = end(edge.target);
     path.setAttribute('d', edgePath(route));
     this.edgeEls[e] = path;
     if (this.hoverMarked.edges.includes(e)) {
       path.classList.add('lx-neighbour');
     }
-    this.viewport.insertBefore(path, this.firstNodeEl);
+    this.target.insertBefore(path, this.firstNodeEl);
   }
 
   private finish(began: number): void {
+    if (this.target !== this.viewport) {
+      this.viewport.replaceChildren(this.target);
+      this.target = this.viewport;
+      this.svgEl.classList.remove('lx-busy');
+      this.sizeSvg();
+    }
     this.node.dataset.drawn = String(this.drawn);
     this.node.dataset.status = 'ready';
     this.drawTime = now() - began;
     this.node.dataset.drawMs = String(Math.round(this.drawTime));
     this.fitIfVisible();
+    if (this.centreAfterDraw >= 0) {
+      this.centreOn(this.centreAfterDraw);
+      this.centreAfterDraw = -1;
+    }
     if (this.readyResolve) {
       this.readyResolve();
       this.readyResolve = null;
     }
   }
 
+  /** The classes of scene node `i`: a group is matched / linked when one of its members is. */
   private applyNodeClasses(i: number, g: SVGGElement): void {
-    g.classList.toggle('lx-selected', i === this.selected);
-    g.classList.toggle('lx-match', this.matchSet.has(i));
-    g.classList.toggle('lx-linked', this.linked.has(i));
+    const node = this.scene.node[i];
+    const group = this.scene.group[i];
+    const members = group >= 0 ? this.groupingOf(this.fold).groups[group].members : [node];
+    g.classList.toggle('lx-selected', node >= 0 && node === this.selected);
+    g.classList.toggle('lx-match', this.matchSet.size > 0 && members.some(m => this.matchSet.has(m)));
+    g.classList.toggle('lx-linked', this.linked.size > 0 && members.some(m => this.linked.has(m)));
     g.classList.toggle('lx-neighbour', this.hoverMarked.nodes.includes(i));
+  }
+
+  /** Re-apply the classes of the drawn folded groups (after the matches or linked nodes changed). */
+  private refreshGroups(): void {
+    this.scene.group.forEach((group, i) => {
+      const g = this.nodeEls[i];
+      if (group >= 0 && g) {
+        this.applyNodeClasses(i, g);
+      }
+    });
+  }
+
+  /** The element drawing the stage's node `i` itself (not its folded group), if drawn. */
+  private nodeEl(i: number): SVGGElement | undefined {
+    const v = i >= 0 ? this.scene.at[i] : -1;
+    return v >= 0 && this.scene.node[v] === i ? this.nodeEls[v] : undefined;
+  }
+
+  // ---- focus and folding ---------------------------------------------------------------------
+
+  /** The groups of `mode` in this stage (computed once). */
+  private groupingOf(mode: FoldMode): Grouping {
+    let grouping = this.groupings.get(mode);
+    if (!grouping) {
+      grouping = groupNodes(this.graph, mode);
+      this.groupings.set(mode, grouping);
+    }
+    return grouping;
+  }
+
+  /** Show only node `id` and what is within the focus depth of it; null shows everything again. */
+  setFocus(id: string | null): void {
+    const i = id === null ? undefined : this.graph.index.get(id);
+    this.focus = i === undefined ? null : { node: i, depth: this.depth };
+    this.redraw();
+  }
+
+  /** The focus depth (1 to MAX_FOCUS_DEPTH); redraws when focused. */
+  setDepth(depth: number): void {
+    this.depth = clamp(Math.round(depth), 1, MAX_FOCUS_DEPTH);
+    if (this.focus) {
+      this.focus = { node: this.focus.node, depth: this.depth };
+      this.redraw();
+    } else {
+      this.updateControls();
+    }
+  }
+
+  /** Fold by `mode` (every group folded, none expanded). */
+  setFold(mode: FoldMode): void {
+    this.fold = FOLD_MODES.includes(mode) ? mode : 'none';
+    this.expanded.clear();
+    this.redraw();
+  }
+
+  /** Draw the folded group `key` node by node. */
+  expandGroup(key: string): void {
+    this.expanded.add(key);
+    this.redraw();
+  }
+
+  /** Make node `i` drawn as itself: expand its folded group, leave a focus it is outside of. */
+  private reveal(i: number): boolean {
+    const v = this.scene.at[i];
+    if (v >= 0 && this.scene.node[v] === i) {
+      return false;
+    }
+    if (v >= 0) {
+      this.expanded.add(this.groupingOf(this.fold).groups[this.scene.group[v]].key);
+      this.redraw();
+    }
+    const w = this.scene.at[i];
+    if (this.focus && (w < 0 || this.scene.node[w] !== i)) {
+      this.focus = null;
+      this.redraw();
+    }
+    return true;
+  }
+
+  private updateControls(): void {
+    const c = this.focusControls;
+    const dataset = this.node.dataset;
+    c.depth.textContent = String(this.depth);
+    c.focus.disabled = this.selected < 0;
+    c.less.disabled = this.depth <= 1;
+    c.more.disabled = this.depth >= MAX_FOCUS_DEPTH;
+    c.showAll.disabled = this.focus === null;
+    c.fold.value = this.fold;
+    c.foldAll.disabled = this.expanded.size === 0;
+    dataset.fold = this.fold;
+    dataset.focusDepth = String(this.depth);
+    if (this.focus) {
+      dataset.focus = this.graph.nodes[this.focus.node].id;
+    } else {
+      delete dataset.focus;
+    }
+    dataset.visible = String(this.scene.graph.size);
+    let groups = 0;
+    this.scene.group.forEach(g => g >= 0 && groups++);
+    dataset.groups = String(groups);
+    dataset.expanded = String(this.expanded.size);
   }
 
   private sizeSvg(): void {
@@ -457,9 +686,13 @@ export class StageView {
     this.zoomAt(factor, width / 2, height / 2);
   }
 
-  /** Centre node `i` in the view, zooming in to a readable scale if needed. */
+  /** Centre the stage's node `i` (or the group showing it) in the view, zooming in to a readable scale if needed. */
   private centreOn(i: number): void {
-    if (this.layout === null) {
+    const v = this.scene.at[i];
+    if (this.layout === null || v < 0) {
+      if (i >= 0 && this.node.dataset.status === 'drawing') {
+        this.centreAfterDraw = i;
+      }
       return;
     }
     if (!this.fitted) {
@@ -470,8 +703,8 @@ export class StageView {
       return;
     }
     this.scale = Math.max(this.scale, 0.8);
-    this.tx = width / 2 - this.layout.x[i] * this.scale;
-    this.ty = height / 2 - this.layout.y[i] * this.scale;
+    this.tx = width / 2 - this.layout.x[v] * this.scale;
+    this.ty = height / 2 - this.layout.y[v] * this.scale;
     this.userMoved = true;
     this.applyTransform();
   }
@@ -532,25 +765,27 @@ export class StageView {
     const same = next.length === this.matches.length && next.every((v, i) => v === this.matches[i]);
     if (!same) {
       for (const i of this.matches) {
-        this.nodeEls[i]?.classList.remove('lx-match');
+        this.nodeEl(i)?.classList.remove('lx-match');
       }
       this.matches = next;
       this.matchSet = new Set(next);
       this.matchCursor = -1;
       for (const i of next) {
-        this.nodeEls[i]?.classList.add('lx-match');
+        this.nodeEl(i)?.classList.add('lx-match');
       }
+      this.refreshGroups();
     }
     const n = next.length;
     this.searchCount.textContent = query.trim() === '' ? '' : n === 0 ? 'no matches' : n === 1 ? '1 match' : `${n} matches`;
     this.node.dataset.matches = String(n);
   }
 
+  /** The scene index of the node (or group) element at or above `target`, or -1. */
   private nodeIndexOf(target: EventTarget | null): number {
     let element = target as Element | null;
     while (element && element !== this.svgEl) {
       if (element instanceof SVGGElement && element.classList.contains('lx-node')) {
-        const i = this.graph.index.get(element.dataset.id ?? '');
+        const i = this.sceneIndexOfEl.get(element);
         return i === undefined ? -1 : i;
       }
       element = element.parentNode as Element | null;
@@ -562,12 +797,16 @@ export class StageView {
     let down: { x: number; y: number; tx: number; ty: number; id: number } | null = null;
     let dragging = false;
     let suppressClick = false;
+    // the node pressed: when the release lands on another element (nodes a fraction of a pixel tall in a large
+    // graph), the click goes to their common ancestor, and the press decides
+    let pressed = -1;
     this.svgEl.addEventListener('pointerdown', event => {
       if (event.button !== 0) {
         return;
       }
       down = { x: event.clientX, y: event.clientY, tx: this.tx, ty: this.ty, id: event.pointerId };
       dragging = false;
+      pressed = this.nodeIndexOf(event.target);
     });
     this.svgEl.addEventListener('pointermove', event => {
       if (!down || event.pointerId !== down.id) {
@@ -607,10 +846,17 @@ export class StageView {
     this.svgEl.addEventListener('click', event => {
       if (suppressClick) {
         suppressClick = false;
+        pressed = -1;
         return;
       }
-      const i = this.nodeIndexOf(event.target);
-      this.selectIndex(i, false, true);
+      const at = this.nodeIndexOf(event.target);
+      const v = at >= 0 ? at : pressed;
+      pressed = -1;
+      if (v >= 0 && this.scene.group[v] >= 0) {
+        this.expandGroup(String(this.scene.graph.nodes[v].group));
+      } else {
+        this.selectIndex(v >= 0 ? this.scene.node[v] : -1, false, true);
+      }
     });
     this.svgEl.addEventListener(
       'wheel',
@@ -639,7 +885,7 @@ export class StageView {
     });
   }
 
-  /** Hover node `i` (-1: none): its in/out neighbours and the edges joining them get `.lx-neighbour`. */
+  /** Hover scene node `i` (-1: none): its in/out neighbours and the edges joining them get `.lx-neighbour`. */
   setHover(i: number): void {
     for (const v of this.hoverMarked.nodes) {
       this.nodeEls[v]?.classList.remove('lx-neighbour');
@@ -655,8 +901,9 @@ export class StageView {
     if (i < 0) {
       return;
     }
-    const { nodes, edges } = this.graph.neighbours(this.graph.nodes[i].id);
-    this.hoverMarked = { nodes: nodes.map(id => this.graph.index.get(id)!).filter(v => v !== i), edges };
+    const scene = this.scene.graph;
+    const { nodes, edges } = scene.neighbours(scene.nodes[i].id);
+    this.hoverMarked = { nodes: nodes.map(id => scene.index.get(id)!).filter(v => v !== i), edges };
     for (const v of this.hoverMarked.nodes) {
       this.nodeEls[v]?.classList.add('lx-neighbour');
     }
@@ -682,12 +929,12 @@ export class StageView {
   }
 
   private selectIndex(i: number, centre: boolean, notify: boolean): void {
-    if (this.selected >= 0) {
-      this.nodeEls[this.selected]?.classList.remove('lx-selected');
-    }
+    this.nodeEl(this.selected)?.classList.remove('lx-selected');
     this.selected = i;
     if (i >= 0) {
-      this.nodeEls[i]?.classList.add('lx-selected');
+      if (!this.reveal(i)) {
+        this.nodeEl(i)?.classList.add('lx-selected');
+      }
       this.linkedState = null;
       this.node.dataset.selected = this.graph.nodes[i].id;
       if (centre) {
@@ -696,6 +943,7 @@ export class StageView {
     } else {
       delete this.node.dataset.selected;
     }
+    this.updateControls();
     this.renderDetails();
     if (notify && this.options.onSelect) {
       this.options.onSelect(this, this.selectedId);
@@ -705,18 +953,20 @@ export class StageView {
   /** Mark `state.ids` of this stage `.lx-linked` (the selection is in another stage); null clears. */
   setLinked(state: LinkedState | null): void {
     for (const i of this.linked) {
-      this.nodeEls[i]?.classList.remove('lx-linked');
+      this.nodeEl(i)?.classList.remove('lx-linked');
     }
     this.linked = new Set(state ? state.ids.map(id => this.graph.index.get(id)!).filter(i => i !== undefined) : []);
     for (const i of this.linked) {
-      this.nodeEls[i]?.classList.add('lx-linked');
+      this.nodeEl(i)?.classList.add('lx-linked');
     }
+    this.refreshGroups();
     this.node.dataset.linked = String(this.linked.size);
     this.linkedState = state;
     if (state && this.selected >= 0) {
-      this.nodeEls[this.selected]?.classList.remove('lx-selected');
+      this.nodeEl(this.selected)?.classList.remove('lx-selected');
       this.selected = -1;
       delete this.node.dataset.selected;
+      this.updateControls();
     }
     this.renderDetails();
   }
@@ -730,7 +980,7 @@ export class StageView {
       if (this.linkedState) {
         this.renderLinkedDetails(this.linkedState);
       } else {
-        details.appendChild(html('div', 'lx-hint', 'Click a node to see its fields; drag to pan, wheel to zoom.'));
+        details.appendChild(html('div', 'lx-hint', 'Click a node to see its fields (Focus then shows its neighbourhood), a folded group to expand it; drag to pan, wheel to zoom.'));
       }
       return;
     }

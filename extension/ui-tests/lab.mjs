@@ -3,7 +3,7 @@
 //
 //   node ui-tests/lab.mjs SCENARIO BASE_URL TOKEN [OUT_DIR]
 //
-// SCENARIO is one of: stages, malicious, large, workbench (see SCENARIOS below). The driver only
+// SCENARIO is one of: stages, malicious, large, deep, workbench (see SCENARIOS below). The driver only
 // acts and measures; it prints one line `RESULT {json}` with what it saw (facts, timings, every
 // request that left this machine, console and page errors) and exits 0, or exits 1 with `error`
 // set when a step failed (a wait timed out, an element was missing).
@@ -364,6 +364,8 @@ async function malicious(page, ctx) {
   // click and hover every drawn node of every shown stage (each pipeline tab in turn), search
   // for a payload, and follow a provenance link
   let clicks = 0;
+  let groups = 0;
+  let focused = 0;
   const exercise = async (root) => {
     const fit = root.locator('button.lx-fit');
     if (await fit.count()) await fit.click({ timeout: 2000 });
@@ -375,6 +377,21 @@ async function malicious(page, ctx) {
     }
     const search = root.locator('input.lx-search');
     if (await search.count()) await search.fill(ctx.expect.search ?? '<script>', { timeout: 2000 });
+    // fold by each mode the stage offers (groups labelled by payloads), click the groups open, focus on a node
+    const fold = root.locator('select.lx-fold');
+    if (await fold.count()) {
+      for (const mode of ['hlir', 'layer']) {
+        if (!(await fold.locator(`option[value="${mode}"]:not([disabled])`).count())) continue;
+        await fold.selectOption(mode, { timeout: 2000 });
+        for (let k = 0; k < 4 && (await root.locator('g.lx-group').count()); k++) {
+          await root.locator('g.lx-group').first().click({ timeout: 2000 }).then(() => { groups++; }).catch(() => {});
+        }
+      }
+      await fold.selectOption('none', { timeout: 2000 });
+      await root.locator('g.lx-node').first().click({ timeout: 2000 }).catch(() => {});
+      await root.locator('button.lx-focus').click({ timeout: 2000 }).then(() => { focused++; }).catch(() => {});
+      await root.locator('button.lx-show-all').click({ timeout: 2000 }).catch(() => {});
+    }
   };
   for (const root of await page.locator(`${STAGE}:not(.jp-LuminalPipeline ${STAGE})`).all()) {
     await root.scrollIntoViewIfNeeded();
@@ -396,6 +413,8 @@ async function malicious(page, ctx) {
     if (ctx.facts.followed) await link.click({ timeout: 2000 });
   }
   ctx.facts.clicks = clicks;
+  ctx.facts.group_clicks = groups;
+  ctx.facts.focused = focused;
   await page.waitForTimeout(500);
   ctx.facts.roots = await describeStages(page);
   ctx.facts.pwned = await page.evaluate(() => (window.__pwned === undefined ? null : String(window.__pwned)));
@@ -572,7 +591,107 @@ async function workbench(page, ctx) {
   }
 }
 
-const SCENARIOS = { stages, malicious, large, workbench };
+// deep.ipynb: a 2-layer Llama's HLIR, e-graph and LLIR. Focus on a node (depth 2, 3, 1, then Show all),
+// fold by layer and expand a group by clicking it, fold the e-graph by HLIR node and click a group there.
+// ctx.expect: {stages: [names in order], hlir: {focus, group}, llir: {group}, egraph: {focus, group}}; after each
+// step the stage's state.
+async function deep(page, ctx) {
+  const plan = ctx.expect;
+  ctx.facts.steps = {};
+  // each stage is shown once in this notebook: its root by data-stage
+  const rootOf = (stage) => page.locator(`${STAGE}[data-stage="${stage}"]`);
+  const ready = async (stage) => {
+    const root = rootOf(stage);
+    await root.waitFor({ state: 'attached', timeout: 60000 });
+    await root.scrollIntoViewIfNeeded();
+    await page.waitForFunction((s) => document.querySelector(s)?.dataset.status === 'ready',
+      `${STAGE}[data-stage="${stage}"]`, { timeout: 60000, polling: 50 });
+    return root;
+  };
+  const started = await openNotebook(page, ctx, 'deep.ipynb');
+  await page.locator(STAGE).first().waitFor({ timeout: 60000 });
+  await declineKernel(page, ctx, 3000);
+  for (const stage of plan.stages) await ready(stage);
+  ctx.timings.all_ready_ms = Date.now() - started;
+  ctx.facts.roots = (await describeStages(page)).map(({ ids, ...rest }) => ({ ...rest, ids: ids.length }));
+  // the state of a stage once it is ready again: its data-* and what it draws
+  const state = async (stage, withIds) => {
+    const root = await ready(stage);
+    return root.evaluate((el, ids) => ({
+      status: el.dataset.status, drawn: Number(el.dataset.drawn), visible: Number(el.dataset.visible),
+      fold: el.dataset.fold ?? null, focus: el.dataset.focus ?? null, depth: Number(el.dataset.focusDepth),
+      groups_attr: Number(el.dataset.groups), expanded: Number(el.dataset.expanded),
+      selected: el.dataset.selected ?? null,
+      nodes: el.querySelectorAll('g.lx-node').length,
+      ids: ids ? [...el.querySelectorAll('g.lx-node[data-id]')].map((g) => g.dataset.id) : null,
+      groups: [...el.querySelectorAll('g.lx-node.lx-group')].map((g) => ({ key: g.dataset.group,
+        size: Number(g.dataset.size), label: g.querySelector('text')?.textContent ?? null })),
+      edges: el.querySelectorAll('path.lx-edge').length,
+      merged: el.querySelectorAll('path.lx-edge.lx-merged').length,
+    }), withIds);
+  };
+  const timed = async (name, stage, action, withIds = true) => {
+    ctx.facts.step = name;
+    const t = Date.now();
+    await action(rootOf(stage));
+    ctx.facts.steps[name] = await state(stage, withIds);
+    ctx.timings[`${name}_ms`] = Date.now() - t;
+  };
+  const node = (root, id) => root.locator(`g.lx-node[data-id="${id.replace(/["\\]/g, '\\$&')}"]`);
+  const group = (root, key) => root.locator(`g.lx-node.lx-group[data-group="${key.replace(/["\\]/g, '\\$&')}"]`);
+
+  // HLIR: focus on a node, change the depth, show all; fold by layer, click the group, fold all
+  await timed('hlir_select', 'hlir', async (root) => {
+    await root.scrollIntoViewIfNeeded();
+    await root.locator('button.lx-fit').click();
+    await node(root, plan.hlir.focus).click();
+  });
+  await timed('hlir_focus', 'hlir', (root) => root.locator('button.lx-focus').click());
+  await timed('hlir_depth_3', 'hlir', (root) => root.locator('button.lx-depth-more').click());
+  await timed('hlir_depth_1', 'hlir', async (root) => {
+    await root.locator('button.lx-depth-less').click();
+    await root.locator('button.lx-depth-less').click();
+  });
+  await timed('hlir_show_all', 'hlir', (root) => root.locator('button.lx-show-all').click());
+  await timed('hlir_fold_layer', 'hlir', (root) => root.locator('select.lx-fold').selectOption('layer'));
+  await timed('hlir_expand', 'hlir', (root) => group(root, plan.hlir.group).click());
+  await timed('hlir_fold_all', 'hlir', (root) => root.locator('button.lx-fold-all').click());
+
+  // LLIR: fold by layer (one group per copy), expand one copy
+  await timed('llir_fold_layer', 'llir', async (root) => {
+    await root.scrollIntoViewIfNeeded();
+    await root.locator('button.lx-fit').click();
+    await root.locator('select.lx-fold').selectOption('layer');
+  });
+  await timed('llir_expand', 'llir', (root) => group(root, plan.llir.group).click());
+
+  // e-graph (large, drawn over several frames): focus on an e-node, then fold by HLIR node and click a group
+  // at the fitted (tiny) scale
+  const egraph = rootOf('egraph');
+  await egraph.scrollIntoViewIfNeeded();
+  ctx.facts.egraph_options = await egraph.locator('select.lx-fold option')
+    .evaluateAll((os) => os.map((o) => ({ value: o.value, disabled: o.disabled })));
+  await timed('egraph_select', 'egraph', async (root) => {
+    const search = root.locator('input.lx-search');
+    await search.fill(plan.egraph.focus);
+    await search.press('Enter'); // selects (and centres on) the first match
+  }, false);
+  await timed('egraph_focus', 'egraph', async (root) => {
+    await root.locator('button.lx-depth-less').click(); // depth 1
+    await root.locator('button.lx-focus').click();
+  });
+  await timed('egraph_fold_hlir', 'egraph', async (root) => {
+    await root.locator('button.lx-show-all').click();
+    await root.locator('select.lx-fold').selectOption('hlir');
+  }, false);
+  await timed('egraph_expand', 'egraph', async (root) => {
+    await root.locator('button.lx-fit').click();
+    ctx.facts.egraph_scale = Number(await root.getAttribute('data-scale'));
+    await group(root, plan.egraph.group).click();
+  }, false);
+}
+
+const SCENARIOS = { stages, malicious, large, deep, workbench };
 
 // ---- main ------------------------------------------------------------------------------------
 

@@ -86,6 +86,7 @@ class Compiled:
         """The e-graph stage, built (and its egglog worker started) on first access."""
         egraph = EGraph(self.compiled_graph, fusion=self.fusion)
         egraph.current_genome = lambda: self.genome
+        egraph.layer = self.hlir.layer  # the rolled layer (None without one), for the JSON's per-e-class flag
         return egraph
 
     def __repr__(self) -> str:

@@ -131,6 +131,8 @@ class EGraph(Stage):
         self.history: list[StepReport] = []
         # the genome whose picks views show by default: set by whoever runs genomes of this e-graph
         self.current_genome: Callable[[], Picks | None] | None = None
+        # a rolled graph's layer (its HLIR node ids, markers included, and its copies): set by whoever rolled it
+        self.layer: tuple[frozenset[int], int] | None = None
         self._growth: dict[str, float] = {}  # each ruleset's growth factor in its last iteration, for the forecast
         self.status = "built"
         self._worker = EgglogWorker(memory_limit or default_memory_limit())

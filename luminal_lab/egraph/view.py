@@ -12,7 +12,8 @@ e-node after a later step). Stage-specific fields:
 
 - e-class node: ``kind: "eclass"``, ``sort``, ``label`` (its e-nodes' names for an IR
   e-class, else a short term such as ``[4, 3]``), ``hlir`` (HLIR stage ids), ``dtype``,
-  ``enodes`` (how many).
+  ``enodes`` (how many); when the graph has a rolled layer (``eg.layer``, set by
+  ``Compiled``), ``layer``: whether all its HLIR nodes (at least one) are in that layer.
 - e-node node: ``kind: "enode"``, ``op``, ``label``, ``literals``, ``eclass``, ``subsumed``,
   ``added_in_last_step``; an e-node of an IR e-class also has ``ir``: ``names`` (an ``Op``'s
   OpKind names, e.g. ``["KernelAdd"]``), ``inputs`` (the IR e-classes of its IList, in operand
@@ -22,7 +23,8 @@ e-node after a later step). Stage-specific fields:
 - meta: ``counts``, ``rulesets``, ``status``, ``steps``, ``last_step`` (matches per rule that
   fired, e-node/e-class counts before and after, grown and merged e-classes; no timings, so
   the JSON is stable), ``capped`` when only IR e-classes are included (above
-  ``MAX_JSON_ENODES`` e-nodes), and ``overview`` when the picture shows part of the e-graph.
+  ``MAX_JSON_ENODES`` e-nodes), ``overview`` when the picture shows part of the e-graph, and
+  ``layer: {"copies": N}`` when the graph has a rolled layer.
 
 Picture: the IR level. Each IR e-class is a cluster (SVG id = the e-class id) labelled with
 its id, its HLIR nodes and dtype; each of its e-nodes a box (SVG id = the e-node id): an ``Op``
@@ -323,6 +325,7 @@ def to_json(eg: EGraph) -> dict[str, Any]:
             "left_out_enodes": snapshot.n_enodes - total,
         }
     keep = set(included)
+    layer = eg.layer[0] if eg.layer else None
     nodes: list[dict[str, Any]] = []
     enodes: list[dict[str, Any]] = []
     edges: list[dict[str, Any]] = []
@@ -333,6 +336,8 @@ def to_json(eg: EGraph) -> dict[str, Any]:
         nodes.append({"id": cid, "kind": "eclass", "sort": eclass.sort,
                       "label": _clip(" | ".join(names) if drawn else term(snapshot, cid), LABEL_CHARS),
                       "hlir": [hlir_id(h) for h in eclass.hlir], "dtype": eclass.dtype, "enodes": len(eclass.nodes)})
+        if layer is not None:
+            nodes[-1]["layer"] = bool(eclass.hlir) and all(h in layer for h in eclass.hlir)
         for node in eclass.nodes:
             entry: dict[str, Any] = {"id": node.id, "kind": "enode", "op": node.op, "label": node.label,
                                      "literals": list(node.literals), "eclass": cid, "subsumed": node.subsumed,
@@ -356,6 +361,8 @@ def to_json(eg: EGraph) -> dict[str, Any]:
         "last_step": _last_step(eg),
         "capped": capped,
     }
+    if eg.layer:
+        meta["layer"] = {"copies": eg.layer[1]}
     if ir.too_large:
         shown = _overview(ir)[0]
         meta["overview"] = {"shown": shown, "left_out": len(ir.classes) - len(shown)}

@@ -261,6 +261,30 @@ def test_without_dot_summary_and_json_remain(egraph, tmp_path, monkeypatch):
     assert eg.picture().dot.source.startswith("digraph egraph {")
 
 
+def test_json_flags_the_rolled_layer():
+    """Rolled, each e-class says whether all its HLIR nodes are in the layer, as the HLIR stage's JSON flags them."""
+    comp = ll.compile(stack(3))
+    assert comp.rolling is not None and comp.rolling.copies == 3
+    eg = comp.egraph
+    try:
+        data = eg.to_json()
+        in_layer = {n["id"] for n in comp.hlir.to_json()["nodes"] if n["layer"]}
+        classes = [n for n in data["nodes"] if n["kind"] == "eclass"]
+        flags = {c["id"]: c["layer"] for c in classes}
+        assert flags == {c["id"]: bool(c["hlir"]) and set(c["hlir"]) <= in_layer for c in classes}
+        assert 0 < sum(flags.values()) < sum(bool(c["hlir"]) for c in classes), "both inside and outside the layer"
+        assert all("layer" not in n for n in data["nodes"] if n["kind"] == "enode")
+        assert data["meta"]["layer"] == {"copies": 3}
+    finally:
+        eg.close()
+    flat = ll.compile(stack(3), rolling=False).egraph
+    try:
+        data = flat.to_json()
+        assert "layer" not in data["meta"] and all("layer" not in n for n in data["nodes"])
+    finally:
+        flat.close()
+
+
 # ---- the picture folded by HLIR node ---------------------------------------------------------
 @pytest.fixture(scope="module")
 def stacked() -> Iterator[EGraph]:

@@ -11,6 +11,8 @@ what the page showed; the tests below assert on that report:
 * ``malicious``: a trusted notebook whose envelopes are full of markup executes nothing;
 * ``large``: a real 5,000-node HLIR is ready within ``LARGE_READY_LIMIT_S`` with no main-thread task
   over ``LONG_TASK_LIMIT_MS``;
+* ``deep``: a 2-layer Llama's stages: focus on a node shows exactly its k-hop neighbourhood, folding by
+  layer / by HLIR node draws the expected groups, and clicking a group expands it;
 * ``workbench``: run in a live kernel, ``comp.workbench()`` and the ipywidgets render, and a click
   in the HLIR picture comes back from Python as highlights in the other stages;
 
@@ -29,6 +31,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +89,35 @@ class Session:
             return {"search": PAYLOADS[0]}
         if scenario == "workbench":
             return {"click": "h5"}
+        if scenario == "deep":
+            return {"stages": [e["stage"] for e in self.expected["deep"]],
+                    "hlir": {"focus": self.hlir_focus(), "group": "layer"}, "llir": {"group": "copy 1"},
+                    "egraph": {"focus": self.egraph_focus(), "group": self.egraph_group()}}
         return {}
+
+    def deep(self, name: str) -> dict[str, Any]:
+        return next(e for e in self.expected["deep"] if e["stage"] == name)
+
+    def hlir_focus(self) -> str:
+        """A node of the layer whose 1-, 2- and 3-step neighbourhoods all differ and leave nodes out."""
+        hlir = self.deep("hlir")
+        return next(n["id"] for n in hlir["nodes"] if n.get("layer") and n["op"] != "Input"
+                    and 1 < len(_hops(hlir, n["id"], 1)) < len(_hops(hlir, n["id"], 2)) < len(_hops(hlir, n["id"], 3))
+                    < len(hlir["nodes"]))
+
+    def egraph_focus(self) -> str:
+        """An e-node reading two e-classes or more that a search for its id finds alone (Enter selects it)."""
+        egraph = self.deep("egraph")
+        reads = defaultdict(int)
+        for edge in egraph["edges"]:
+            reads[edge["source"]] += 1
+        return next(n["id"] for n in egraph["nodes"] if n["kind"] == "enode" and reads[n["id"]] >= 2
+                    and _search(egraph, n["id"]) == [n["id"]])
+
+    def egraph_group(self) -> str:
+        """The largest group of the e-graph folded by HLIR node."""
+        groups = _groups(self.deep("egraph"), "hlir")
+        return max(groups, key=lambda key: len(groups[key]))
 
     def egraph_targets(self) -> dict[str, str]:
         """An e-node of an IR e-class holding several e-nodes (reading other e-classes), and that e-class."""
@@ -396,6 +427,8 @@ def test_malicious_labels_execute_nothing(lab: Session) -> None:
     assert facts["inside"] == [], f"markup from the envelopes became elements or handlers: {facts['inside'][:20]}"
     assert facts["foreign_b"] == 0, "the '\"><b>' payload became a <b> element"
     assert facts["clicks"] > 0, "no node of the malicious stages could be clicked"
+    assert facts["group_clicks"] > 0 and facts["focused"] > 0, "no group (labelled by a payload) was folded and " \
+                                                               f"clicked, or no node focused: {facts['group_clicks']}, {facts['focused']}"
     text = "\n".join(facts["text"])
     for payload in PAYLOADS:
         assert payload in text, f"the payload {payload!r} is not shown as text"
@@ -449,6 +482,157 @@ def test_large_stage_is_ready_in_time(lab: Session) -> None:
     assert report["facts"]["kernels"] == [], "a kernel started for the large notebook"
 
 
+# ---- deep.ipynb: focus and folding on a real model's stages ----------------------------------
+
+def _hops(envelope: dict[str, Any], start: str, depth: int) -> set[str]:
+    """Ids within ``depth`` steps of ``start``: along edges either way, and between an e-node and its e-class."""
+    near: dict[str, set[str]] = defaultdict(set)
+    for edge in envelope["edges"]:
+        near[edge["source"]].add(edge["target"])
+        near[edge["target"]].add(edge["source"])
+    for node in envelope["nodes"]:
+        if node.get("kind") == "enode":
+            near[node["id"]].add(node["eclass"])
+            near[node["eclass"]].add(node["id"])
+    seen, frontier = {start}, {start}
+    for _ in range(depth):
+        frontier = {v for u in frontier for v in near[u]} - seen
+        seen |= frontier
+    return seen
+
+
+def _groups(envelope: dict[str, Any], mode: str) -> dict[str, list[str]]:
+    """Group key -> member ids (groups of two or more): by ``layer`` (an LLIR: ``copy N``) or by first ``hlir`` id;
+    an e-node goes with its e-class."""
+    by_id = {n["id"]: n for n in envelope["nodes"]}
+    links = envelope["links"].get("hlir", {})
+    members: dict[str, list[str]] = defaultdict(list)
+    for node in envelope["nodes"]:
+        owner = by_id[node["eclass"]] if node.get("kind") == "enode" else node
+        if mode == "layer":
+            key = f"copy {owner['copy']}" if isinstance(owner.get("copy"), int) else "layer" if owner.get("layer") else None
+        else:
+            hlir = links.get(owner["id"], owner.get("hlir") or [])
+            key = min(hlir, key=lambda h: int(h[1:])) if hlir else None
+        if key is not None:
+            members[key].append(node["id"])
+    return {key: ids for key, ids in members.items() if len(ids) > 1}
+
+
+def _folded_edges(envelope: dict[str, Any], groups: dict[str, list[str]]) -> tuple[int, int]:
+    """(edges drawn, merged edges among them) with ``groups`` folded: an edge touching a group is merged with the
+    others joining the same two ends the same way; one inside a group is not drawn."""
+    group_of = {i: key for key, ids in groups.items() for i in ids}
+    plain, merged = 0, set()
+    for edge in envelope["edges"]:
+        a, b = (group_of.get(edge[end]) for end in ("source", "target"))
+        if a is None and b is None:
+            plain += 1
+        elif (a or edge["source"]) != (b or edge["target"]):
+            merged.add((a or edge["source"], b or edge["target"]))
+    return plain + len(merged), len(merged)
+
+
+def _search(envelope: dict[str, Any], query: str) -> list[str]:
+    """Ids of the nodes with a string field containing ``query`` (case-insensitive), as the search box finds them."""
+    q = query.lower()
+    return [n["id"] for n in envelope["nodes"] if any(isinstance(v, str) and q in v.lower() for v in n.values())]
+
+
+def test_deep_stages_render(lab: Session) -> None:
+    report = lab.run("deep")
+    roots = report["facts"]["roots"]
+    assert [r["stage"] for r in roots] == ["hlir", "egraph", "llir"], roots
+    for root in roots:
+        envelope = lab.deep(root["stage"])
+        assert root["status"] == "ready" and root["node_count"] == root["nodes"] == root["drawn"] == len(envelope["nodes"]), \
+            f"{root['stage']}: {root}"
+        assert root["edges"] == len(envelope["edges"]), f"{root['stage']}: {root['edges']} path.lx-edge"
+    assert {o["value"]: o["disabled"] for o in report["facts"]["egraph_options"]} == \
+        {"none": False, "layer": False, "hlir": False}, "the e-graph folds by layer (its e-classes are flagged) and HLIR"
+    print(f"[deep] {[(r['stage'], r['node_count']) for r in roots]}; timings {report['timings']}")
+
+
+def test_focus_shows_the_k_hop_neighbourhood(lab: Session) -> None:
+    steps = lab.run("deep")["facts"]["steps"]
+    hlir = lab.deep("hlir")
+    focus = lab.hlir_focus()
+    assert steps["hlir_select"]["focus"] is None and steps["hlir_select"]["drawn"] == len(hlir["nodes"])
+    for step, depth in (("hlir_focus", 2), ("hlir_depth_3", 3), ("hlir_depth_1", 1)):
+        state, near = steps[step], _hops(hlir, focus, depth)
+        assert (state["focus"], state["depth"]) == (focus, depth), f"{step}: data-focus / data-focus-depth {state}"
+        assert state["drawn"] == state["nodes"] == len(near), \
+            f"{step}: data-drawn {state['drawn']}, {state['nodes']} g.lx-node; {len(near)} nodes within {depth} of {focus}"
+        assert set(state["ids"]) == near, f"{step}: drawn {sorted(set(state['ids']) ^ near)} differ"
+        inside = sum(e["source"] in near and e["target"] in near for e in hlir["edges"])
+        assert state["edges"] == inside, f"{step}: {state['edges']} edges drawn, {inside} join the neighbourhood"
+    assert len({steps[s]["drawn"] for s in ("hlir_depth_1", "hlir_focus", "hlir_depth_3")}) == 3, "k changes nothing"
+    everything = steps["hlir_show_all"]
+    assert everything["focus"] is None and everything["drawn"] == len(hlir["nodes"]), f"show all: {everything}"
+    # an e-node, one step: its e-class and the e-classes it reads
+    egraph, enode = lab.deep("egraph"), lab.egraph_focus()
+    assert steps["egraph_select"]["selected"] == enode, f"Enter in a search for {enode}: {steps['egraph_select']}"
+    state, near = steps["egraph_focus"], _hops(egraph, enode, 1)
+    assert (state["focus"], state["depth"]) == (enode, 1) and set(state["ids"]) == near and state["drawn"] == len(near), \
+        f"e-graph focus on {enode}: drew {state['ids']}, expected {sorted(near)}"
+
+
+def test_fold_by_layer_and_expand(lab: Session) -> None:
+    steps = lab.run("deep")["facts"]["steps"]
+    hlir = lab.deep("hlir")
+    (layer,) = _groups(hlir, "layer").values()
+    copies = hlir["meta"]["layer"]["copies"]
+    folded = steps["hlir_fold_layer"]
+    assert folded["fold"] == "layer" and folded["groups"] == [
+        {"key": "layer", "size": len(layer), "label": f"layer ×{copies} · {len(layer)} nodes"}], folded["groups"]
+    assert folded["drawn"] == folded["nodes"] == len(hlir["nodes"]) - len(layer) + 1, f"folded: {folded}"
+    assert not set(folded["ids"]) & set(layer), "nodes of the folded layer are drawn"
+    assert (folded["edges"], folded["merged"]) == _folded_edges(hlir, {"layer": layer}), f"edges: {folded}"
+    expanded = steps["hlir_expand"]
+    assert expanded["drawn"] == folded["drawn"] + len(layer) - 1 and expanded["groups"] == [], f"expanded: {expanded}"
+    assert expanded["expanded"] == 1 and expanded["edges"] == len(hlir["edges"]), expanded
+    again = steps["hlir_fold_all"]
+    assert (again["drawn"], again["groups"], again["expanded"]) == (folded["drawn"], folded["groups"], 0), again
+
+    llir = lab.deep("llir")
+    groups = _groups(llir, "layer")
+    assert sorted(groups) == [f"copy {c}" for c in range(llir["meta"]["layer"]["copies"])], sorted(groups)
+    folded = steps["llir_fold_layer"]
+    assert sorted((g["key"], g["size"], g["label"]) for g in folded["groups"]) == \
+        sorted((key, len(ids), f"{key} · {len(ids)} kernels") for key, ids in groups.items())
+    assert folded["drawn"] == len(llir["nodes"]) - sum(map(len, groups.values())) + len(groups), folded
+    assert (folded["edges"], folded["merged"]) == _folded_edges(llir, groups), f"edges: {folded}"
+    expanded = steps["llir_expand"]
+    assert expanded["drawn"] == folded["drawn"] + len(groups["copy 1"]) - 1, f"expanding copy 1: {expanded}"
+    assert [g["key"] for g in expanded["groups"]] == ["copy 0"], "the other copy stays folded"
+    assert set(groups["copy 1"]) <= set(expanded["ids"])
+
+
+def test_egraph_fold_by_hlir_node(lab: Session) -> None:
+    steps = lab.run("deep")["facts"]["steps"]
+    egraph = lab.deep("egraph")
+    groups = _groups(egraph, "hlir")
+    folded = steps["egraph_fold_hlir"]
+    assert folded["focus"] is None and folded["fold"] == "hlir", folded
+    assert folded["groups_attr"] == len(folded["groups"]) == len(groups), \
+        f"{len(folded['groups'])} groups drawn (data-groups {folded['groups_attr']}), {len(groups)} HLIR origins"
+    assert folded["drawn"] == len(egraph["nodes"]) - sum(map(len, groups.values())) + len(groups), folded["drawn"]
+    kinds = {n["id"]: n["kind"] for n in egraph["nodes"]}
+    labels = {g["key"]: g["label"] for g in folded["groups"]}
+    for key, ids in groups.items():
+        classes = sum(kinds[i] == "eclass" for i in ids)
+        assert labels.get(key) == f"{key} · {classes} e-class{'es' * (classes != 1)}", (key, labels.get(key))
+    assert (folded["edges"], folded["merged"]) == _folded_edges(egraph, groups)
+    key = lab.egraph_group()
+    expanded = steps["egraph_expand"]
+    scale = lab.run("deep")["facts"]["egraph_scale"]
+    assert scale < 0.1, f"the group was clicked at zoom {scale}: not the large-graph case (nodes under a pixel tall)"
+    assert expanded["drawn"] == folded["drawn"] + len(groups[key]) - 1, f"clicking group {key}: {expanded['drawn']}"
+    assert len(expanded["groups"]) == len(groups) - 1 and key not in {g["key"] for g in expanded["groups"]}
+    print(f"[deep] e-graph {len(egraph['nodes'])} nodes, folded by HLIR node: {folded['drawn']} drawn, "
+          f"{len(groups)} groups")
+
+
 # ---- workbench.ipynb: live kernel ------------------------------------------------------------
 
 def test_workbench_widgets_render_and_round_trip(lab: Session) -> None:
@@ -482,7 +666,7 @@ def test_workbench_widgets_render_and_round_trip(lab: Session) -> None:
 
 # ---- every scenario --------------------------------------------------------------------------
 
-SCENARIOS = ("stages", "malicious", "large", "workbench")
+SCENARIOS = ("stages", "malicious", "large", "deep", "workbench")
 
 
 def test_no_request_leaves_the_machine(lab: Session) -> None:

@@ -9,10 +9,14 @@ down afterwards, and the browser renders them from the saved JSON.
     ``comp.pipeline()``. Its ``expected`` record lists each stage's node ids and labels.
 ``malicious.ipynb``
     Stage envelopes whose every string (labels, ids, summary, meta keys and values, field
-    names, the stage name, edge fields, CUDA source, link names) is markup that would run
-    script if a renderer ever parsed it as HTML; it is marked trusted (the worst case).
+    names, the stage name, edge fields, CUDA source, link names, the HLIR ids groups are
+    folded by) is markup that would run script if a renderer ever parsed it as HTML; it is
+    marked trusted (the worst case).
 ``large.ipynb``
     A real HLIR of at least ``LARGE_NODES`` nodes (a long elementwise chain).
+``deep.ipynb``
+    A 2-layer Llama (``transformers``, random weights, d=64, 16 tokens), rolled: its HLIR (the layer
+    flagged), saturated e-graph and LLIR of the fused genome (one copy of the layer's kernels per layer).
 ``workbench.ipynb``
     Unexecuted: builds the small program and shows ``comp.workbench()``, the rule stepper, the
     e-class inspector and the genome profiler; the browser runs it with a live kernel.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +76,8 @@ MALICIOUS = textwrap.dedent("""\
     def stage(name, prefix):
         ids = [f"{{prefix}}{{i}}{{p}}" for i, p in enumerate(P)]
         nodes = [{{"id": ids[i], "label": p, "op": p, p: p, "kind": p, "shape": [p], "dtype": p,
-                  "source": "// " + p + "\\n" + p, "name": p, "eclass": ids[0], "href": p, "url": p}}
+                  "source": "// " + p + "\\n" + p, "name": p, "eclass": ids[0], "href": p, "url": p,
+                  "hlir": [P[i % 2]], "layer": True}}
                  for i, p in enumerate(P)]
         edges = [{{"id": p, "source": ids[i], "target": ids[i + 1], "label": p, p: p, "slot": p}}
                  for i, p in enumerate(P[:-1])]
@@ -112,6 +118,36 @@ LARGE = textwrap.dedent("""\
     print("nodes:", len(big.hlir.to_json()["nodes"]))
     """)
 
+DEEP = textwrap.dedent("""\
+    import torch
+    from transformers import LlamaConfig, LlamaModel
+
+    import luminal_lab as ll
+
+    SEQ = 16
+
+
+    class Llama(torch.nn.Module):
+        def __init__(self, layers: int):
+            super().__init__()
+            torch.manual_seed(0)
+            config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+                                 num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=SEQ,
+                                 use_cache=False)
+            config._attn_implementation = "eager"
+            self.model = LlamaModel(config).eval()
+
+        def forward(self, input_ids):
+            return self.model(input_ids=input_ids).last_hidden_state
+
+
+    ids = torch.randint(0, 256, (1, SEQ), generator=torch.Generator().manual_seed(1))
+    comp = ll.compile(Llama(2), (ids,))
+    assert comp.rolling is not None and comp.rolling.copies == 2, comp.rolling
+    comp.egraph.saturate()
+    comp.genome = comp.choice_space().fused_genome()
+    """)
+
 WORKBENCH = (
     "workbench = comp.workbench()\nworkbench",
     "fresh = ll.compile(g)  # an e-graph not yet saturated, to step\nfresh.egraph.stepper()",
@@ -149,20 +185,25 @@ def _forget_kernel(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def write_notebooks(directory: Path) -> dict[str, Any]:
-    """Write the four notebooks into ``directory``; returns what the tests expect of them:
-    ``{"stages": [envelope per stage output], "malicious": [...], "large": [...], "payloads": [...]}``."""
+    """Write the five notebooks into ``directory``; returns what the tests expect of them: ``{"stages":
+    [envelope per stage output], "malicious": [...], "large": [...], "deep": [...], "payloads": [...]}``."""
     directory.mkdir(parents=True, exist_ok=True)
+    # the deep model (torch, transformers, a saturation) runs in a kernel of its own beside the others
+    pool = ThreadPoolExecutor(1)
+    deep_run = pool.submit(_execute, _notebook([DEEP, "comp.hlir", "comp.egraph", "comp.llir()"]), directory)
     stages = _execute(_notebook([PROGRAM, "comp.hlir", "comp.egraph", "comp.llir()", "comp.regions", "comp.cuda",
                                  "comp.pipeline()"]), directory)
     malicious = _execute(_notebook([MALICIOUS, *MALICIOUS_CELLS]), directory)
     steps = 3400  # 1.5 HLIR nodes a step (the constant, the op): just over 5,000 nodes
     large = _execute(_notebook([LARGE.format(steps=steps), "big.hlir"]), directory)
+    deep = deep_run.result()
+    pool.shutdown()
     workbench = _notebook([PROGRAM, *WORKBENCH])
-    for name, nb in (("stages", stages), ("malicious", malicious), ("large", large)):
+    for name, nb in (("stages", stages), ("malicious", malicious), ("large", large), ("deep", deep)):
         nbformat.write(_forget_kernel(nb), directory / f"{name}.ipynb")
     nbformat.write(workbench, directory / "workbench.ipynb")
     expected = {"stages": stage_outputs(stages), "malicious": stage_outputs(malicious),
-                "large": stage_outputs(large), "payloads": list(PAYLOADS)}
+                "large": stage_outputs(large), "deep": stage_outputs(deep), "payloads": list(PAYLOADS)}
     (directory / "expected.json").write_text(json.dumps(expected), encoding="utf-8")
     return expected
 
