@@ -574,6 +574,9 @@ export function groupNodes(graph: StageGraph, mode: FoldMode): Grouping {
       }
     }
   }
+  if (mode === 'hlir') {
+    inheritKeys(graph, keyOf);
+  }
   const byKey = new Map<string, number[]>();
   keyOf.forEach((key, i) => {
     if (key !== null) {
@@ -596,6 +599,32 @@ export function groupNodes(graph: StageGraph, mode: FoldMode): Grouping {
     groups.push({ key, label: `${name} · ${countNoun(graph.stage, graph, members)}`, members });
   }
   return { groups, groupOf };
+}
+
+/**
+ * E-classes with no HLIR node (expressions, lists, views, an e-class a fusion rule made) join the group of the first
+ * e-class they read that has one, else of the first that reads them, until nothing changes; their e-nodes follow
+ * (as the SVG picture's ``fold="hlir"`` does).
+ */
+function inheritKeys(graph: StageGraph, keyOf: (string | null)[]): void {
+  const target = (e: number): number => graph.index.get(graph.edges[e].target)!;
+  const source = (e: number): number => graph.index.get(graph.edges[e].source)!;
+  for (let changed = true; changed; ) {
+    changed = false;
+    for (let c = 0; c < graph.size; c++) {
+      if (keyOf[c] !== null || graph.nodes[c].kind !== 'eclass') {
+        continue;
+      }
+      const reads = graph.members[c].flatMap(m => graph.outEdges[m].map(target));
+      const readers = graph.inEdges[c].map(source);
+      const found = [...reads, ...readers].find(i => keyOf[i] !== null);
+      if (found !== undefined) {
+        keyOf[c] = keyOf[found];
+        graph.members[c].forEach(m => (keyOf[m] = keyOf[found]));
+        changed = true;
+      }
+    }
+  }
 }
 
 /** What a stage view draws: its nodes with groups folded and, when focused, only a neighbourhood. */

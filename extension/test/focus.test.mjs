@@ -162,19 +162,26 @@ test('fold by HLIR node in an e-graph: first HLIR id, e-nodes with their e-class
   assert.deepEqual(hlirOf(g, g.index.get('n4')), ['h11'], 'links.hlir first, for an e-node its e-class');
   assert.deepEqual(hlirOf(g, g.index.get('IR-2')), ['h7', 'h3'], 'else the node\'s own hlir field');
   const grouping = groupNodes(g, 'hlir');
+  // E-5 has no HLIR node and reads nothing: it joins the group of the first e-class reading it (n3's IR-3, h9)
   assert.deepEqual(grouping.groups.map(x => [x.key, x.label, ids(g, x.members)]), [
     ['h3', 'h3 · 2 e-classes', ['IR-1', 'n1', 'n1b', 'IR-2', 'n2']],
-    ['h9', 'h9 · 1 e-class', ['IR-3', 'n3']],
+    ['h9', 'h9 · 2 e-classes', ['IR-3', 'n3', 'E-5', 'n5']],
     ['h11', 'h11 · 1 e-class', ['IR-4', 'n4']]
   ]);
-  assert.equal(grouping.groupOf[g.index.get('n5')], -1, 'no HLIR origin: ungrouped');
   const scene = makeScene(g, { grouping });
-  assert.deepEqual(scene.graph.nodes.map(n => n.group ?? n.id), ['h3', 'h9', 'h11', 'E-5', 'n5']);
+  assert.deepEqual(scene.graph.nodes.map(n => n.group ?? n.id), ['h3', 'h9', 'h11']);
   const name = id => scene.graph.node(id).group ?? id;
   assert.deepEqual(scene.graph.edges.map(e => [name(e.source), name(e.target), e.merged]),
-    [['h9', 'h3', 1], ['h9', 'E-5', 1], ['h11', 'h9', 1], ['h3', 'E-5', 1]]);
-  // membership survives for the unfolded e-class
-  assert.equal(scene.graph.eclassOf[scene.graph.index.get('n5')], scene.graph.index.get('E-5'));
+    [['h9', 'h3', 1], ['h11', 'h9', 1], ['h3', 'h9', 1]]);
+  // expanded, membership survives for the e-class that joined
+  const open = makeScene(g, { grouping, expanded: new Set(['h9']) });
+  assert.equal(open.graph.eclassOf[open.graph.index.get('n5')], open.graph.index.get('E-5'));
+});
+
+test('fold by HLIR node: an e-class with no HLIR node first joins what it reads', () => {
+  const g = egraph({ edges: [edge('n5', 'IR-3'), edge('n1', 'E-5'), edge('n2', 'IR-1')] });
+  const { groups } = groupNodes(g, 'hlir');
+  assert.deepEqual(ids(g, groups.find(x => x.key === 'h9').members), ['IR-3', 'n3', 'E-5', 'n5']);
 });
 
 test('fold by layer in an e-graph: the flagged e-classes and their e-nodes', () => {
