@@ -42,7 +42,7 @@ neighbourhood of what the last step touched, capped, with a caption saying what 
 e-class (any sort: a folded one is shown through the IR e-classes that use it).
 
 Folded by HLIR node: ``eg.picture(fold="hlir")`` draws every IR e-class, grouped by the HLIR node
-it came from (``hlir_groups``: an e-class's first HLIR id; one with none, such as a
+it came from (``hlir_groups``: an e-class's first, smallest, HLIR id; one with none, such as a
 ``FusionStart`` a fusion rule made, joins the group of the first e-class it reads that has one,
 else of the first that reads it). Each group is one box: SVG id ``group-h5``, class ``group``
 (plus ``touched`` as above), label ``h5 SumReduce axis=2 (matmul) · 5 e-classes`` over a line
@@ -426,11 +426,11 @@ def picture(eg: EGraph, around: str | None = None, depth: int = 2, fold: str | N
 def hlir_groups(ir: IRLevel) -> dict[str, list[str]]:
     """The IR e-classes by the HLIR node they came from: HLIR id (``"h5"``) -> e-class ids, in HLIR order.
 
-    An e-class goes to its first HLIR node. One with none (a ``FusionStart`` a fusion rule made) goes to the
-    group of the first e-class it reads that has one, else of the first that reads it, else is a group of its
+    An e-class goes to its first (smallest) HLIR node. One with none (a ``FusionStart`` a fusion rule made) goes to
+    the group of the first e-class it reads that has one, else of the first that reads it, else is a group of its
     own named by its e-class id."""
     snapshot = ir.snapshot
-    key = {cid: hlir_id(snapshot.classes[cid].hlir[0]) for cid in ir.classes if snapshot.classes[cid].hlir}
+    key = {cid: hlir_id(min(snapshot.classes[cid].hlir)) for cid in ir.classes if snapshot.classes[cid].hlir}
     changed = True
     while changed:  # what it reads, then what reads it, until nothing changes (a chain of new e-classes)
         changed = False
