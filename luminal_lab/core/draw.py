@@ -11,6 +11,8 @@ sliced, strided), used for edge labels and in the JSON of the HLIR, LLIR and reg
 from __future__ import annotations
 
 import warnings
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +124,20 @@ def _estimate(expr: Expr) -> int | None:
         return int(expr.evaluate(dict.fromkeys(expr.variables(), 7919)))
     except (ZeroDivisionError, KeyError):
         return None
+
+
+def within(reads: Iterable[tuple[int, int]], centre: int, depth: int) -> set[int]:
+    """The ids within ``depth`` reads of ``centre``, either way, given the reads as ``(reader, source)`` pairs (what
+    a focused picture draws)."""
+    near: dict[int, list[int]] = defaultdict(list)
+    for reader, source in reads:
+        near[reader].append(source)
+        near[source].append(reader)
+    shown, frontier = {centre}, [centre]
+    for _ in range(depth):
+        frontier = [m for nid in frontier for m in near[nid] if m not in shown]
+        shown.update(frontier)
+    return shown
 
 
 def digraph(name: str) -> graphviz.Digraph:

@@ -60,6 +60,7 @@ from ..core.draw import (
     read_tooltip,
     render,
     view_json,
+    within,
 )
 from ..core.ids import hlir_id
 from ..core.ops import REDUCE_OPS, Op
@@ -144,27 +145,13 @@ def picture(stage: HLIRStage, around: str | None, depth: int) -> Picture:
     if around not in ids:
         fail("HLIRStage.picture", "around", around, f"the id of one of this stage's {len(ids)} nodes "
              f"({', '.join(itertools.islice(ids, 3))}, ...)")
-    centre = ids[around]
-    shown = _neighbourhood(stage, centre, depth)
+    centre = ids[around]  # scalar constants are not passed through
+    shown = within(((n.id, src.id) for n in stage.nodes for src, _ in n.sources if src.op != Op.CONSTANT),
+                   centre.id, depth)
     caption = f"HLIR: the {len(shown)} nodes within {depth} reads of {around}, of {len(stage.nodes)}"
     dot = _full_dot(stage, shown, centre)
     dot.attr(label=caption, labelloc="t", fontsize="11")
     return Picture(dot, caption, "HLIR")
-
-
-def _neighbourhood(stage: HLIRStage, centre: Node, depth: int) -> set[int]:
-    """Ids of the nodes within ``depth`` reads of ``centre``, either way (scalar constants are not passed through)."""
-    near: dict[int, list[int]] = {n.id: [] for n in stage.nodes}
-    for n in stage.nodes:
-        for src, _ in n.sources:
-            if src.op != Op.CONSTANT and src.id in near:
-                near[n.id].append(src.id)
-                near[src.id].append(n.id)
-    shown, frontier = {centre.id}, [centre.id]
-    for _ in range(depth):
-        frontier = [m for nid in frontier for m in near[nid] if m not in shown]
-        shown.update(frontier)
-    return shown
 
 
 def to_dot(stage: HLIRStage) -> graphviz.Digraph:

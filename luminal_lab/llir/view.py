@@ -73,6 +73,7 @@ from ..core.draw import (
     read_tooltip,
     render,
     view_json,
+    within,
 )
 from ..core.ids import hlir_id, kernel_id, region_id
 from ..core.ops import REDUCE_KERNELS
@@ -229,17 +230,9 @@ def picture(llir: LLIR, around: str | None, depth: int) -> Picture:
     if around not in by_id:
         fail("LLIR.picture", "around", around, f"the id of one of this LLIR's {len(by_id)} kernels "
              f"({', '.join(list(by_id)[:3])}, ...)")
-    llir = llir.expand()
-    near: dict[int, list[int]] = {k.id: [] for k in llir.kernels}
-    for k in llir.kernels:
-        for src, _ in k.sources:
-            if llir.kernels[src].op != "Constant":
-                near[k.id].append(src)
-                near[src].append(k.id)
-    shown, frontier = {by_id[around].id}, [by_id[around].id]
-    for _ in range(depth):
-        frontier = [m for kid in frontier for m in near[kid] if m not in shown]
-        shown.update(frontier)
+    llir = llir.expand()  # scalar constants are not passed through
+    shown = within(((k.id, src) for k in llir.kernels for src, _ in k.sources if llir.kernels[src].op != "Constant"),
+                   by_id[around].id, depth)
     regions = find_regions(llir)
     dot = graphviz.Digraph("llir", graph_attr=GRAPH_ATTR, node_attr=NODE_ATTR, edge_attr=EDGE_ATTR)
     note = f"the {len(shown)} within {depth} reads of {around} drawn"
