@@ -559,9 +559,8 @@ def _draw_read(dot: graphviz.Digraph, heads: dict[str, str], shown: Any, n: IRNo
 def _group_label(eg: EGraph, ir: IRLevel, key: str, cids: list[str]) -> tuple[str, str, str]:
     """A group's title (``h5 SumReduce axis=2 (matmul) · 6 e-classes``), its second line (e-nodes and their
     ops) and its tooltip."""
-    nodes = {n.id: n for n in eg.graph.nodes}
     hid = int(key[1:]) if key.startswith("h") and key[1:].isdigit() else None
-    node = nodes.get(hid) if hid is not None else None
+    node = eg.graph.nodes[hid] if hid is not None else None  # a node's id is its index
     what = (_clip(node.label, 40) + (f" ({_clip(node.origin, 40)})" if node.origin else "")) if node is not None \
         else "no HLIR node"
     title = f"{key} {what} · {len(cids)} e-class{'' if len(cids) == 1 else 'es'}"

@@ -161,6 +161,16 @@ def test_search_times_one_copy_and_checks_the_best_unrolled(monkeypatch: pytest.
     torch.testing.assert_close(comp(x), comp.run_reference(x), rtol=1e-5, atol=1e-5)
 
 
+def test_a_search_cost_of_a_rolled_program_sees_its_unrolled_llir() -> None:
+    comp = ll.compile(stack(3))
+    x = torch.randn(4, D, generator=torch.Generator().manual_seed(3))
+    result = comp.search(generations=1, generation_size=2, trials=1, inputs=(x,), progress=False,
+                         cost=lambda llir: float(len(llir.kernels)))
+    ok = [c for c in result.history if c.outcome == "ok"]
+    assert ok and all(c.seconds == len(unroll(extract(c.genome), comp.rolling).kernels) for c in ok)
+    assert all(c.seconds > len(extract(c.genome).kernels) for c in ok)
+
+
 def test_a_64_layer_stack_goes_through_every_stage() -> None:
     comp = ll.compile(stack(64))
     assert comp.rolling.copies == 64 and len(comp.compiled_graph.nodes) < len(comp.graph.nodes) / 30
