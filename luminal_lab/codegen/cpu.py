@@ -251,26 +251,33 @@ def _row_steps(body: RegionBody, indexes: list[int]) -> list[str]:
     return lines
 
 
-def _row_pass(body: RegionBody, kinds: str, rank: int, extent: str, name: str) -> list[str]:
-    """A loop along the row computing value ``name`` at each position ``j``, preceded by the loads it needs; the
-    statements that use it follow, indented by the caller, under the name ``v``."""
+def _row_pass(body: RegionBody, kinds: str, rank: int, extent: str, name: str, kept: str | None = None) -> list[str]:
+    """A loop along the row computing value ``name`` at each position ``j``, preceded by the loads it needs (value
+    ``kept`` read back from ``out``, where an earlier pass stored it); the statements that use it follow, indented by
+    the caller, under the name ``v``."""
+    known = () if kept is None else (kept,)
     lines = [f"for j in range({extent}):"]
-    for j in body.reads(name):
+    for j in body.reads(name, known):
         if body.extent(f"x{j}") is None or kinds[j] == "b":
             continue  # loaded once per row
         position = f"p{j}_{rank - 1}"
         element = f"r{j}[j]" if kinds[j] == "c" else f"x{j}[{position} + j * s{j}_{rank}]"
         lines.append(f"    a{j} = {_load(body.dtype, element)}")
-    lines += [f"    {line}" for line in _row_steps(body, body.needs(name))]
+    if kept is not None:
+        lines.append(f"    {kept} = out[{_index(rank)}, j]")
+    lines += [f"    {line}" for line in _row_steps(body, body.needs(name, known))]
     return lines + [f"    v = {_row_value(body, name)}"]
 
 
-def _row_reduction(body: RegionBody, i: int, kinds: str, rank: int) -> list[str]:
-    """Reduction step ``i`` of a row region: a pass along the row (the operand itself for a row of length 1)."""
+def _row_reduction(body: RegionBody, i: int, kinds: str, rank: int, keep: bool = False) -> list[str]:
+    """Reduction step ``i`` of a row region: a pass along the row (the operand itself for a row of length 1), which
+    also stores each operand value in ``out`` when ``keep``."""
     dtype, (op, (operand,)) = body.dtype, body.steps[i]
     if body.extent(operand) is None:
         return [f"t{i} = {_row_value(body, operand)}"]
     along = _row_pass(body, kinds, rank, f"n{body.lengths.index(body.extent(operand))}", operand)
+    if keep:
+        along.append(f"    out[{_index(rank)}, j] = v")
     if op == "SumReduce":
         return [f"acc = {_zero(dtype)}", *along, "    acc += v", f"t{i} = acc"]
     if dtype.is_float and dtype != DType.F64:  # a max over order-preserving keys vectorises; NaN is largest
@@ -280,13 +287,30 @@ def _row_reduction(body: RegionBody, i: int, kinds: str, rank: int) -> list[str]
     return [f"acc = {start}", *along, "    acc = v if v > acc or v != v else acc", f"t{i} = acc"]
 
 
+def _kept(body: RegionBody) -> tuple[int, str] | None:
+    """``(reduction step, its operand)`` where a row kernel's last reduction pass stores its operand in ``out`` for the
+    end's pass to read back rather than recompute (softmax's ``exp``): the end's pass runs along the same extent and
+    needs that value, recomputing it takes a unary op (a transcendental, a root, a reciprocal), and ``out``'s dtype
+    holds it exactly (f32, f64)."""
+    if body.dtype not in (DType.F32, DType.F64) or body.extent(body.result) is None:
+        return None
+    last = [i for i in body.row_order() if body.steps[i][0] in REDUCE_KERNELS][-1]
+    (operand,) = body.steps[last][1]
+    if (operand[0] != "t" or body.extent(operand) != body.extent(body.result)
+            or int(operand[1:]) not in body.needs(body.result)
+            or not any(body.steps[i][0] in UNARY_KERNELS for i in body.needs(operand))):
+        return None
+    return last, operand
+
+
 def row_region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -> str:
     """``kernel(out, x0, ..., meta)``: a row region, parallel over its rows. ``out`` has ``rank`` row axes and then
     one along the row (1 where the end is per row); input ``j`` is the flat buffer ``x{j}`` read at ``meta``'s offset
     and ``rank + 1`` strides (the last along the row, of kind ``kinds[j]``: ``b``, loaded once per row, for a per-row
     input and any other the row does not step through); then come the extents along the row (``body.lengths``).
     Per row, in ``body.row_order()``: each reduction is one pass along the row, computing what it reads there, and
-    each per-row value is computed once; the end last (a pass where it runs along the row)."""
+    each per-row value is computed once; the end last (a pass where it runs along the row, reading back what the
+    last reduction's pass kept in ``out``, ``_kept``)."""
     dtype, arity = body.dtype, len(kinds)
     lines = ["def kernel(out, " + "".join(f"x{j}, " for j in range(arity)) + "meta):", *_prologue(arity, rank + 1)]
     lines += [f"    n{e} = meta[{arity * (rank + 2) + e}]" for e in range(len(body.lengths))]
@@ -298,15 +322,16 @@ def row_region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -
             row.append(f"a{j} = {_load(dtype, f'x{j}[{position}]')}")
         elif kind == "c":
             row.append(f"r{j} = x{j}[{position}:]")
+    kept = _kept(body)
     for i in body.row_order():
-        row += (_row_reduction(body, i, kinds, rank) if body.steps[i][0] in REDUCE_KERNELS
-                else _row_steps(body, [i]))
+        row += (_row_reduction(body, i, kinds, rank, kept is not None and kept[0] == i)
+                if body.steps[i][0] in REDUCE_KERNELS else _row_steps(body, [i]))
     end = body.extent(body.result)
-    index = ", ".join(f"i{d}" for d in range(rank))
+    index = _index(rank)
     if end is None:
         row.append(f"out[{index}, 0] = {_store(dtype, body.result)}")
     else:
-        row += _row_pass(body, kinds, rank, f"n{body.lengths.index(end)}", body.result)
+        row += _row_pass(body, kinds, rank, f"n{body.lengths.index(end)}", body.result, kept and kept[1])
         row.append(f"    out[{index}, j] = {_store(dtype, 'v')}")
     lines += ["    " * (rank + 1) + line for line in row]
     return _header(parallel, "reassoc" if dtype.is_float else "", "contract") + "\n".join(lines) + "\n"

@@ -21,6 +21,7 @@ same work have the same body (and the same generated source) whatever their kern
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from ..core.dtypes import DType
@@ -53,14 +54,15 @@ class RegionBody:
         index = int(name[1:])
         return self.extents[index if name[0] == "x" else len(self.inputs) + index]
 
-    def needs(self, name: str) -> list[int]:
+    def needs(self, name: str, known: Collection[str] = ()) -> list[int]:
         """The steps computed along the row that value ``name`` depends on, itself included, in order: what a pass
-        along the row computes for it (per-row values, reductions included, are computed outside passes)."""
+        along the row computes for it (per-row values, reductions included, are computed outside passes, and the
+        ``known`` values are at hand)."""
         found: set[int] = set()
         stack = [name]
         while stack:
             current = stack.pop()
-            if current[0] != "t" or self.extent(current) is None or int(current[1:]) in found:
+            if current[0] != "t" or current in known or self.extent(current) is None or int(current[1:]) in found:
                 continue
             found.add(int(current[1:]))
             stack.extend(self.steps[int(current[1:])][1])
@@ -71,9 +73,10 @@ class RegionBody:
         """A row region's distinct extents along the row, in order of first use (the end's last)."""
         return list(dict.fromkeys(e for e in (*self.extents, self.extent(self.result)) if e is not None))
 
-    def reads(self, name: str) -> list[int]:
-        """The inputs (by position) a pass along the row computing value ``name`` reads."""
-        names = [n for i in self.needs(name) for n in self.steps[i][1]] + [name]
+    def reads(self, name: str, known: Collection[str] = ()) -> list[int]:
+        """The inputs (by position) a pass along the row computing value ``name`` reads (the ``known`` values at
+        hand)."""
+        names = [n for i in self.needs(name, known) for n in self.steps[i][1]] + [name]
         return sorted({int(n[1:]) for n in names if n[0] == "x"})
 
     def row_order(self) -> list[int]:

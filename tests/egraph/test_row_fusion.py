@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import luminal_lab as ll
+from luminal_lab.codegen.cpu import row_region_source
 from luminal_lab.codegen.cuda import llir_sources
 from luminal_lab.codegen.ptx import compile_ptx
 from luminal_lab.core.arrays import to_numpy
@@ -33,6 +34,21 @@ def test_pattern_is_one_region(pattern: str) -> None:
     body = region.body(llir)
     assert body.rows == llir.kernels[region.end].shape[:1]
     assert {body.extent(f"t{i}") for i, (op, _) in enumerate(body.steps) if op.endswith("Reduce")} == {None}
+
+
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+def test_the_cpu_kernel_reads_back_the_exp_its_sum_pass_kept(pattern: str) -> None:
+    """Softmax's exp (the attention row's too) is computed once, in the sum's pass, which stores it in ``out``; the
+    end's pass reads it back rather than computing it again. Where the end needs no unary op of the last pass
+    (log_softmax, the norms), nothing is kept."""
+    _, llir = fused_pattern(pattern)
+    (region,) = find_regions(llir)
+    body = region.body(llir)
+    kinds = "".join("b" if body.extent(f"x{j}") is None else "c" for j in range(len(body.inputs)))
+    source = row_region_source(body, kinds, 1, parallel=False)
+    kept = pattern in ("softmax", "attention")
+    assert ("= out[i0, j]\n" in source) == kept
+    assert source.count("m.exp2f(") == (1 if "Exp2" in REGION_OPS[pattern] else 0)
 
 
 def test_region_keeps_the_provenance_of_every_op() -> None:
@@ -173,10 +189,11 @@ def test_scores_of_a_matmul_stay_a_matmul() -> None:
     torch.testing.assert_close(comp.run(**values), expected, rtol=1e-5, atol=1e-6)
 
 
-def test_large_rows_run_in_parallel_and_match() -> None:
+@pytest.mark.parametrize("pattern", ["layernorm", "softmax"])
+def test_large_rows_run_in_parallel_and_match(pattern: str) -> None:
     """Rows past the parallel threshold: the prange variant, against the unfused kernels."""
-    comp, llir = fused(build("layernorm", 96, 1000))
-    values = inputs("layernorm", 96, 1000, torch.float32)
+    comp, llir = fused(build(pattern, 96, 1000))
+    values = inputs(pattern, 96, 1000, torch.float32)
     arrays = {name: to_numpy(value) for name, value in values.items()}
     unfused = CPURuntime(extract(comp.choice_space().unfused_genome())).run(arrays)[0]
     np.testing.assert_allclose(CPURuntime(llir).run(arrays)[0], unfused, rtol=1e-4, atol=1e-4)
