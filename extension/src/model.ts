@@ -445,6 +445,51 @@ export class StageGraph {
   }
 }
 
+// ---- e-graph levels --------------------------------------------------------------------------
+
+/** What an e-graph stage draws: its IR e-classes (the SVG picture's level, the default) or every e-class. */
+export type Level = 'ir' | 'all';
+export const LEVELS: Level[] = ['ir', 'all'];
+
+const isIrClass = (node: StageNode): boolean => node.kind === 'eclass' && node.sort === 'IR';
+
+/** Whether `envelope` is an e-graph with IR e-classes, so it can be drawn at the IR level. */
+export function hasIrLevel(envelope: StageEnvelope): boolean {
+  return envelope.stage === 'egraph' && envelope.nodes.some(isIrClass);
+}
+
+/**
+ * The IR level of an e-graph envelope: its IR e-classes and their e-nodes (in envelope order); an edge
+ * (`id` `${enode}>${eclass}`, `input` its first operand position) from each e-node to each distinct IR e-class of
+ * its `ir.inputs`, in operand order (the Expression, EList, IList, OpKind... e-classes between them are left out);
+ * then the envelope's edges joining two kept nodes that are not joined already.
+ */
+export function irLevel(envelope: StageEnvelope): StageEnvelope {
+  const classes = new Set(envelope.nodes.filter(isIrClass).map(node => node.id));
+  const nodes = envelope.nodes.filter(
+    node => classes.has(node.id) || (node.kind === 'enode' && typeof node.eclass === 'string' && classes.has(node.eclass))
+  );
+  const kept = new Set(nodes.map(node => node.id));
+  const edges: StageEdge[] = [];
+  const joined = new Set<string>();
+  for (const node of nodes) {
+    const inputs = isObject(node.ir) && Array.isArray(node.ir.inputs) ? node.ir.inputs : [];
+    inputs.forEach((input: unknown, k: number) => {
+      const id = `${node.id}>${String(input)}`;
+      if (typeof input === 'string' && classes.has(input) && !joined.has(id)) {
+        joined.add(id);
+        edges.push({ id, source: node.id, target: input, input: k });
+      }
+    });
+  }
+  for (const edge of envelope.edges) {
+    if (kept.has(edge.source) && kept.has(edge.target) && !joined.has(`${edge.source}>${edge.target}`)) {
+      edges.push(edge);
+    }
+  }
+  return { ...envelope, nodes, edges };
+}
+
 // ---- focus and folding ----------------------------------------------------------------------
 
 /**

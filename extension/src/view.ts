@@ -11,6 +11,10 @@ import {
   FoldMode,
   groupNodes,
   Grouping,
+  hasIrLevel,
+  irLevel,
+  Level,
+  LEVELS,
   makeScene,
   PipelineEnvelope,
   Provenance,
@@ -37,6 +41,7 @@ const MAX_LINKS = 60;
 export const FOCUS_DEPTH = 2;
 export const MAX_FOCUS_DEPTH = 9;
 const FOLD_TEXT: Record<FoldMode, string> = { none: 'No folding', layer: 'Fold by layer', hlir: 'Fold by HLIR node' };
+const LEVEL_TEXT: Record<Level, string> = { ir: 'IR level', all: 'All e-classes' };
 
 function html<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
   const element = document.createElement(tag);
@@ -106,14 +111,21 @@ export interface StageViewOptions {
 /**
  * One stage: toolbar, summary, graph and details, under `div.jp-LuminalStage`.
  *
- * What is drawn is a `Scene` of the stage (model.ts): all of it, or with groups folded to one node each
- * and/or only the neighbourhood of a focused node. Drawn elements are indexed by scene index; the
- * selection, matches and linked nodes by the stage's own node index.
+ * What is drawn is a `Scene` of `graph` (model.ts): all of it, or with groups folded to one node each
+ * and/or only the neighbourhood of a focused node. `graph` is the stage, or for an e-graph with IR e-classes
+ * its current level (`irLevel` by default, or every e-class). Drawn elements are indexed by scene index; the
+ * selection, matches, linked nodes and focus by `graph`'s node index.
  */
 export class StageView {
   readonly node: HTMLDivElement;
-  readonly graph: StageGraph;
+  /** the graph drawn: the stage's, or the current level's */
+  graph: StageGraph;
   readonly stage: string;
+  private readonly envelope: StageEnvelope;
+  /** an e-graph's levels (none for other stages) and the one drawn */
+  private readonly levels = new Map<Level, StageGraph>();
+  private level: Level | null = null;
+  private readonly summary: HTMLDivElement;
   private readonly options: StageViewOptions;
   private readonly svgEl: SVGSVGElement;
   private readonly viewport: SVGGElement;
@@ -131,6 +143,7 @@ export class StageView {
   private depth = FOCUS_DEPTH;
   private readonly focusControls: { focus: HTMLButtonElement; less: HTMLButtonElement; more: HTMLButtonElement;
     depth: HTMLSpanElement; showAll: HTMLButtonElement; fold: HTMLSelectElement; foldAll: HTMLButtonElement };
+  private levelSelect: HTMLSelectElement | null = null;
   private readonly sceneIndexOfEl = new WeakMap<Element, number>();
   private centreAfterDraw = -1;
   private observing = false;
@@ -149,6 +162,8 @@ export class StageView {
   private matches: number[] = [];
   private matchSet = new Set<number>();
   private matchCursor = -1;
+  /** matches of the search that the current level does not draw */
+  private hiddenMatches = 0;
   private linked = new Set<number>();
   private linkedState: LinkedState | null = null;
   private hovered = -1;
@@ -164,14 +179,20 @@ export class StageView {
 
   constructor(envelope: StageEnvelope, options: StageViewOptions = {}) {
     this.options = options;
+    this.envelope = envelope;
     this.graph = new StageGraph(envelope);
     this.stage = envelope.stage;
+    if (hasIrLevel(envelope)) {
+      this.levels.set('all', this.graph);
+      this.levels.set('ir', new StageGraph(irLevel(envelope)));
+      this.level = 'ir';
+      this.graph = this.levels.get('ir')!;
+    }
     this.ready = new Promise(resolve => (this.readyResolve = resolve));
 
     const root = html('div', 'jp-LuminalStage');
     this.node = root;
     root.dataset.stage = envelope.stage;
-    root.dataset.nodeCount = String(this.graph.size);
     root.dataset.drawn = '0';
     root.dataset.status = 'drawing';
 
@@ -211,13 +232,27 @@ export class StageView {
     for (const mode of FOLD_MODES) {
       const option = html('option', undefined, FOLD_TEXT[mode]);
       option.value = mode;
-      option.disabled = mode !== 'none' && this.groupingOf(mode).groups.length === 0;
       fold.appendChild(option);
     }
     fold.addEventListener('change', () => this.setFold(fold.value as FoldMode));
     toolbar.appendChild(fold);
     const foldAll = button('lx-fold-all', 'Fold all', 'Fold the expanded groups again', () => this.setFold(this.fold));
     this.focusControls = { focus, less, more, depth, showAll, fold, foldAll };
+    // an e-graph with e-classes of other sorts: its IR level or every e-class
+    if (this.level !== null && this.levels.get('ir')!.size < this.levels.get('all')!.size) {
+      const select = html('select', 'lx-level');
+      select.title = 'Draw the IR e-classes only (what reads what), or every e-class (expressions, lists, views…)';
+      select.setAttribute('aria-label', 'Level');
+      for (const level of LEVELS) {
+        const option = html('option', undefined, LEVEL_TEXT[level]);
+        option.value = level;
+        select.appendChild(option);
+      }
+      select.value = this.level;
+      select.addEventListener('change', () => this.setLevel(select.value as Level));
+      toolbar.appendChild(select);
+      this.levelSelect = select;
+    }
     toolbar.appendChild(html('span', 'lx-spacer'));
     this.scene = makeScene(this.graph);
     this.updateControls();
@@ -226,7 +261,8 @@ export class StageView {
     button('lx-fit', 'Fit', 'Fit the graph to the view', () => this.fit());
     root.appendChild(toolbar);
 
-    root.appendChild(html('div', 'lx-summary', this.summaryText(envelope)));
+    this.summary = html('div', 'lx-summary');
+    root.appendChild(this.summary);
 
     const body = html('div', 'lx-body');
     this.svgEl = svg('svg', 'lx-graph');
@@ -245,9 +281,11 @@ export class StageView {
 
     this.wireSearch();
     this.wirePointer();
+    this.levelChanged();
   }
 
-  private summaryText(envelope: StageEnvelope): string {
+  private summaryText(): string {
+    const envelope = this.envelope;
     let text = envelope.summary;
     const capped = envelope.meta.capped;
     if (capped && typeof capped === 'object') {
@@ -280,6 +318,10 @@ export class StageView {
       if (typeof c.eclasses === 'number' && typeof c.enodes === 'number' && c.eclasses + c.enodes > shown && !capped) {
         text += ` | showing ${shown} of ${c.eclasses + c.enodes} nodes`;
       }
+    }
+    if (this.level === 'ir' && this.levelSelect) {
+      const count = (graph: StageGraph): number => graph.nodes.filter(node => node.kind === 'eclass').length;
+      text += ` | IR level: ${count(this.graph)} of ${count(this.levels.get('all')!)} e-classes; Level: All e-classes shows the rest`;
     }
     return text;
   }
@@ -577,6 +619,58 @@ export class StageView {
     this.redraw();
   }
 
+  /**
+   * Draw an e-graph's `level` (nothing for another stage): the selection, focus, search and linked nodes carry over
+   * by id where the level has them; groups start folded again, and a fold mode with no group there becomes `none`.
+   */
+  setLevel(level: Level): void {
+    const graph = this.levels.get(level);
+    if (graph === undefined || level === this.level) {
+      return;
+    }
+    const selected = this.selectedId;
+    const focus = this.focus ? this.graph.nodes[this.focus.node].id : null;
+    this.level = level;
+    this.graph = graph;
+    this.levelChanged();
+    this.selected = selected === null ? -1 : graph.index.get(selected) ?? -1;
+    if (this.selected >= 0) {
+      this.node.dataset.selected = selected!;
+    } else {
+      delete this.node.dataset.selected;
+    }
+    const f = focus === null ? undefined : graph.index.get(focus);
+    this.focus = f === undefined ? null : { node: f, depth: this.depth };
+    this.matches = [];
+    this.matchSet = new Set();
+    this.linked = this.linkedIndices(this.linkedState);
+    this.node.dataset.linked = String(this.linked.size);
+    this.expanded.clear();
+    this.centreAfterDraw = -1;
+    this.redraw();
+    this.setSearch(this.searchInput.value);
+    this.renderDetails();
+  }
+
+  /** What depends on the level only: the groupings, the fold options, the node count and the summary. */
+  private levelChanged(): void {
+    this.groupings.clear();
+    for (const option of Array.from(this.focusControls.fold.options)) {
+      option.disabled = option.value !== 'none' && this.groupingOf(option.value as FoldMode).groups.length === 0;
+    }
+    if (this.fold !== 'none' && this.groupingOf(this.fold).groups.length === 0) {
+      this.fold = 'none';
+    }
+    if (this.level !== null) {
+      this.node.dataset.level = this.level;
+      if (this.levelSelect) {
+        this.levelSelect.value = this.level;
+      }
+    }
+    this.node.dataset.nodeCount = String(this.graph.size);
+    this.summary.textContent = this.summaryText();
+  }
+
   /** Make node `i` drawn as itself: expand its folded group, leave a focus it is outside of. */
   private reveal(i: number): boolean {
     const v = this.scene.at[i];
@@ -742,6 +836,9 @@ export class StageView {
       if (event.key === 'Enter') {
         event.preventDefault();
         this.setSearch(this.searchInput.value);
+        if (!this.matches.length && this.hiddenMatches > 0) {
+          this.setLevel('all'); // what the IR level hides: show every e-class and step through the matches there
+        }
         if (this.matches.length) {
           const step = event.shiftKey ? -1 : 1;
           this.matchCursor = (this.matchCursor + step + this.matches.length) % this.matches.length;
@@ -776,7 +873,11 @@ export class StageView {
       this.refreshGroups();
     }
     const n = next.length;
-    this.searchCount.textContent = query.trim() === '' ? '' : n === 0 ? 'no matches' : n === 1 ? '1 match' : `${n} matches`;
+    const all = this.levels.get('all');
+    this.hiddenMatches = all && all !== this.graph ? all.search(query).length - n : 0;
+    const hidden = this.hiddenMatches === 0 ? '' : `, ${this.hiddenMatches} hidden at the IR level${n === 0 ? ' (Enter shows them)' : ''}`;
+    this.searchCount.textContent =
+      (query.trim() === '' ? '' : n === 0 ? 'no matches' : n === 1 ? '1 match' : `${n} matches`) + hidden;
     this.node.dataset.matches = String(n);
   }
 
@@ -918,8 +1019,14 @@ export class StageView {
     return this.selected >= 0 ? this.graph.nodes[this.selected].id : null;
   }
 
-  /** Select node `id` (null: clear), optionally centring on it; `notify` tells the pipeline. */
+  /**
+   * Select node `id` (null: clear), optionally centring on it; `notify` tells the pipeline. A node the IR level
+   * does not draw switches the e-graph to every e-class.
+   */
   select(id: string | null, centre = false, notify = false): boolean {
+    if (id !== null && !this.graph.index.has(id) && this.levels.get('all')?.index.has(id)) {
+      this.setLevel('all');
+    }
     const i = id === null ? -1 : this.graph.index.get(id);
     if (i === undefined) {
       return false;
@@ -955,7 +1062,7 @@ export class StageView {
     for (const i of this.linked) {
       this.nodeEl(i)?.classList.remove('lx-linked');
     }
-    this.linked = new Set(state ? state.ids.map(id => this.graph.index.get(id)!).filter(i => i !== undefined) : []);
+    this.linked = this.linkedIndices(state);
     for (const i of this.linked) {
       this.nodeEl(i)?.classList.add('lx-linked');
     }
@@ -969,6 +1076,12 @@ export class StageView {
       this.updateControls();
     }
     this.renderDetails();
+  }
+
+  /** The node indices of `state.ids` that the drawn graph has. */
+  private linkedIndices(state: LinkedState | null): Set<number> {
+    const found = state ? state.ids.map(id => this.graph.index.get(id)) : [];
+    return new Set(found.filter((i): i is number => i !== undefined));
   }
 
   // ---- details ---------------------------------------------------------------------------------

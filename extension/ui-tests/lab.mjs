@@ -73,6 +73,8 @@ async function describeStages(page) {
     return {
       stage: root.dataset.stage ?? null,
       status: root.dataset.status ?? null,
+      level: root.dataset.level ?? null,
+      scale: root.dataset.scale === undefined ? null : Number(root.dataset.scale),
       node_count: root.dataset.nodeCount === undefined ? null : Number(root.dataset.nodeCount),
       drawn: root.dataset.drawn === undefined ? null : Number(root.dataset.drawn),
       in_pipeline: Boolean(root.closest('.jp-LuminalPipeline')),
@@ -246,6 +248,8 @@ async function stages(page, ctx) {
     await egRoot.scrollIntoViewIfNeeded();
     await egRoot.locator('button.lx-fit').click();
     await pause(page);
+    ctx.facts.egraph_level = await egRoot.evaluate((root) => ({ level: root.dataset.level ?? null,
+      scale: Number(root.dataset.scale), options: [...root.querySelectorAll('select.lx-level option')].map((o) => o.value) }));
     ctx.facts.egraph_geometry = await egRoot.evaluate((root) => {
       const rectOf = (g) => g.querySelector(':scope > .lx-shape').getBoundingClientRect();
       const byId = new Map([...root.querySelectorAll('g.lx-node')].map((g) => [g.dataset.id, g]));
@@ -291,6 +295,23 @@ async function stages(page, ctx) {
     await page.waitForTimeout(400);
     ctx.facts.egraph_search = (await classIds(page, eg, 'lx-match')).nodes;
     await egRoot.locator('input.lx-search').fill('');
+    // a search for a node the IR level hides: the count says so, and Enter draws every e-class and selects it
+    const search = egRoot.locator('input.lx-search');
+    await search.fill(plan.egraph.hidden);
+    await page.waitForTimeout(400);
+    const countText = await egRoot.locator('span.lx-search-count').textContent();
+    await search.press('Enter');
+    await waitReady(page, eg);
+    ctx.facts.egraph_hidden = { count_text: countText, level: await egRoot.getAttribute('data-level'),
+      selected: (await classIds(page, eg, 'lx-selected')).nodes };
+    await search.fill('');
+    // back to the IR level, then Level: All e-classes draws every node of the envelope
+    await egRoot.locator('select.lx-level').selectOption('ir');
+    await waitReady(page, eg);
+    ctx.facts.egraph_ir_again = (await describeStages(page))[eg];
+    await egRoot.locator('select.lx-level').selectOption('all');
+    await waitReady(page, eg);
+    ctx.facts.egraph_all = (await describeStages(page))[eg];
   }
 
   // pipeline: select an HLIR node; counterparts are linked in the other stages; a link navigates
@@ -682,6 +703,7 @@ async function deep(page, ctx) {
   });
   await timed('egraph_fold_hlir', 'egraph', async (root) => {
     await root.locator('button.lx-show-all').click();
+    await root.locator('select.lx-level').selectOption('all'); // every e-class: the large-graph case
     await root.locator('select.lx-fold').selectOption('hlir');
   }, false);
   await timed('egraph_expand', 'egraph', async (root) => {

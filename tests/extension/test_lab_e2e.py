@@ -13,6 +13,9 @@ what the page showed; the tests below assert on that report:
   over ``LONG_TASK_LIMIT_MS``;
 * ``deep``: a 2-layer Llama's stages: focus on a node shows exactly its k-hop neighbourhood, folding by
   layer / by HLIR node draws the expected groups, and clicking a group expands it;
+
+an e-graph is drawn at its IR level (``_ir_level``: what the extension's ``irLevel`` draws) until
+``select.lx-level`` asks for every e-class;
 * ``workbench``: run in a live kernel, ``comp.workbench()`` and the ipywidgets render, and a click
   in the HLIR picture comes back from Python as highlights in the other stages;
 
@@ -48,6 +51,7 @@ DRIVER = EXTENSION / "ui-tests" / "lab.mjs"
 CHROMIUM = os.environ.get("LUMINAL_LAB_CHROMIUM", "/usr/bin/chromium")
 LARGE_READY_LIMIT_S = 10.0  # the 5,000-node stage: from its output appearing to data-status="ready"
 LONG_TASK_LIMIT_MS = 1000.0  # the longest main-thread task while it draws
+LABEL_MIN_SCALE = 0.4  # extension/src/view.ts: below this zoom the labels are hidden
 SCENARIO_DEADLINE_S = 150  # the driver gives up on a scenario after this (and reports what it saw)
 SCENARIO_TIMEOUT_S = SCENARIO_DEADLINE_S + 60
 
@@ -105,8 +109,9 @@ class Session:
                     < len(hlir["nodes"]))
 
     def egraph_focus(self) -> str:
-        """An e-node reading two e-classes or more that a search for its id finds alone (Enter selects it)."""
-        egraph = self.deep("egraph")
+        """An e-node reading two e-classes or more at the IR level that a search for its id finds alone there
+        (Enter selects it)."""
+        egraph = _ir_level(self.deep("egraph"))
         reads = defaultdict(int)
         for edge in egraph["edges"]:
             reads[edge["source"]] += 1
@@ -124,7 +129,14 @@ class Session:
         sizes = {n["id"]: n["enodes"] for n in nodes if n["kind"] == "eclass" and n["sort"] == "IR"}
         enode = next(n for n in nodes if n["kind"] == "enode" and sizes.get(n["eclass"], 0) > 1
                      and n.get("ir", {}).get("inputs"))
-        return {"enode": enode["id"], "eclass": enode["eclass"]}
+        return {"enode": enode["id"], "eclass": enode["eclass"], "hidden": self.egraph_hidden()}
+
+    def egraph_hidden(self) -> str:
+        """An e-class the IR level hides that a search finds first (then its e-nodes) and finds nothing at that level."""
+        envelope = self.stage("egraph")
+        level = _ir_level(envelope)
+        return next(n["id"] for n in envelope["nodes"] if n["kind"] == "eclass" and n["sort"] != "IR"
+                    and _search(envelope, n["id"])[0] == n["id"] and not _search(level, n["id"]))
 
     def fused_kernel(self) -> str:
         cuda = self.stage("cuda")
@@ -197,6 +209,23 @@ def _roots(report: dict[str, Any], in_pipeline: bool) -> list[dict[str, Any]]:
     return [root for root in report["facts"]["roots"] if root["in_pipeline"] == in_pipeline]
 
 
+def _ir_level(envelope: dict[str, Any]) -> dict[str, Any]:
+    """What an e-graph stage draws by default (model.ts ``irLevel``): its IR e-classes and their e-nodes, an edge from
+    each e-node to each distinct IR e-class of its ``ir.inputs`` (operand order), then the envelope's edges between
+    two kept nodes not already joined. Another stage, or an e-graph with no IR e-class, as it is."""
+    classes = {n["id"] for n in envelope["nodes"] if n.get("kind") == "eclass" and n.get("sort") == "IR"}
+    if envelope["stage"] != "egraph" or not classes:
+        return envelope
+    nodes = [n for n in envelope["nodes"] if n["id"] in classes or (n.get("kind") == "enode" and n["eclass"] in classes)]
+    kept = {n["id"] for n in nodes}
+    edges = [{"id": f"{n['id']}>{i}", "source": n["id"], "target": i}
+             for n in nodes for i in dict.fromkeys(n.get("ir", {}).get("inputs", [])) if i in classes]
+    joined = {(e["source"], e["target"]) for e in edges}
+    edges += [e for e in envelope["edges"] if e["source"] in kept and e["target"] in kept
+              and (e["source"], e["target"]) not in joined]
+    return {**envelope, "nodes": nodes, "edges": edges}
+
+
 def _check_drawn(root: dict[str, Any], envelope: dict[str, Any], where: str) -> None:
     ids = [node["id"] for node in envelope["nodes"]]
     assert root["status"] == "ready", f"{where}: data-status is {root['status']!r}, error {root['error']!r}"
@@ -247,8 +276,15 @@ def test_saved_stages_render_with_no_kernel(lab: Session) -> None:
     roots = _roots(report, in_pipeline=False)
     assert [root["stage"] for root in roots] == list(STAGES), f"stage outputs in order: {roots}"
     for root in roots:
-        _check_drawn(root, lab.stage(root["stage"]), f"{root['stage']} output")
-        assert root["summary"] == lab.stage(root["stage"])["summary"], f"{root['stage']}: div.lx-summary"
+        envelope = lab.stage(root["stage"])
+        _check_drawn(root, _ir_level(envelope), f"{root['stage']} output")
+        if root["stage"] == "egraph":
+            classes = [n for n in envelope["nodes"] if n["kind"] == "eclass"]
+            ir = sum(n["sort"] == "IR" for n in classes)
+            assert root["summary"] == f"{envelope['summary']} | IR level: {ir} of {len(classes)} e-classes; " \
+                                      "Level: All e-classes shows the rest", f"egraph: div.lx-summary {root['summary']!r}"
+        else:
+            assert root["summary"] == envelope["summary"], f"{root['stage']}: div.lx-summary"
         assert len(root["toolbar"]) == 6, f"{root['stage']}: toolbar has only {root['toolbar']}"
     assert report["facts"]["kernels"] == [], f"a kernel is running: {report['facts']['kernels']}"
     assert report["facts"]["sessions"] == [], f"a session was started: {report['facts']['sessions']}"
@@ -268,7 +304,7 @@ def test_pipeline_renders_every_stage(lab: Session) -> None:
         assert str(len(envelope["nodes"])) in tab["text"], \
             f"tab {tab['stage']} does not show its {len(envelope['nodes'])} nodes: {tab['text']!r}"
         assert tab["count"] == "", f"tab {tab['stage']}: span.lx-tab-count {tab['count']!r} before any selection"
-    for root, envelope in zip(roots, pipeline["stages"]):
+    for root, envelope in zip(roots, map(_ir_level, pipeline["stages"])):
         assert root["node_count"] == len(envelope["nodes"]), \
             f"pipeline {root['stage']}: data-node-count {root['node_count']} != {len(envelope['nodes'])}"
         if root["status"] == "ready":  # tabs not yet shown may draw lazily; every one is drawn by the click test
@@ -379,7 +415,7 @@ def test_dark_theme_changes_colours(lab: Session) -> None:
 
 def test_egraph_eclasses_are_boxes_holding_their_enodes(lab: Session) -> None:
     facts = lab.run("stages")["facts"]
-    envelope = lab.stage("egraph")
+    envelope = _ir_level(lab.stage("egraph"))
     targets = lab.egraph_targets()
     eclasses = [n["id"] for n in envelope["nodes"] if n["kind"] == "eclass"]
     enodes = [n for n in envelope["nodes"] if n["kind"] == "enode"]
@@ -404,6 +440,34 @@ def test_egraph_eclasses_are_boxes_holding_their_enodes(lab: Session) -> None:
     assert sorted(hover["edges"]) == sorted([e["source"], e["target"]] for e in reads), hover
     # a search for the e-class's id marks its box
     assert targets["eclass"] in facts["egraph_search"], facts["egraph_search"]
+
+
+def test_egraph_draws_the_ir_level_until_asked_for_every_eclass(lab: Session) -> None:
+    facts = lab.run("stages")["facts"]
+    envelope = lab.stage("egraph")
+    level = _ir_level(envelope)
+    (root,) = [r for r in _roots(lab.run("stages"), in_pipeline=False) if r["stage"] == "egraph"]
+    assert root["level"] == "ir" and facts["egraph_level"]["level"] == "ir", f"data-level {root['level']!r}"
+    assert facts["egraph_level"]["options"] == ["ir", "all"], f"select.lx-level options {facts['egraph_level']}"
+    assert root["node_count"] == root["nodes"] == root["drawn"] == len(level["nodes"]) < len(envelope["nodes"]), root
+    assert root["edges"] == len(level["edges"]) > 0, f"{root['edges']} path.lx-edge at the IR level"
+    scale = facts["egraph_level"]["scale"]
+    print(f"[stages] e-graph at the IR level: {len(level['nodes'])} of {len(envelope['nodes'])} nodes, "
+          f"{len(level['edges'])} edges, fitted at scale {scale} (labels show from {LABEL_MIN_SCALE})")
+    # a search for an e-class the IR level hides says so; Enter draws every e-class and selects it
+    hidden = facts["egraph_hidden"]
+    assert "hidden at the IR level" in hidden["count_text"], f"span.lx-search-count {hidden['count_text']!r}"
+    assert hidden["level"] == "all" and hidden["selected"] == [lab.egraph_targets()["hidden"]], hidden
+    again = facts["egraph_ir_again"]
+    assert again["level"] == "ir" and again["nodes"] == len(level["nodes"]), again
+    everything = facts["egraph_all"]
+    assert everything["level"] == "all", everything
+    _check_drawn(everything, envelope, "egraph, Level: All e-classes")
+    assert everything["summary"] == envelope["summary"], everything["summary"]
+    print(f"[stages] e-graph, Level: All e-classes: {len(envelope['nodes'])} nodes fitted at scale {everything['scale']}")
+    # the IR level is about half as wide (its widest e-classes hold several e-nodes side by side), so it fits at
+    # about twice the scale; still below LABEL_MIN_SCALE in the test's 1400-pixel window (the graph is width-bound)
+    assert scale > 1.5 * everything["scale"], f"fitted at {scale} at the IR level, {everything['scale']} with all"
 
 
 class _Saved:
@@ -569,7 +633,7 @@ def test_deep_stages_render(lab: Session) -> None:
     roots = report["facts"]["roots"]
     assert [r["stage"] for r in roots] == ["hlir", "egraph", "llir"], roots
     for root in roots:
-        envelope = lab.deep(root["stage"])
+        envelope = _ir_level(lab.deep(root["stage"]))
         assert root["status"] == "ready", f"{root['stage']}: {root}"
         assert root["node_count"] == root["nodes"] == root["drawn"] == len(envelope["nodes"]), root
         assert root["edges"] == len(envelope["edges"]), f"{root['stage']}: {root['edges']} path.lx-edge"
@@ -595,7 +659,7 @@ def test_focus_shows_the_k_hop_neighbourhood(lab: Session) -> None:
     everything = steps["hlir_show_all"]
     assert everything["focus"] is None and everything["drawn"] == len(hlir["nodes"]), f"show all: {everything}"
     # an e-node, one step: its e-class and the e-classes it reads
-    egraph, enode = lab.deep("egraph"), lab.egraph_focus()
+    egraph, enode = _ir_level(lab.deep("egraph")), lab.egraph_focus()
     assert steps["egraph_select"]["selected"] == enode, f"Enter in a search for {enode}: {steps['egraph_select']}"
     state, near = steps["egraph_focus"], _hops(egraph, enode, 1)
     assert (state["focus"], state["depth"]) == (enode, 1), f"e-graph focus on {enode}: {state}"
@@ -636,7 +700,7 @@ def test_fold_by_layer_and_expand(lab: Session) -> None:
 
 def test_egraph_fold_by_hlir_node(lab: Session) -> None:
     steps = lab.run("deep")["facts"]["steps"]
-    egraph = lab.deep("egraph")
+    egraph = lab.deep("egraph")  # folded after choosing Level: All e-classes
     groups = _groups(egraph, "hlir")
     folded = steps["egraph_fold_hlir"]
     assert folded["focus"] is None and folded["fold"] == "hlir", folded
