@@ -9,12 +9,18 @@
  *    minimum-separation constraints (a weighted isotonic regression, O(rank size)); y from the rank;
  * 6. edge routes through their dummies, end points spread along the node's top / bottom side.
  *
- * Compound vertices (an e-class holding its e-nodes): a vertex may hold inner boxes, drawn side by side
- * under a title row; the vertex is widened to hold them. An edge may leave from an inner box (a port):
- * it then starts at the bottom of that box, the crossing count and the barycenters see where along the
- * vertex it leaves, and the inner boxes of each vertex are ordered by the barycenter of what they read.
- * Edges always end on the top of their target vertex. `stageLayoutSteps` lays a stage out this way, an
- * e-class being one compound vertex whose inner boxes are its e-nodes.
+ * Compound vertices (an e-class holding its e-nodes): a vertex may hold inner boxes, drawn under a title
+ * row in rows of at most INNER_COLUMNS (`innerColumns`) side by side, rows left-aligned and stacked with
+ * INNER_GAP between them; the vertex is as wide as its widest row and as tall as its rows (`boxHeight`).
+ * An edge may leave from an inner box (a port): it then starts below that box, at the box's bottom when
+ * the box is in the vertex's last row, else at the vertex's bottom edge directly below the box (never
+ * behind the inner boxes under it); a back edge from a port (it runs up) starts on the box's top in the
+ * first row, else on the vertex's top above the box. The crossing count and the barycenters see a port
+ * at its column's place along the vertex, and the inner boxes of each vertex are ordered by the
+ * barycenter of what they read, then fill the rows in that order. A rank is as tall as its tallest
+ * vertex; its vertices share their top. Edges always end on the top of their target vertex.
+ * `stageLayoutSteps` lays a stage out this way, an e-class being one compound vertex whose inner boxes
+ * are its e-nodes.
  *
  * Deterministic (no randomness, stable sorts). Pure: no DOM.
  */
@@ -34,8 +40,14 @@ export const MAX_WIDTH = Math.ceil(LABEL_CHARS * CHAR_WIDTH + 20);
 export const BOX_PAD = 8;
 export const BOX_TITLE = 20;
 export const INNER_GAP = 8;
-/** Height of a compound vertex (title row, one row of inner boxes, padding below). */
-export const BOX_HEIGHT = BOX_TITLE + NODE_HEIGHT + BOX_PAD;
+/** Most inner boxes side by side in one row of a compound vertex (the default of `innerColumns`). */
+export const INNER_COLUMNS = 4;
+/** Height of a compound vertex holding `rows` rows of inner boxes (title row, the rows, padding below). */
+export function boxHeight(rows: number): number {
+  return BOX_TITLE + rows * NODE_HEIGHT + (rows - 1) * INNER_GAP + BOX_PAD;
+}
+/** Height of a compound vertex with one row of inner boxes. */
+export const BOX_HEIGHT = boxHeight(1);
 
 export interface LayoutInput {
   /** number of nodes */
@@ -47,7 +59,7 @@ export interface LayoutInput {
   targets: ArrayLike<number>;
   /** optional edge weights (default 1): heavier edges pull their ends closer together horizontally */
   weights?: ArrayLike<number>;
-  /** optional compound vertices: inner boxes held side by side in their vertex */
+  /** optional compound vertices: inner boxes held in rows in their vertex */
   inner?: InnerInput;
 }
 
@@ -66,6 +78,8 @@ export interface LayoutOptions {
   sweeps?: number;
   /** most dummy vertices to insert; default 2 * (nodes + edges) + 1,000 */
   maxDummies?: number;
+  /** most inner boxes in one row of a compound vertex; default INNER_COLUMNS */
+  innerColumns?: number;
 }
 
 export interface EdgeRoute {
@@ -75,8 +89,8 @@ export interface EdgeRoute {
   reversed: boolean;
   /**
    * a self-loop. points: the node's right side, top then bottom; or, leaving from an inner box, eight
-   * numbers: the inner box's bottom, a point right of and below the vertex, one right of and above
-   * it, and the end on the vertex's top
+   * numbers: its start below the inner box (as any edge from a port), a point right of and below the
+   * vertex, one right of and above it, and the end on the vertex's top
    */
   loop: boolean;
 }
@@ -88,7 +102,7 @@ export interface Layout {
   width: Float64Array;
   /** height of an ordinary node (NODE_HEIGHT) */
   height: number;
-  /** height of each node (BOX_HEIGHT for a compound vertex) */
+  /** height of each node (`boxHeight(rows)` for a compound vertex) */
   heights: Float64Array;
   rank: Int32Array;
   /** position of each node within its rank (counting dummies) */
@@ -105,6 +119,12 @@ export interface Layout {
   innerX: Float64Array;
   innerY: Float64Array;
   innerWidth: Float64Array;
+  /** inner boxes: the row (0 under the title) and column (0 leftmost) each sits in within its vertex */
+  innerRow: Int32Array;
+  innerColumn: Int32Array;
+  /** a stage's layout (`stageLayoutSteps`): per stage node, its inner box (an index into innerX ..
+   * innerColumn), or -1 for a vertex */
+  nodeInner?: Int32Array;
 }
 
 /** The label as drawn: at most `max` characters, ending with an ellipsis when cut. */
@@ -218,7 +238,7 @@ export function* stageLayoutSteps(graph: StageGraph, options: LayoutOptions = {}
       order[i] = inner.order[owner];
     }
   }
-  return { ...inner, x, y, width, heights, rank, order };
+  return { ...inner, x, y, width, heights, rank, order, nodeInner: input.innerOf };
 }
 
 /** The layout of a stage, at once. */
@@ -296,6 +316,7 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
   const m = input.sources.length;
   const sweeps = options.sweeps ?? (n > 2000 ? 4 : 8);
   const maxDummies = options.maxDummies ?? 2 * (n + m) + 1000;
+  const columns = Math.max(1, Math.floor(options.innerColumns ?? INNER_COLUMNS));
 
   // ---- 0. compound vertices: their inner boxes (ports), widths and heights ----
   const ni = input.inner ? input.inner.owner.length : 0;
@@ -304,7 +325,8 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
   const innerCount = new Int32Array(n);
   const innerStart = new Int32Array(n + 1); // the inner boxes of v: innerSeq[innerStart[v] .. innerStart[v + 1])
   const innerSeq = new Int32Array(ni);
-  const slot = new Int32Array(ni); // position of an inner box within its vertex
+  const slot = new Int32Array(ni); // position of an inner box within its vertex (row by row)
+  const cols = new Int32Array(n); // columns of inner boxes in vertex v (0 without)
   const vHeight = new Float64Array(n).fill(NODE_HEIGHT);
   const baseWidth = new Float64Array(n);
   for (let v = 0; v < n; v++) {
@@ -333,18 +355,16 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
     }
     for (let v = 0; v < n; v++) {
       if (innerCount[v] > 0) {
-        let span = INNER_GAP * (innerCount[v] - 1);
-        for (let i = innerStart[v]; i < innerStart[v + 1]; i++) {
-          span += innerWidth[innerSeq[i]];
-        }
-        baseWidth[v] = Math.max(baseWidth[v], span + 2 * BOX_PAD);
-        vHeight[v] = BOX_HEIGHT;
+        cols[v] = Math.min(columns, innerCount[v]);
+        vHeight[v] = boxHeight(Math.ceil(innerCount[v] / columns)); // widths once the rows are filled (5.)
       }
     }
   }
   const ownerOf = (q: number): number => input.inner!.owner[q];
-  /** where along its vertex an inner box sits, in (-0.5, 0.5); 0 for the vertex itself (-1) */
-  const frac = (q: number): number => (q < 0 ? 0 : (slot[q] + 0.5) / innerCount[ownerOf(q)] - 0.5);
+  /** the column of an inner box within its vertex (rows are filled in slot order) */
+  const columnOf = (q: number): number => slot[q] % cols[ownerOf(q)];
+  /** where along its vertex an inner box's column sits, in (-0.5, 0.5); 0 for the vertex itself (-1) */
+  const frac = (q: number): number => (q < 0 ? 0 : (columnOf(q) + 0.5) / cols[ownerOf(q)] - 0.5);
 
   // ---- 1. break cycles: reverse DFS back edges ----
   const edgeIdx = new Int32Array(m);
@@ -642,14 +662,14 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
     }
   };
   setPositions();
-  // an end at an inner box is told apart from the other ends at its vertex: in a rank, vertex v owns
-  // keys base[v] .. base[v] + 2 * innerCount[v], the inner box of slot s key 2s + 1, the vertex itself the middle
+  // an end at an inner box is told apart from the other ends at its vertex by its column: in a rank, vertex v
+  // owns keys base[v] .. base[v] + 2 * cols[v], an inner box in column c key 2c + 1, the vertex itself the middle
   const base = new Int32Array(total);
-  const endKey = (v: number, q: number): number => base[v] + (q < 0 ? (v < n ? innerCount[v] : 0) : 2 * slot[q] + 1);
+  const endKey = (v: number, q: number): number => base[v] + (q < 0 ? (v < n ? cols[v] : 0) : 2 * columnOf(q) + 1);
   const countCrossings = (): number => {
     let crossings = 0;
     for (let r = 0; r + 1 < ranks; r++) {
-      crossings += bilayerCrossings(layers[r], layers[r + 1], down, endKey, base, v => (v < n ? 2 * innerCount[v] + 1 : 1));
+      crossings += bilayerCrossings(layers[r], layers[r + 1], down, endKey, base, v => (v < n ? 2 * cols[v] + 1 : 1));
     }
     return crossings;
   };
@@ -753,20 +773,38 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
   }
   setPositions();
   innerSeq.set(bestInner);
-  // inner boxes: their slots, and their centres' offsets from their vertex's centre
+  // inner boxes: their slots, rows and columns (rows filled in slot order), their centres' offsets from their
+  // vertex's centre (rows left-aligned, the widest centred), and the width of each compound vertex
   const innerOffset = new Float64Array(ni);
+  const innerRow = new Int32Array(ni);
+  const innerColumn = new Int32Array(ni);
   for (let v = 0; v < n; v++) {
-    let span = INNER_GAP * (innerCount[v] - 1);
-    for (let i = innerStart[v]; i < innerStart[v + 1]; i++) {
-      span += innerWidth[innerSeq[i]];
+    if (innerCount[v] === 0) {
+      continue;
     }
-    let at = -span / 2;
-    for (let i = innerStart[v]; i < innerStart[v + 1]; i++) {
+    const first = innerStart[v];
+    const last = innerStart[v + 1];
+    let widest = 0;
+    for (let i = first; i < last; i += cols[v]) {
+      let span = -INNER_GAP;
+      for (let j = i; j < Math.min(last, i + cols[v]); j++) {
+        span += innerWidth[innerSeq[j]] + INNER_GAP;
+      }
+      widest = Math.max(widest, span);
+    }
+    let at = -widest / 2;
+    for (let i = first; i < last; i++) {
       const q = innerSeq[i];
-      slot[q] = i - innerStart[v];
+      slot[q] = i - first;
+      innerRow[q] = Math.floor(slot[q] / cols[v]);
+      innerColumn[q] = slot[q] % cols[v];
+      if (innerColumn[q] === 0) {
+        at = -widest / 2;
+      }
       innerOffset[q] = at + innerWidth[q] / 2;
       at += innerWidth[q] + INNER_GAP;
     }
+    vWidth[v] = Math.max(baseWidth[v], widest + 2 * BOX_PAD);
   }
   const offsetOf = (q: number): number => (q < 0 ? 0 : innerOffset[q]);
 
@@ -859,7 +897,14 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
   /** the y of a dummy in rank r (mid-rank) */
   const yOf = (r: number): number => rankTop[r] + rankHeight[r] / 2;
   const topOf = (v: number): number => rankTop[rank[v]];
-  const innerTop = (q: number): number => topOf(ownerOf(q)) + BOX_TITLE;
+  const innerTop = (q: number): number => topOf(ownerOf(q)) + BOX_TITLE + innerRow[q] * (NODE_HEIGHT + INNER_GAP);
+  /** where an edge leaving inner box q starts: its bottom in the last row, else the vertex's bottom below it */
+  const portBottom = (q: number): number => {
+    const v = ownerOf(q);
+    return innerRow[q] === Math.ceil(innerCount[v] / cols[v]) - 1 ? innerTop(q) + NODE_HEIGHT : topOf(v) + vHeight[v];
+  };
+  /** where a back edge from inner box q starts (it runs up): its top in the first row, else the vertex's top above it */
+  const portTop = (q: number): number => (innerRow[q] === 0 ? innerTop(q) : topOf(ownerOf(q)));
   const y = new Float64Array(n); // vertex centres
   for (let v = 0; v < n; v++) {
     y[v] = topOf(v) + vHeight[v] / 2;
@@ -929,7 +974,7 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
         const out = right + 12 + 6 * k;
         const end = Math.max(x[v], right - 12 - 8 * k);
         edges[e] = {
-          points: [centreOf(n + q), innerTop(q) + NODE_HEIGHT, out, top + vHeight[v] + 10 + 4 * k, out, top - 10 - 4 * k, end, top],
+          points: [centreOf(n + q), portBottom(q), out, top + vHeight[v] + 10 + 4 * k, out, top - 10 - 4 * k, end, top],
           reversed: false,
           loop: true
         };
@@ -943,13 +988,13 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
     const b = dagTo[d];
     const upper = upperSide[d];
     const lower = lowerSide[d];
-    const points = [endX[d * 2], upper < n ? topOf(a) + vHeight[a] : innerTop(upper - n) + NODE_HEIGHT];
+    const points = [endX[d * 2], upper < n ? topOf(a) + vHeight[a] : portBottom(upper - n)];
     if (chainStart[d] >= 0) {
       for (let v = chainStart[d]; v < chainStart[d] + rank[b] - rank[a] - 1; v++) {
         points.push(x[v], yOf(vRank[v]));
       }
     }
-    points.push(endX[d * 2 + 1], lower < n ? topOf(b) : innerTop(lower - n));
+    points.push(endX[d * 2 + 1], lower < n ? topOf(b) : portTop(lower - n));
     if (reversed[e]) {
       const back: number[] = [];
       for (let i = points.length - 2; i >= 0; i -= 2) {
@@ -986,7 +1031,9 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
     dummies,
     innerX,
     innerY,
-    innerWidth
+    innerWidth,
+    innerRow,
+    innerColumn
   };
 }
 

@@ -468,7 +468,12 @@ export class StageView {
     }
     const owner = scene.eclassOf[i];
     if (owner >= 0 && holdsInner(scene, owner)) {
-      g.dataset.eclass = scene.nodes[owner].id; // drawn inside that e-class's box
+      g.dataset.eclass = scene.nodes[owner].id; // drawn inside that e-class's box, at the layout's row and column
+      const q = layout.nodeInner?.[i] ?? -1;
+      if (q >= 0) {
+        g.dataset.row = String(layout.innerRow[q]);
+        g.dataset.column = String(layout.innerColumn[q]);
+      }
     }
     g.setAttribute('transform', `translate(${round(layout.x[i] - w / 2)},${round(layout.y[i] - h / 2)})`);
     const shape = svg('rect', 'lx-shape');

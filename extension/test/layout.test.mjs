@@ -5,8 +5,8 @@ import { readFileSync } from 'node:fs';
 
 import { parseEnvelope, StageGraph } from '../lib/model.js';
 import {
-  edgePath, holdsInner, labelText, layout, layoutSteps, nodeWidth, stageLayout, stageLayoutInput, stageLayoutSteps,
-  BOX_HEIGHT, BOX_PAD, BOX_TITLE, INNER_GAP, LABEL_CHARS, NODE_GAP, NODE_HEIGHT
+  boxHeight, edgePath, holdsInner, labelText, layout, layoutSteps, nodeWidth, stageLayout, stageLayoutInput, stageLayoutSteps,
+  BOX_HEIGHT, BOX_PAD, BOX_TITLE, INNER_COLUMNS, INNER_GAP, LABEL_CHARS, NODE_GAP, NODE_HEIGHT, RANK_GAP
 } from '../lib/layout.js';
 
 const fixture = name => JSON.parse(readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8'));
@@ -80,6 +80,24 @@ function hasCycle(n, sources, targets) {
   return false;
 }
 
+/** Rectangles [left, top, right, bottom] `a` and `b` overlap, or come closer than `gap`. */
+const tooClose = (a, b, gap) =>
+  a[0] < b[2] + gap - 1e-6 && b[0] < a[2] + gap - 1e-6 && a[1] < b[3] + gap - 1e-6 && b[1] < a[3] + gap - 1e-6;
+
+/** Ranks do not overlap down the page: every vertex of rank r ends at least RANK_GAP above any of rank r + 1. */
+function checkRanks(result, vertices) {
+  const top = new Map();
+  const bottom = new Map();
+  for (const v of vertices) {
+    const r = result.rank[v];
+    top.set(r, Math.min(top.get(r) ?? Infinity, result.y[v] - result.heights[v] / 2));
+    bottom.set(r, Math.max(bottom.get(r) ?? -Infinity, result.y[v] + result.heights[v] / 2));
+  }
+  for (const [r, b] of bottom) {
+    if (top.has(r + 1)) assert.ok(top.get(r + 1) - b >= RANK_GAP - 1e-6, `rank ${r} overlaps rank ${r + 1}`);
+  }
+}
+
 /**
  * The invariants of a stage's compound layout (e-classes as boxes holding their e-nodes); returns how many
  * edges were reversed, and how many are self-reads drawn as loops.
@@ -94,26 +112,31 @@ function checkCompound(graph, result) {
     const c = graph.eclassOf[i];
     if (c < 0) {
       boxes.push(i);
-      assert.equal(result.heights[i], holdsInner(graph, i) ? BOX_HEIGHT : NODE_HEIGHT, `${node.id}: height`);
+      const rows = Math.ceil(graph.members[i].length / INNER_COLUMNS);
+      assert.equal(result.heights[i], holdsInner(graph, i) ? boxHeight(rows) : NODE_HEIGHT, `${node.id}: height`);
       return;
     }
-    // an e-node lies inside its e-class's box, under the title row, its padding kept
+    // an e-node lies inside its e-class's box, in its row under the title row, its padding kept
     const inner = box(i);
     const outer = box(c);
+    const q = result.nodeInner[i];
+    const row = result.innerRow[q];
+    assert.ok(q >= 0 && result.innerX[q] === result.x[i] && result.innerY[q] === result.y[i], `${node.id}: its inner box`);
+    assert.ok(result.innerColumn[q] < INNER_COLUMNS && graph.members[c].includes(i), `${node.id}: a member of its box`);
     assert.equal(result.heights[i], NODE_HEIGHT);
     assert.ok(inner.left >= outer.left + BOX_PAD - 1e-6 && inner.right <= outer.right - BOX_PAD + 1e-6,
       `${node.id} lies inside ${node.eclass} across (${inner.left}..${inner.right} in ${outer.left}..${outer.right})`);
-    assert.ok(near(inner.top, outer.top + BOX_TITLE) && inner.bottom <= outer.bottom - BOX_PAD + 1e-6,
-      `${node.id} lies inside ${node.eclass} down, under its title`);
+    assert.ok(near(inner.top, outer.top + BOX_TITLE + row * (NODE_HEIGHT + INNER_GAP)) && inner.bottom <= outer.bottom - BOX_PAD + 1e-6,
+      `${node.id} lies inside ${node.eclass} down, in row ${row} under its title`);
     assert.equal(result.rank[i], result.rank[c]);
   });
-  // the e-nodes of an e-class sit side by side without overlapping
+  // the e-nodes of an e-class do not overlap (INNER_GAP apart)
   graph.members.forEach(members => {
-    const xs = members.map(i => [result.x[i] - result.width[i] / 2, result.x[i] + result.width[i] / 2]).sort((a, b) => a[0] - b[0]);
-    for (let k = 1; k < xs.length; k++) {
-      assert.ok(xs[k][0] - xs[k - 1][1] >= INNER_GAP - 1e-6, 'e-nodes of one e-class overlap');
-    }
+    const rects = members.map(i => [result.x[i] - result.width[i] / 2, result.y[i] - NODE_HEIGHT / 2,
+      result.x[i] + result.width[i] / 2, result.y[i] + NODE_HEIGHT / 2]);
+    rects.forEach((a, k) => rects.slice(0, k).forEach(b => assert.ok(!tooClose(a, b, INNER_GAP), 'e-nodes of one e-class overlap')));
   });
+  checkRanks(result, boxes);
   // boxes of a rank do not overlap, and share their top
   const byRank = new Map();
   for (const i of boxes) {
@@ -128,8 +151,9 @@ function checkCompound(graph, result) {
       assert.ok(near(box(nodes[k]).top, box(nodes[0]).top), `rank ${rank} shares its top`);
     }
   }
-  // an edge leaves from the bottom of its e-node and ends on the top of the e-class box it reads
-  // (a back edge: from the e-node's top to the box's bottom; a self-read: a loop from bottom to top)
+  // an edge leaves from below its e-node (its bottom in the box's last row, else the box's bottom) and ends on
+  // the top of the e-class box it reads (a back edge: from above the e-node, its top in the first row, else the
+  // box's top, to the box's bottom; a self-read: a loop from below the e-node to the box's top)
   let reversed = 0;
   let loops = 0;
   graph.edges.forEach((edge, e) => {
@@ -138,18 +162,22 @@ function checkCompound(graph, result) {
     const p = result.edges[e].points;
     const from = box(s);
     const to = box(t);
+    const c = graph.eclassOf[s];
+    const outer = c >= 0 ? box(c) : from;
     const within = (x, b) => x >= b.left - 1e-6 && x <= b.right + 1e-6;
     assert.ok(within(p[0], from), `edge ${e} starts on its e-node`);
     assert.ok(within(p[p.length - 2], to), `edge ${e} ends on its target`);
+    const below = y => near(y, from.bottom) || (near(y, outer.bottom) && from.bottom < outer.bottom - BOX_PAD - 1e-6);
+    const above = y => near(y, from.top) || (near(y, outer.top) && from.top > outer.top + BOX_TITLE + 1e-6);
     if (result.edges[e].loop) {
       loops++;
       assert.equal(p.length, 8);
-      assert.ok(near(p[1], from.bottom) && near(p[7], to.top), `self-read ${e}: from the e-node's bottom to the box top`);
+      assert.ok(below(p[1]) && near(p[7], to.top), `self-read ${e}: from below the e-node to the box top`);
     } else if (result.edges[e].reversed) {
       reversed++;
-      assert.ok(near(p[1], from.top) && near(p[p.length - 1], to.bottom), `back edge ${e} runs up`);
+      assert.ok(above(p[1]) && near(p[p.length - 1], to.bottom), `back edge ${e} runs up`);
     } else {
-      assert.ok(near(p[1], from.bottom) && near(p[p.length - 1], to.top), `edge ${e}: e-node bottom to box top`);
+      assert.ok(below(p[1]) && near(p[p.length - 1], to.top), `edge ${e}: below the e-node to the box top`);
     }
   });
   return { reversed, loops };
@@ -199,6 +227,71 @@ test('a compound vertex: inner boxes ordered under what they read, self-reads lo
   const wrong = layout({ ...base, inner: { ...inner, port: [0, 1, 2, 0] } });
   assert.equal(wrong.edges[3].points[1], wrong.y[1] + NODE_HEIGHT / 2);
   assert.match(edgePath(result.edges[2]), /^M[\d.]+,[\d.]+ C.* C.* M.* L.* L[\d.]+,[\d.]+$/);
+});
+
+test('a compound vertex of 10 inner boxes wraps into 3 rows of at most INNER_COLUMNS', () => {
+  assert.equal(INNER_COLUMNS, 4);
+  // vertex 0 (above) reads vertex 1, which holds inner boxes 0..9: box q reads vertex 2 + q % 5, box 5 reads
+  // vertex 1 itself (a self-read), box 9 reads vertex 0 (a back edge)
+  const count = 7;
+  const widths = [50, 40, 60, 60, 60, 60, 60];
+  const sources = [0];
+  const targets = [1];
+  const port = [-1];
+  for (let q = 0; q < 10; q++) {
+    sources.push(1);
+    targets.push(q === 5 ? 1 : q === 9 ? 0 : 2 + (q % 5));
+    port.push(q);
+  }
+  const innerWidths = [60, 90, 50, 120, 70, 60, 44, 100, 80, 66];
+  const input = { count, widths, sources, targets, inner: { owner: new Array(10).fill(1), widths: innerWidths, port } };
+  const result = layout(input);
+  assert.equal(result.heights[1], BOX_TITLE + 3 * NODE_HEIGHT + 2 * INNER_GAP + BOX_PAD, '3 rows tall');
+  assert.equal(result.heights[1], boxHeight(3));
+  assert.equal(result.heights[0], NODE_HEIGHT);
+  assert.deepEqual([...result.innerRow].sort(), [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]);
+  const vertex = v => [result.x[v] - result.width[v] / 2, result.y[v] - result.heights[v] / 2,
+    result.x[v] + result.width[v] / 2, result.y[v] + result.heights[v] / 2];
+  const innerBox = q => [result.innerX[q] - innerWidths[q] / 2, result.innerY[q] - NODE_HEIGHT / 2,
+    result.innerX[q] + innerWidths[q] / 2, result.innerY[q] + NODE_HEIGHT / 2];
+  const outer = vertex(1);
+  const rowWidths = [0, 0, 0];
+  for (let q = 0; q < 10; q++) {
+    const b = innerBox(q);
+    assert.ok(b[0] >= outer[0] + BOX_PAD - 1e-6 && b[2] <= outer[2] - BOX_PAD + 1e-6, `inner box ${q} inside across`);
+    assert.ok(b[1] >= outer[1] + BOX_TITLE - 1e-6 && b[3] <= outer[3] - BOX_PAD + 1e-6, `inner box ${q} inside down`);
+    assert.ok(Math.abs(b[1] - (outer[1] + BOX_TITLE + result.innerRow[q] * (NODE_HEIGHT + INNER_GAP))) < 1e-6, `box ${q}: its row`);
+    for (let p = 0; p < q; p++) assert.ok(!tooClose(innerBox(p), b, INNER_GAP), `inner boxes ${p} and ${q} overlap`);
+    rowWidths[result.innerRow[q]] += innerWidths[q] + INNER_GAP;
+  }
+  assert.equal(result.width[1], Math.max(...rowWidths) - INNER_GAP + 2 * BOX_PAD, 'as wide as its widest row');
+  // every edge from a port starts inside the vertex's span across, below its inner box, and not above the vertex's bottom
+  for (let e = 1; e < sources.length; e++) {
+    const q = port[e];
+    const b = innerBox(q);
+    const p = result.edges[e].points;
+    const [x0, y0] = p; // a back edge too starts at its port (it runs up from there)
+    assert.ok(x0 >= outer[0] && x0 <= outer[2] && x0 >= b[0] && x0 <= b[2], `edge ${e} starts across its inner box`);
+    if (result.edges[e].reversed) {
+      assert.ok(Math.abs(y0 - (result.innerRow[q] === 0 ? b[1] : outer[1])) < 1e-6, `back edge ${e} reaches above its box`);
+    } else {
+      assert.ok(y0 >= b[3] - 1e-6 && y0 <= outer[3] + 1e-6, `edge ${e} starts below its inner box (${y0} in ${b[3]}..${outer[3]})`);
+      assert.ok(Math.abs(y0 - (result.innerRow[q] === 2 ? b[3] : outer[3])) < 1e-6, `edge ${e}: the box's or the vertex's bottom`);
+    }
+  }
+  assert.ok(result.edges[6].loop && result.edges[10].reversed);
+  // ranks do not overlap; the rank below starts under the tall vertex
+  checkRanks(result, [0, 1, 2, 3, 4, 5, 6]);
+  for (let v = 2; v < count; v++) assert.ok(result.y[v] - NODE_HEIGHT / 2 >= outer[3] + RANK_GAP - 1e-6);
+  assert.ok(result.totalHeight >= outer[3]);
+  // a port's place along the vertex is its column's: the inner boxes of each column read what lies below it
+  // (fewer crossings than the 10 inner boxes in one row would give)
+  const wide = layout(input, { innerColumns: 10 });
+  assert.equal(wide.heights[1], BOX_HEIGHT);
+  assert.ok(wide.width[1] > result.width[1]);
+  assert.deepEqual([...wide.innerColumn].sort((a, b) => a - b), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  // deterministic
+  assert.deepEqual(layout(input), result);
 });
 
 /** An e-graph envelope of `k` e-classes in a chain, two e-nodes each (one also reading a shared leaf), with a
