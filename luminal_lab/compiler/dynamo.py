@@ -5,7 +5,12 @@ finds it by name without importing luminal_lab first. Dynamo hands over an FX
 ``GraphModule`` and example inputs; each distinct set of input shapes and dtypes (and
 values of non-tensor arguments, such as the symbolic sizes dynamo passes once it treats a
 dimension as dynamic) is compiled through the same torch.export path as ``ll.compile``,
-specialised to those values, and cached.
+specialised to those values, and cached. The module's parameters and buffers, which dynamo passes
+as arguments on every call, become the program's weights: each is handed to the runtime (and copied
+in) only when its tensor changed since the last call (another tensor, other memory, or an in-place
+update that moved torch's version counter, which one through ``.data`` does not). The other tensors,
+and a buffer the graph mutates in place (so that the mutation is written back to it), are the
+program's inputs.
 
 Each program gets its genome once: the best genome cached on disk for it (``search.genome_cache``: keyed by the
 e-graph, the input signature, the device and the library version), else the most-fused genome improved by a short
@@ -21,15 +26,17 @@ import itertools
 import os
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
+import numpy as np
 import torch
 import torch.fx.traceback as fx_traceback
 import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensor
 
 from ..core.arguments import fail, flag, integer, one_of, seconds
+from ..core.arrays import to_numpy
 from ..core.errors import ArgumentError, LuminalError, Refused
 from ..frontends.export import export_core_aten
 from ..frontends.translate import translate
@@ -95,25 +102,52 @@ class _Bound(torch.nn.Module):
         return torch.fx.Interpreter(self.gm).run(*args)
 
 
+@dataclass
+class _Feed:
+    """How one program is fed from dynamo's arguments: the positions of its inputs, the position of each of its
+    weights by name, and each weight's tensor as last handed over (the tensor, its ``data_ptr()`` and
+    ``_version``)."""
+
+    inputs: list[int]
+    weights: dict[str, int]
+    seen: dict[str, tuple[torch.Tensor, int, int]] = field(default_factory=dict)
+
+    def refresh(self, weights: dict[str, np.ndarray], args: Sequence[Any]) -> None:
+        """Put into ``weights`` (the program's graph's) a new array for each weight whose tensor changed since the
+        last call, which the runtime then copies in; an unchanged weight keeps its array, so it is not copied."""
+        for name, position in self.weights.items():
+            tensor = args[position]
+            pointer, version = tensor.data_ptr(), tensor._version
+            last = self.seen.get(name)
+            if last is None or last[0] is not tensor or last[1] != pointer or last[2] != version:
+                weights[name] = to_numpy(tensor)  # a CPU tensor's memory, shared; a CUDA one's, copied
+                self.seen[name] = (tensor, pointer, version)
+
+
 class DynamoProgram:
     """What the backend returns to dynamo: runs the graph through luminal_lab.
 
     ``programs`` maps an input key (shapes, dtypes, devices, non-tensor values) to its ``Compiled`` program, for
-    looking at in a notebook (``ll.programs(compiled_model)`` collects them).
+    looking at in a notebook (``ll.programs(compiled_model)`` collects them); ``feeds`` maps it to which arguments
+    are the program's inputs and which its weights.
     """
 
     def __init__(self, gm: torch.fx.GraphModule, options: BackendOptions | None = None):
         self.gm = gm
         self.options = options or BackendOptions()
         self.programs: dict[tuple, Compiled] = {}
+        self.feeds: dict[tuple, _Feed] = {}
         self.input_names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
         self.code, self.owner = _compiling_frame()
         self.serial = next(_SERIAL)
 
     def __call__(self, *args: Any) -> Any:
         where, device = self.device_of(args)
-        program = self.programs.get(_key(args)) or self.compile_for(args)
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        key = _key(args)
+        program = self.programs.get(key) or self.compile_for(args)
+        feed = self.feeds[key]
+        feed.refresh(program.graph.weights, args)
+        tensors = [args[position] for position in feed.inputs]
         if device == "cpu":
             tensors = [t.cpu() for t in tensors]
         result = program.run(*tensors, device=device)
@@ -139,19 +173,37 @@ class DynamoProgram:
         return where, device
 
     def compile_for(self, args: Sequence[Any]) -> Compiled:
-        """Compile (and cache) the program for concrete ``args``, with its genome; inputs keep dynamo's placeholder
-        names."""
+        """Compile (and cache) the program for concrete ``args``, with its genome; its inputs and weights keep
+        dynamo's placeholder names, the parameters and buffers among ``args`` being its weights (``weight_names``)
+        but for those it mutates in place, which stay inputs."""
         _, device = self.device_of(args)
         tensors = tuple(a for a in args if isinstance(a, torch.Tensor))
         names = [name for name, a in zip(self.input_names, args, strict=True) if isinstance(a, torch.Tensor)]
         bound = _Bound(self.gm, args)
         with fx_traceback.preserve_node_meta():
             exported = export_core_aten(bound, tensors)
-            program = Compiled.of_torch(translate(exported, bound, names, tensors), fusion=self.options.fusion,
-                                        rolling=self.options.rolling)
-        self.choose_genome(program, [t.detach().cpu() for t in tensors], device, _key(args))
+            translated = translate(exported, bound, names, tensors, weights=self.weight_names(args))
+            program = Compiled.of_torch(translated, fusion=self.options.fusion, rolling=self.options.rolling)
+        position = {name: i for i, name in enumerate(self.input_names)}
+        feed = _Feed([position[name] for name in program.signature.inputs],
+                     {name: position[name] for name, spec in program.graph.inputs.items()
+                      if spec.is_weight and name in position})
+        self.choose_genome(program, [args[i].detach().cpu() for i in feed.inputs], device, _key(args))
         self.programs[_key(args)] = program
+        self.feeds[_key(args)] = feed
         return program
+
+    def weight_names(self, args: Sequence[Any]) -> set[str]:
+        """The placeholders whose ``args`` are parameters or buffers: tensors dynamo read from a module's
+        parameters or buffers, and any ``torch.nn.Parameter``."""
+        # Dynamo records where it read each placeholder's value (meta["grapharg"].source): a module's _parameters or
+        # _buffers however the module was reached (self, a decorator's arguments, a global). Matching the compiled
+        # frame's self by identity would miss a module whose forward a decorator wraps (transformers' models). A
+        # Parameter is known by its class too, in a graph without that metadata. Any other tensor stays an input: a
+        # caller may rewrite one through a numpy view, which moves no version counter.
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        return {node.name for node, a in zip(placeholders, args, strict=True)
+                if isinstance(a, torch.nn.Parameter) or (isinstance(a, torch.Tensor) and _read_from_module(node))}
 
     def choose_genome(self, program: Compiled, inputs: list[torch.Tensor], device: str, signature: tuple) -> None:
         """The cached best genome of ``program``, else the most-fused one searched from (then cached)."""
@@ -241,6 +293,14 @@ def programs(compiled: Any) -> list[Compiled]:
         raise LuminalError(f"no luminal_lab programs behind {type(compiled).__name__} yet: torch.compile compiles on "
                            "the first call, so call it once (with backend='luminal_lab') first")
     return found
+
+
+def _read_from_module(placeholder: torch.fx.Node) -> bool:
+    """Whether dynamo read the placeholder's value from a module's parameters or buffers."""
+    from torch._dynamo.source import is_from_unspecialized_param_buffer_source
+
+    source = getattr(placeholder.meta.get("grapharg"), "source", None)
+    return source is not None and is_from_unspecialized_param_buffer_source(source)
 
 
 def _key(args: Sequence[Any]) -> tuple:

@@ -2,18 +2,19 @@
 
 ``from_torch`` exports a module (or a function, wrapped into one), decomposes it to core aten
 with the default table, and walks the graph: placeholders become inputs (user inputs) or weights
-(parameters, buffers, constants); each aten op is translated through ``aten.TABLE`` inside
-``graph.origin(label)``, so every HLIR node remembers the aten op and the user's source line it
-came from, and its result is checked against the shape torch recorded (and cast to torch's
-dtype where the tensor API's promotion differs); outputs keep torch's order, with in-place
-mutations of inputs and buffers as extra outputs written back after each call. The result,
-a ``TorchProgram``, is what ``ll.compile`` and the ``torch.compile`` backend compile.
+(parameters, buffers, constants, and the user inputs the caller names as weights); each aten op
+is translated through ``aten.TABLE`` inside ``graph.origin(label)``, so every HLIR node remembers
+the aten op and the user's source line it came from, and its result is checked against the shape
+torch recorded (and cast to torch's dtype where the tensor API's promotion differs); outputs keep
+torch's order, with in-place mutations of inputs and buffers as extra outputs written back after
+each call. The result, a ``TorchProgram``, is what ``ll.compile`` and the ``torch.compile`` backend
+compile.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,23 +69,38 @@ def from_torch(program: torch.nn.Module | Callable, example_inputs: Sequence, **
 
 
 def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None = None,
-              input_names: Sequence[str] | None = None, example_inputs: Sequence | None = None) -> TorchProgram:
+              input_names: Sequence[str] | None = None, example_inputs: Sequence | None = None, *,
+              weights: Collection[str] = ()) -> TorchProgram:
     """The ``TorchProgram`` of a core-aten ``ExportedProgram`` (of ``module``).
 
     User inputs are named after their placeholders, or ``input_names`` (in order) when given;
-    ``example_inputs`` become the default inputs of profiling and search.
+    ``example_inputs`` become the default inputs of profiling and search. The user inputs named in
+    ``weights`` become weights holding their example input's value, except those the program mutates
+    in place (which stay inputs, so the mutation is written back to the caller's tensor); the
+    program then takes the other user inputs, positionally.
     """
     _check_supported(ep.graph)
+    if weights and example_inputs is None:
+        fail("translate", "example_inputs", example_inputs, "the user inputs' values, which the weights hold")
     g = Graph()
     specs = ep.graph_signature
+    mutated = {spec.target for spec in specs.output_specs if spec.kind == OutputKind.USER_INPUT_MUTATION}
     env: dict[torch.fx.Node, Any] = {}
     user_inputs: dict[str, str] = {}  # placeholder name -> input name
+    held: set[int] = set()  # positions of the user inputs made weights
+    position = 0  # of the next user input
     placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
     for node, spec in zip(placeholders, specs.input_specs, strict=True):
         if spec.kind == InputKind.USER_INPUT:
-            name = input_names[len(user_inputs)] if input_names else node.name
-            env[node] = g.tensor(tuple(node.meta["val"].shape), name=name, dtype=dtype_of(node.meta["val"], node))
-            user_inputs[node.name] = name
+            name = input_names[position] if input_names else node.name
+            if name in weights and node.name not in mutated:
+                env[node] = g.weight(name, np.array(to_numpy(example_inputs[position]), copy=True))
+                held.add(position)
+            else:
+                env[node] = g.tensor(tuple(node.meta["val"].shape), name=name,
+                                     dtype=dtype_of(node.meta["val"], node))
+                user_inputs[node.name] = name
+            position += 1
         elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
             value = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
             env[node] = g.weight(spec.target, np.array(to_numpy(value), copy=True))
@@ -98,8 +114,12 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
         raise UnsupportedOpError("non-tensor output", detail="the program returns no tensor (only Python values), "
                                  "so there is nothing to compile")
     mutated_inputs = {output: user_inputs[placeholder] for output, placeholder in mutated_inputs.items()}
-    signature = Signature(list(user_inputs.values()), outputs, ep.call_spec.in_spec, ep.call_spec.out_spec,
-                          mutated_inputs, mutated_weights)
+    in_spec = ep.call_spec.in_spec
+    if held:  # the weights' leaves left the call's structure: the other inputs come positionally
+        in_spec = None
+        example_inputs = [value for i, value in enumerate(example_inputs) if i not in held]
+    signature = Signature(list(user_inputs.values()), outputs, in_spec, ep.call_spec.out_spec, mutated_inputs,
+                          mutated_weights)
     return TorchProgram(g, signature, module, example_inputs)
 
 

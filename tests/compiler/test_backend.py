@@ -1,6 +1,7 @@
 """The torch.compile backend as a user meets it: its options, the genome each program starts with (cached best,
-else the most-fused one searched from), the genome cache across processes, the device following the inputs, and
-``ll.programs`` reaching the compiled programs."""
+else the most-fused one searched from), the genome cache across processes, the device following the inputs, the
+module's parameters and buffers held as weights (copied in only when changed), and ``ll.programs`` reaching the
+compiled programs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -19,6 +21,7 @@ import luminal_lab as ll
 from luminal_lab.compiler.dynamo import BackendOptions, DynamoProgram
 from luminal_lab.llir.regions import find_regions
 from luminal_lab.runtime import cuda_unavailable_reason
+from luminal_lab.runtime.cpu import CPURuntime
 from tests.helpers.models import MLP, mlp_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,6 +173,8 @@ def test_cuda_inputs_run_on_the_gpu_and_come_back_there() -> None:
         out = compiled(x.cuda())
         assert out.device.type == "cuda"
         torch.testing.assert_close(out, model(x.cuda()), atol=1e-4, rtol=1e-4)
+        model.fc1.weight.add_(1.0)  # a parameter changed in place reaches the GPU on the next call
+        torch.testing.assert_close(compiled(x.cuda()), model(x.cuda()), atol=1e-4, rtol=1e-4)
         # CPU inputs to a program asked to run on CUDA come back on the CPU
         torch._dynamo.reset()
         cpu_model = MLP(16, 32, 8).eval()
@@ -177,6 +182,100 @@ def test_cuda_inputs_run_on_the_gpu_and_come_back_there() -> None:
         result = on_gpu(x)
         assert result.device.type == "cpu"
         torch.testing.assert_close(result, cpu_model(x), atol=1e-4, rtol=1e-4)
+
+
+# ---- parameters and buffers as weights -----------------------------------------------------------------
+class Shifted(torch.nn.Module):
+    """A linear layer, a buffer it reads (``shift``) and one it counts its calls in, in place (``calls``)."""
+
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.linear = torch.nn.Linear(8, 4)
+        self.register_buffer("shift", torch.arange(4.0) + seed)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls.add_(1.0)
+        return self.linear(x).relu() + self.shift * self.calls
+
+
+def shifted_pair() -> tuple[Shifted, Shifted, torch.nn.Module, torch.Tensor]:
+    """A model, its eager twin (equal state), the model compiled without search, and an input."""
+    model, twin = Shifted().eval(), Shifted().eval()
+    compiled = torch.compile(model, backend="luminal_lab", options={"generations": 0, "cache_dir": False})
+    return model, twin, compiled, torch.randn(3, 8, generator=torch.Generator().manual_seed(2))
+
+
+def test_parameters_and_buffers_changed_between_calls_are_seen() -> None:
+    """Each change of a parameter or buffer (in place, by load_state_dict, a new Parameter, new memory) shows in
+    the next call's output as in eager's, and the buffer the model counts in is written back."""
+    model, twin, compiled, x = shifted_pair()
+    changes = [
+        lambda m: m.linear.weight.add_(1.0),
+        lambda m: m.load_state_dict(Shifted(seed=1).state_dict()),
+        lambda m: m.shift.mul_(-2.0),
+        lambda m: setattr(m.linear, "bias", torch.nn.Parameter(torch.full((4,), 3.0))),
+        lambda m: setattr(m.linear.weight, "data", torch.linspace(-1.0, 1.0, 32).reshape(4, 8)),
+    ]
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), twin(x), atol=1e-5, rtol=1e-5)
+        for change in changes:
+            change(model)
+            change(twin)
+            torch.testing.assert_close(compiled(x), twin(x), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(model.calls, twin.calls)
+
+
+def test_an_unchanged_parameter_is_not_copied_again() -> None:
+    """After the first call only the input and the buffer the program mutates (an input too) are copied in, and a
+    parameter again only once it changed."""
+    model, twin, compiled, x = shifted_pair()
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), twin(x), atol=1e-5, rtol=1e-5)
+        with mock.patch.object(CPURuntime, "_copy_in", autospec=True, side_effect=CPURuntime._copy_in) as copy_in:
+            torch.testing.assert_close(compiled(x), twin(x), atol=1e-5, rtol=1e-5)
+            unchanged = sorted(call.args[2].name for call in copy_in.call_args_list)
+            copy_in.reset_mock()
+            model.linear.bias.add_(1.0)
+            twin.linear.bias.add_(1.0)
+            torch.testing.assert_close(compiled(x), twin(x), atol=1e-5, rtol=1e-5)
+            changed = sorted(call.args[2].name for call in copy_in.call_args_list)
+    assert unchanged == ["l_self_buffers_calls_", "l_x_"]
+    assert changed == ["l_self_buffers_calls_", "l_self_modules_linear_parameters_bias_", "l_x_"]
+
+
+def test_the_program_takes_the_inputs_and_holds_the_parameters_and_buffers_as_weights() -> None:
+    _, _, compiled, x = shifted_pair()
+    with torch.no_grad():
+        compiled(x)
+    (comp,) = ll.programs(compiled)
+    # the buffer the model adds to in place stays an input, so the addition is written back to it
+    assert comp.signature.inputs == ["l_self_buffers_calls_", "l_x_"]  # in dynamo's order
+    assert [name for name, spec in comp.graph.inputs.items() if not spec.is_weight] == comp.signature.inputs
+    assert {name: array.shape for name, array in comp.graph.weights.items()} == {
+        "l_self_modules_linear_parameters_weight_": (4, 8), "l_self_modules_linear_parameters_bias_": (4,),
+        "l_self_buffers_shift_": (4,)}
+    assert comp.profile().total > 0  # profiling and searching take the inputs alone
+
+
+def test_a_compiled_function_holds_the_buffers_of_the_module_it_calls_as_weights() -> None:
+    """Whichever way dynamo reached the module (here a compiled function's closure), its buffers are weights, and
+    one changed in place is seen on the next call."""
+    model, twin = Shifted().eval(), Shifted().eval()
+    compiled = torch.compile(lambda x: model(x) * 2, backend="luminal_lab",
+                             options={"generations": 0, "cache_dir": False})
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), twin(x) * 2, atol=1e-5, rtol=1e-5)
+        model.shift.mul_(-2.0)
+        twin.shift.mul_(-2.0)
+        torch.testing.assert_close(compiled(x), twin(x) * 2, atol=1e-5, rtol=1e-5)
+    (comp,) = ll.programs(compiled)
+    assert comp.signature.inputs == ["l_model_buffers_calls_", "l_x_"]
+    assert sorted(comp.graph.weights) == ["l_model_buffers_shift_", "l_model_modules_linear_parameters_bias_",
+                                          "l_model_modules_linear_parameters_weight_"]
 
 
 # ---- from torch.compile to the workbench -------------------------------------------------------------
