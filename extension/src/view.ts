@@ -226,31 +226,30 @@ export class StageView {
     const more = button('lx-depth-more', '+', 'Focus on more steps around the node', () => this.setDepth(this.depth + 1));
     const showAll = button('lx-show-all', 'Show all', 'Leave focus: show every node', () => this.setFocus(null));
     // folding: a select of the modes this stage has groups for, and "Fold all" to fold expanded groups again
-    const fold = html('select', 'lx-fold');
-    fold.title = 'Draw each group of nodes as one node (click a group to expand it)';
-    fold.setAttribute('aria-label', 'Fold');
-    for (const mode of FOLD_MODES) {
-      const option = html('option', undefined, FOLD_TEXT[mode]);
-      option.value = mode;
-      fold.appendChild(option);
-    }
-    fold.addEventListener('change', () => this.setFold(fold.value as FoldMode));
-    toolbar.appendChild(fold);
+    const choice = <T extends string>(className: string, label: string, tip: string, values: readonly T[],
+      text: Record<T, string>, action: (value: T) => void): HTMLSelectElement => {
+      const s = html('select', className);
+      s.title = tip;
+      s.setAttribute('aria-label', label);
+      for (const value of values) {
+        const option = html('option', undefined, text[value]);
+        option.value = value;
+        s.appendChild(option);
+      }
+      s.addEventListener('change', () => action(s.value as T));
+      toolbar.appendChild(s);
+      return s;
+    };
+    const fold = choice('lx-fold', 'Fold', 'Draw each group of nodes as one node (click a group to expand it)',
+      FOLD_MODES, FOLD_TEXT, mode => this.setFold(mode));
     const foldAll = button('lx-fold-all', 'Fold all', 'Fold the expanded groups again', () => this.setFold(this.fold));
     this.focusControls = { focus, less, more, depth, showAll, fold, foldAll };
     // an e-graph with e-classes of other sorts: its IR level or every e-class
     if (this.level !== null && this.levels.get('ir')!.size < this.levels.get('all')!.size) {
-      const select = html('select', 'lx-level');
-      select.title = 'Draw the IR e-classes only (what reads what), or every e-class (expressions, lists, views…)';
-      select.setAttribute('aria-label', 'Level');
-      for (const level of LEVELS) {
-        const option = html('option', undefined, LEVEL_TEXT[level]);
-        option.value = level;
-        select.appendChild(option);
-      }
+      const select = choice('lx-level', 'Level',
+        'Draw the IR e-classes only (what reads what), or every e-class (expressions, lists, views…)', LEVELS,
+        LEVEL_TEXT, level => this.setLevel(level));
       select.value = this.level;
-      select.addEventListener('change', () => this.setLevel(select.value as Level));
-      toolbar.appendChild(select);
       this.levelSelect = select;
     }
     toolbar.appendChild(html('span', 'lx-spacer'));
