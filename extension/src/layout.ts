@@ -10,7 +10,8 @@
  * 6. edge routes through their dummies, end points spread along the node's top / bottom side.
  *
  * Compound vertices (an e-class holding its e-nodes): a vertex may hold inner boxes, drawn under a title
- * row in rows of at most INNER_COLUMNS (`innerColumns`) side by side, rows left-aligned and stacked with
+ * row in rows of at most INNER_COLUMNS (`innerColumns`) side by side, or more when that would make more than
+ * INNER_ROWS (`innerRows`) rows (`innerColumnsFor`: a tall box grows wider), rows left-aligned and stacked with
  * INNER_GAP between them; the vertex is as wide as its widest row and as tall as its rows (`boxHeight`).
  * An edge may leave from an inner box (a port): it then starts below that box, at the box's bottom when
  * the box is in the vertex's last row, else at the vertex's bottom edge directly below the box (never
@@ -28,7 +29,7 @@
 import type { StageGraph } from './model.js';
 
 export const NODE_HEIGHT = 28;
-export const RANK_GAP = 44;
+export const RANK_GAP = 36;
 export const NODE_GAP = 18;
 export const DUMMY_WIDTH = 6;
 export const DUMMY_GAP = 6;
@@ -37,11 +38,20 @@ export const CHAR_WIDTH = 6.7; // 11px monospace
 export const MIN_WIDTH = 44;
 export const MAX_WIDTH = Math.ceil(LABEL_CHARS * CHAR_WIDTH + 20);
 /** A compound vertex: padding around its inner boxes, its title row, the gap between inner boxes. */
-export const BOX_PAD = 8;
-export const BOX_TITLE = 20;
+export const BOX_PAD = 6;
+export const BOX_TITLE = 18;
 export const INNER_GAP = 8;
-/** Most inner boxes side by side in one row of a compound vertex (the default of `innerColumns`). */
+/** Most inner boxes side by side in one row of a compound vertex (the default of `innerColumns`)... */
 export const INNER_COLUMNS = 4;
+/** ...unless that makes more rows than this (the default of `innerRows`): a tall vertex then uses more columns. */
+export const INNER_ROWS = 3;
+/**
+ * Columns of a compound vertex holding `count` inner boxes: at most `columns` side by side, or as many more as
+ * keep it within `rows` rows (a tall e-class grows wider instead, so ranks stay short).
+ */
+export function innerColumnsFor(count: number, columns = INNER_COLUMNS, rows = INNER_ROWS): number {
+  return Math.min(count, Math.max(columns, Math.ceil(count / rows)));
+}
 /** Height of a compound vertex holding `rows` rows of inner boxes (title row, the rows, padding below). */
 export function boxHeight(rows: number): number {
   return BOX_TITLE + rows * NODE_HEIGHT + (rows - 1) * INNER_GAP + BOX_PAD;
@@ -78,8 +88,10 @@ export interface LayoutOptions {
   sweeps?: number;
   /** most dummy vertices to insert; default 2 * (nodes + edges) + 1,000 */
   maxDummies?: number;
-  /** most inner boxes in one row of a compound vertex; default INNER_COLUMNS */
+  /** most inner boxes in one row of a compound vertex; default INNER_COLUMNS (more to keep within innerRows) */
   innerColumns?: number;
+  /** most rows of inner boxes in a compound vertex (it then takes more columns); default INNER_ROWS */
+  innerRows?: number;
 }
 
 export interface EdgeRoute {
@@ -317,6 +329,7 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
   const sweeps = options.sweeps ?? (n > 2000 ? 4 : 8);
   const maxDummies = options.maxDummies ?? 2 * (n + m) + 1000;
   const columns = Math.max(1, Math.floor(options.innerColumns ?? INNER_COLUMNS));
+  const maxRows = Math.max(1, Math.floor(options.innerRows ?? INNER_ROWS));
 
   // ---- 0. compound vertices: their inner boxes (ports), widths and heights ----
   const ni = input.inner ? input.inner.owner.length : 0;
@@ -355,8 +368,8 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
     }
     for (let v = 0; v < n; v++) {
       if (innerCount[v] > 0) {
-        cols[v] = Math.min(columns, innerCount[v]);
-        vHeight[v] = boxHeight(Math.ceil(innerCount[v] / columns)); // widths once the rows are filled (5.)
+        cols[v] = innerColumnsFor(innerCount[v], columns, maxRows);
+        vHeight[v] = boxHeight(Math.ceil(innerCount[v] / cols[v])); // widths once the rows are filled (5.)
       }
     }
   }

@@ -536,6 +536,18 @@ export function kHop(graph: StageGraph, start: number, depth: number): number[] 
 export type FoldMode = 'none' | 'layer' | 'hlir';
 export const FOLD_MODES: FoldMode[] = ['none', 'layer', 'hlir'];
 
+/** Below this zoom the labels are hidden (level of detail; view.ts). */
+export const LABEL_MIN_SCALE = 0.4;
+
+/**
+ * The fold an e-graph opens with: the most detailed view that reads at fit. `fitScale` is the scale at which its
+ * IR level, unfolded, fits the graph area; below `minScale` (labels hidden) it opens folded by HLIR node, when it
+ * has HLIR groups (`hlirGroups`), else unfolded all the same.
+ */
+export function openingFold(fitScale: number, hlirGroups: number, minScale = LABEL_MIN_SCALE): FoldMode {
+  return fitScale >= minScale || hlirGroups === 0 ? 'none' : 'hlir';
+}
+
 export interface Group {
   /** names the group (`layer`, `copy 3`, `h5`); unique within a grouping */
   key: string;

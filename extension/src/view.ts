@@ -13,9 +13,11 @@ import {
   Grouping,
   hasIrLevel,
   irLevel,
+  LABEL_MIN_SCALE,
   Level,
   LEVELS,
   makeScene,
+  openingFold,
   PipelineEnvelope,
   Provenance,
   StageEnvelope,
@@ -32,7 +34,7 @@ export const PROGRESSIVE_THRESHOLD = 1500;
 /** Time per animation frame spent laying out / drawing a large stage. */
 const FRAME_BUDGET_MS = 12;
 /** Below this zoom the labels are hidden (level of detail). */
-export const LABEL_MIN_SCALE = 0.4;
+export { LABEL_MIN_SCALE };
 const MAX_SCALE = 4;
 const MIN_SCALE = 0.02;
 /** Most links listed per stage in the details. */
@@ -146,6 +148,13 @@ export class StageView {
   private levelSelect: HTMLSelectElement | null = null;
   private readonly sceneIndexOfEl = new WeakMap<Element, number>();
   private centreAfterDraw = -1;
+  /**
+   * An e-graph's opening view is still to be chosen (`chooseOpeningView`): true until its first layout is measured
+   * in a visible graph area, or the user changes the view first.
+   */
+  private choosingView = false;
+  /** Why the view opened folded (a line of the summary), until the fold or level changes. */
+  private openedFolded = false;
   private observing = false;
   /** where nodes and edges are drawn: the viewport, or while redrawing a fragment that replaces its content when done */
   private target: Node;
@@ -187,6 +196,7 @@ export class StageView {
       this.levels.set('ir', new StageGraph(irLevel(envelope)));
       this.level = 'ir';
       this.graph = this.levels.get('ir')!;
+      this.choosingView = true;
     }
     this.ready = new Promise(resolve => (this.readyResolve = resolve));
 
@@ -322,6 +332,9 @@ export class StageView {
       const count = (graph: StageGraph): number => graph.nodes.filter(node => node.kind === 'eclass').length;
       text += ` | IR level: ${count(this.graph)} of ${count(this.levels.get('all')!)} e-classes; Level: All e-classes shows the rest`;
     }
+    if (this.openedFolded) {
+      text += ' | opened folded by HLIR node to read at fit; choose No folding to see every e-class';
+    }
     return text;
   }
 
@@ -347,6 +360,7 @@ export class StageView {
       this.cancelFrame();
       this.cancelFrame = null;
     }
+    this.choosingView = false;
     const grouping = this.fold === 'none' ? null : this.groupingOf(this.fold);
     this.scene = makeScene(this.graph, { grouping, expanded: this.expanded, focus: this.focus });
     this.target = document.createDocumentFragment();
@@ -383,6 +397,9 @@ export class StageView {
         }
       }
       this.sizeSvg();
+      if (this.chooseOpeningView()) {
+        return;
+      }
       this.drawSome(Infinity);
       this.finish(began);
       return;
@@ -399,6 +416,9 @@ export class StageView {
           this.layout = step.value;
           if (this.target === this.viewport) {
             this.sizeSvg();
+            if (this.chooseOpeningView()) {
+              return; // the folded scene is drawn instead
+            }
             this.fitIfVisible();
           }
         }
@@ -613,6 +633,10 @@ export class StageView {
   /** Fold by `mode` (every group folded, none expanded). */
   setFold(mode: FoldMode): void {
     this.fold = FOLD_MODES.includes(mode) ? mode : 'none';
+    if (this.openedFolded) {
+      this.openedFolded = false;
+      this.summary.textContent = this.summaryText();
+    }
     this.expanded.clear();
     this.redraw();
   }
@@ -658,6 +682,7 @@ export class StageView {
 
   /** What depends on the level only: the groupings, the fold options, the node count and the summary. */
   private levelChanged(): void {
+    this.openedFolded = false;
     this.groupings.clear();
     for (const option of Array.from(this.focusControls.fold.options)) {
       option.disabled = option.value !== 'none' && this.groupingOf(option.value as FoldMode).groups.length === 0;
@@ -743,9 +768,44 @@ export class StageView {
   }
 
   private fitIfVisible(): void {
-    if (!this.fitted && this.layout !== null && this.isVisible()) {
+    if (!this.fitted && this.layout !== null && this.isVisible() && !this.chooseOpeningView()) {
       this.fit();
     }
+  }
+
+  /**
+   * The e-graph opens at the most detailed view that reads at fit (`openingFold`): its IR level unfolded when it
+   * fits at LABEL_MIN_SCALE or more, else folded by HLIR node. Decided once, from the first layout (unfolded) and
+   * the graph area's size as `fit` measures them, once the area is visible; never after the user changed the view.
+   * Returns whether it redrew (folded).
+   */
+  private chooseOpeningView(): boolean {
+    if (!this.choosingView || this.layout === null || !this.isVisible()) {
+      return false;
+    }
+    this.choosingView = false;
+    if (this.level !== 'ir' || this.fold !== 'none' || this.focus !== null || this.expanded.size > 0) {
+      return false;
+    }
+    const scale = this.fitScale(this.layout);
+    this.node.dataset.openingScale = scale.toFixed(3);
+    if (openingFold(scale, this.groupingOf('hlir').groups.length) === 'none') {
+      return false;
+    }
+    this.fold = 'hlir';
+    this.openedFolded = true;
+    this.summary.textContent = this.summaryText();
+    this.redraw();
+    return true;
+  }
+
+  /** The scale at which `layout` fits the graph area (as `fit` sets it). */
+  private fitScale(layout: Layout): number {
+    const { width, height } = this.size();
+    const pad = 16;
+    const gw = Math.max(1, layout.totalWidth);
+    const gh = Math.max(1, layout.totalHeight);
+    return clamp(Math.min((width - 2 * pad) / gw, (height - 2 * pad) / gh, 1.5), MIN_SCALE, MAX_SCALE);
   }
 
   /** Fit the whole graph to the view (at most 1.5x); deferred until the view has a size. */
@@ -761,7 +821,7 @@ export class StageView {
     const pad = 16;
     const gw = Math.max(1, this.layout.totalWidth);
     const gh = Math.max(1, this.layout.totalHeight);
-    this.scale = clamp(Math.min((width - 2 * pad) / gw, (height - 2 * pad) / gh, 1.5), MIN_SCALE, MAX_SCALE);
+    this.scale = this.fitScale(this.layout);
     this.tx = (width - gw * this.scale) / 2;
     this.ty = Math.max(pad, (height - gh * this.scale) / 2);
     this.fitted = true;

@@ -3,7 +3,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
-import { compareHlirIds, groupNodes, hlirOf, kHop, makeScene, parseEnvelope, StageGraph } from '../lib/model.js';
+import {
+  compareHlirIds, groupNodes, hlirOf, kHop, LABEL_MIN_SCALE, makeScene, openingFold, parseEnvelope, StageGraph
+} from '../lib/model.js';
 
 const fixture = name => JSON.parse(readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8'));
 const pipeline = fixture('pipeline_fused.json');
@@ -213,4 +215,13 @@ test('focus: the k-hop neighbourhood of the folded scene, with its own edges onl
   const inside = makeScene(g, { grouping, focus: { node: at('h2'), depth: 1 } });
   assert.deepEqual(inside.graph.nodes.map(n => n.group ?? n.id), ['h0', 'layer', 'h4', 'h5']);
   assert.equal(inside.at[at('h2')], 1);
+});
+
+test('an e-graph opens at the most detailed view that reads at fit', () => {
+  assert.equal(LABEL_MIN_SCALE, 0.4);
+  assert.equal(openingFold(0.45, 9), 'none', 'the IR level reads at fit: unfolded');
+  assert.equal(openingFold(LABEL_MIN_SCALE, 9), 'none', 'exactly at the label scale reads');
+  assert.equal(openingFold(0.287, 9), 'hlir', 'too small to read: folded by HLIR node');
+  assert.equal(openingFold(0.1, 0), 'none', 'no HLIR groups: unfolded all the same');
+  assert.equal(openingFold(0.3, 3, 0.25), 'none', 'the threshold is a parameter');
 });

@@ -6,7 +6,8 @@ import { readFileSync } from 'node:fs';
 import { parseEnvelope, StageGraph } from '../lib/model.js';
 import {
   boxHeight, edgePath, holdsInner, labelText, layout, layoutSteps, nodeWidth, stageLayout, stageLayoutInput, stageLayoutSteps,
-  BOX_HEIGHT, BOX_PAD, BOX_TITLE, INNER_COLUMNS, INNER_GAP, LABEL_CHARS, NODE_GAP, NODE_HEIGHT, RANK_GAP
+  BOX_HEIGHT, BOX_PAD, BOX_TITLE, INNER_COLUMNS, INNER_GAP, INNER_ROWS, LABEL_CHARS, NODE_GAP, NODE_HEIGHT, RANK_GAP,
+  innerColumnsFor
 } from '../lib/layout.js';
 
 const fixture = name => JSON.parse(readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8'));
@@ -112,7 +113,9 @@ function checkCompound(graph, result) {
     const c = graph.eclassOf[i];
     if (c < 0) {
       boxes.push(i);
-      const rows = Math.ceil(graph.members[i].length / INNER_COLUMNS);
+      const held = graph.members[i].length;
+      const rows = held ? Math.ceil(held / innerColumnsFor(held)) : 0;
+      assert.ok(rows <= INNER_ROWS, `${node.id}: ${rows} rows`);
       assert.equal(result.heights[i], holdsInner(graph, i) ? boxHeight(rows) : NODE_HEIGHT, `${node.id}: height`);
       return;
     }
@@ -122,7 +125,8 @@ function checkCompound(graph, result) {
     const q = result.nodeInner[i];
     const row = result.innerRow[q];
     assert.ok(q >= 0 && result.innerX[q] === result.x[i] && result.innerY[q] === result.y[i], `${node.id}: its inner box`);
-    assert.ok(result.innerColumn[q] < INNER_COLUMNS && graph.members[c].includes(i), `${node.id}: a member of its box`);
+    assert.ok(result.innerColumn[q] < innerColumnsFor(graph.members[c].length) && graph.members[c].includes(i),
+      `${node.id}: a member of its box`);
     assert.equal(result.heights[i], NODE_HEIGHT);
     assert.ok(inner.left >= outer.left + BOX_PAD - 1e-6 && inner.right <= outer.right - BOX_PAD + 1e-6,
       `${node.id} lies inside ${node.eclass} across (${inner.left}..${inner.right} in ${outer.left}..${outer.right})`);
@@ -292,6 +296,25 @@ test('a compound vertex of 10 inner boxes wraps into 3 rows of at most INNER_COL
   assert.deepEqual([...wide.innerColumn].sort((a, b) => a - b), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
   // deterministic
   assert.deepEqual(layout(input), result);
+  // at most innerRows rows: 10 inner boxes in 2 rows take 5 columns
+  const two = layout(input, { innerRows: 2 });
+  assert.equal(two.heights[1], boxHeight(2));
+  assert.deepEqual([...two.innerColumn].sort((a, b) => a - b), [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]);
+});
+
+test('a tall compound vertex takes more columns to stay within INNER_ROWS rows', () => {
+  assert.equal(INNER_ROWS, 3);
+  assert.deepEqual([1, 4, 5, 12, 13, 14, 18, 40].map(n => innerColumnsFor(n)), [1, 4, 4, 4, 5, 5, 6, 14]);
+  assert.equal(innerColumnsFor(10, 10), 10);
+  assert.equal(innerColumnsFor(10, 4, 2), 5);
+  // one vertex holding 18 inner boxes: 6 columns, 3 rows
+  const count = 18;
+  const result = layout({ count: 1, widths: [60], sources: [], targets: [],
+    inner: { owner: new Array(count).fill(0), widths: new Array(count).fill(50), port: [] } });
+  assert.equal(result.heights[0], boxHeight(3));
+  assert.equal(Math.max(...result.innerColumn) + 1, 6);
+  assert.equal(Math.max(...result.innerRow) + 1, 3);
+  assert.equal(result.width[0], 6 * 50 + 5 * INNER_GAP + 2 * BOX_PAD);
 });
 
 /** An e-graph envelope of `k` e-classes in a chain, two e-nodes each (one also reading a shared leaf), with a

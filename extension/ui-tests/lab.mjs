@@ -74,7 +74,10 @@ async function describeStages(page) {
       stage: root.dataset.stage ?? null,
       status: root.dataset.status ?? null,
       level: root.dataset.level ?? null,
+      fold: root.dataset.fold ?? null,
       scale: root.dataset.scale === undefined ? null : Number(root.dataset.scale),
+      opening_scale: root.dataset.openingScale === undefined ? null : Number(root.dataset.openingScale),
+      summary: root.querySelector('.lx-summary')?.textContent ?? null,
       node_count: root.dataset.nodeCount === undefined ? null : Number(root.dataset.nodeCount),
       drawn: root.dataset.drawn === undefined ? null : Number(root.dataset.drawn),
       in_pipeline: Boolean(root.closest('.jp-LuminalPipeline')),
@@ -249,6 +252,7 @@ async function stages(page, ctx) {
     await egRoot.locator('button.lx-fit').click();
     await pause(page);
     ctx.facts.egraph_level = await egRoot.evaluate((root) => ({ level: root.dataset.level ?? null,
+      fold: root.dataset.fold ?? null, opening_scale: Number(root.dataset.openingScale),
       scale: Number(root.dataset.scale), options: [...root.querySelectorAll('select.lx-level option')].map((o) => o.value) }));
     ctx.facts.egraph_geometry = await egRoot.evaluate((root) => {
       const rectOf = (g) => g.querySelector(':scope > .lx-shape').getBoundingClientRect();
@@ -692,6 +696,13 @@ async function deep(page, ctx) {
   await egraph.scrollIntoViewIfNeeded();
   ctx.facts.egraph_options = await egraph.locator('select.lx-fold option')
     .evaluateAll((os) => os.map((o) => ({ value: o.value, disabled: o.disabled })));
+  // it opened folded by HLIR node (too tall to read unfolded at fit): its fitted scale, then No folding
+  await ready('egraph');
+  await egraph.locator('button.lx-fit').click();
+  ctx.facts.egraph_opening = await egraph.evaluate((el) => ({ fold: el.dataset.fold ?? null, level: el.dataset.level ?? null,
+    scale: Number(el.dataset.scale), opening_scale: Number(el.dataset.openingScale),
+    summary: el.querySelector('.lx-summary')?.textContent ?? null }));
+  await timed('egraph_unfold', 'egraph', (root) => root.locator('select.lx-fold').selectOption('none'), false);
   await timed('egraph_select', 'egraph', async (root) => {
     const search = root.locator('input.lx-search');
     await search.fill(plan.egraph.focus);

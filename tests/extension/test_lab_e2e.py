@@ -452,6 +452,10 @@ def test_egraph_draws_the_ir_level_until_asked_for_every_eclass(lab: Session) ->
     assert root["node_count"] == root["nodes"] == root["drawn"] == len(level["nodes"]) < len(envelope["nodes"]), root
     assert root["edges"] == len(level["edges"]) > 0, f"{root['edges']} path.lx-edge at the IR level"
     scale = facts["egraph_level"]["scale"]
+    # the most detailed view that reads at fit: the IR level, unfolded
+    assert root["fold"] == facts["egraph_level"]["fold"] == "none", f"data-fold {root['fold']!r}"
+    assert facts["egraph_level"]["opening_scale"] == pytest.approx(scale, abs=0.002), facts["egraph_level"]
+    assert scale >= LABEL_MIN_SCALE, f"the stages e-graph fits at {scale} at the IR level: its labels are hidden"
     print(f"[stages] e-graph at the IR level: {len(level['nodes'])} of {len(envelope['nodes'])} nodes, "
           f"{len(level['edges'])} edges, fitted at scale {scale} (labels show from {LABEL_MIN_SCALE})")
     # a search for an e-class the IR level hides says so; Enter draws every e-class and selects it
@@ -466,7 +470,7 @@ def test_egraph_draws_the_ir_level_until_asked_for_every_eclass(lab: Session) ->
     assert everything["summary"] == envelope["summary"], everything["summary"]
     print(f"[stages] e-graph, Level: All e-classes: {len(envelope['nodes'])} nodes fitted at scale {everything['scale']}")
     # the IR level is about half as wide (its widest e-classes hold several e-nodes side by side), so it fits at
-    # about twice the scale; still below LABEL_MIN_SCALE in the test's 1400-pixel window (the graph is width-bound)
+    # about twice the scale (Level: All e-classes is below LABEL_MIN_SCALE in the test's 1400-pixel window)
     assert scale > 1.5 * everything["scale"], f"fitted at {scale} at the IR level, {everything['scale']} with all"
 
 
@@ -635,11 +639,32 @@ def test_deep_stages_render(lab: Session) -> None:
     for root in roots:
         envelope = _ir_level(lab.deep(root["stage"]))
         assert root["status"] == "ready", f"{root['stage']}: {root}"
+        if root["stage"] == "egraph":  # too tall to read unfolded at fit: it opens folded by HLIR node (IR level)
+            groups = _groups(envelope, "hlir")
+            assert root["fold"] == "hlir", f"the deep e-graph opened with data-fold {root['fold']!r}"
+            assert root["node_count"] == len(envelope["nodes"]), root
+            assert root["nodes"] == root["drawn"] == len(envelope["nodes"]) - sum(map(len, groups.values())) + len(groups), root
+            assert root["edges"] == _folded_edges(envelope, groups)[0], f"egraph: {root['edges']} path.lx-edge"
+            continue
         assert root["node_count"] == root["nodes"] == root["drawn"] == len(envelope["nodes"]), root
         assert root["edges"] == len(envelope["edges"]), f"{root['stage']}: {root['edges']} path.lx-edge"
     assert {o["value"]: o["disabled"] for o in report["facts"]["egraph_options"]} == \
         {"none": False, "layer": False, "hlir": False}, "the e-graph folds by layer (flagged e-classes) and HLIR"
     print(f"[deep] {[(r['stage'], r['node_count']) for r in roots]}; timings {report['timings']}")
+
+
+def test_egraph_too_tall_to_read_opens_folded_by_hlir_node(lab: Session) -> None:
+    report = lab.run("deep")
+    opening, unfolded = report["facts"]["egraph_opening"], report["facts"]["steps"]["egraph_unfold"]
+    level = _ir_level(lab.deep("egraph"))
+    print(f"[deep] e-graph opened folded by HLIR node: fitted at scale {opening['scale']}, "
+          f"its IR level unfolded would fit at {opening['opening_scale']} (labels show from {LABEL_MIN_SCALE})")
+    assert (opening["fold"], opening["level"]) == ("hlir", "ir"), opening
+    assert opening["opening_scale"] < LABEL_MIN_SCALE, f"unfolded it fits at {opening['opening_scale']}: it reads"
+    assert "opened folded by HLIR node to read at fit" in opening["summary"], opening["summary"]
+    assert opening["scale"] > opening["opening_scale"], opening
+    # the user's choice holds: No folding draws every e-class of the IR level
+    assert unfolded["fold"] == "none" and unfolded["drawn"] == unfolded["nodes"] == len(level["nodes"]), unfolded
 
 
 def test_focus_shows_the_k_hop_neighbourhood(lab: Session) -> None:
