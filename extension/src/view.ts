@@ -33,8 +33,6 @@ const SVG_NS = 'http://www.w3.org/2000/svg';
 export const PROGRESSIVE_THRESHOLD = 1500;
 /** Time per animation frame spent laying out / drawing a large stage. */
 const FRAME_BUDGET_MS = 12;
-/** Below this zoom the labels are hidden (level of detail). */
-export { LABEL_MIN_SCALE };
 const MAX_SCALE = 4;
 const MIN_SCALE = 0.02;
 /** Most links listed per stage in the details. */
