@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +90,8 @@ def _expression(op: str, dtype: DType, target: DType, operands: list[str]) -> st
         if dtype.is_float:
             return f"np.fmod({operands[0]}, {operands[1]})"
         return f"m.fmod_int(np.int64({operands[0]}), np.int64({operands[1]}))"
+    if op == "Select":
+        return f"{operands[1]} if {operands[0]} != 0 else {operands[2]}"
     if op == "Cast":
         value = operands[0]
         for step in cast_path(dtype, target):
@@ -120,15 +122,17 @@ def _outer(axes: int, parallel: bool, arity: int, depth: int) -> list[str]:
     return lines
 
 
-def _operands(kinds: str, dtype: DType | None, axes: int, inner: int, indent: str) -> tuple[list[str], list[str]]:
+def _operands(kinds: str, dtypes: Sequence[DType | None], axes: int, inner: int,
+              indent: str) -> tuple[list[str], list[str]]:
     """Statements hoisted above the innermost loop (over index ``i{inner}``) and each operand's value inside it.
 
     ``kinds`` has one letter per operand for its innermost stride: ``c`` unit (read through a contiguous row, so
-    LLVM vectorises), ``b`` zero (read once), ``s`` any. ``dtype`` None reads the stored bits as they are.
+    LLVM vectorises), ``b`` zero (read once), ``s`` any. ``dtypes`` has each operand's dtype, its value loaded as
+    the compute type (None: the stored bits as they are).
     """
-    load = (lambda element: element) if dtype is None else (lambda element: _load(dtype, element))
     hoisted, values = [], []
-    for j, kind in enumerate(kinds):
+    for j, (kind, dtype) in enumerate(zip(kinds, dtypes, strict=True)):
+        load = (lambda element: element) if dtype is None else functools.partial(_load, dtype)
         position = f"o{j}" if axes == 0 else f"p{j}_{axes - 1}"
         if kind == "c":
             hoisted.append(f"{indent}r{j} = x{j}[{position}:]")
@@ -141,12 +145,13 @@ def _operands(kinds: str, dtype: DType | None, axes: int, inner: int, indent: st
     return hoisted, values
 
 
-def _elementwise_nest(kinds: str, dtype: DType | None, rank: int, parallel: bool,
+def _elementwise_nest(kinds: str, dtypes: Sequence[DType | None], rank: int, parallel: bool,
                       body: Callable[[list[str]], list[str]], depth: int = 1) -> list[str]:
-    """The loop nest of an elementwise kernel; ``body`` turns the operands' values into innermost statements."""
+    """The loop nest of an elementwise kernel (operands of ``dtypes``, as in ``_operands``); ``body`` turns the
+    operands' values into innermost statements."""
     lines = _outer(rank - 1, parallel, len(kinds), depth)
     indent = "    " * (depth + rank - 1)
-    hoisted, values = _operands(kinds, dtype, rank - 1, rank - 1, indent)
+    hoisted, values = _operands(kinds, dtypes, rank - 1, rank - 1, indent)
     loop = "numba.prange" if parallel and rank == 1 else "range"
     lines += hoisted + [f"{indent}for i{rank - 1} in {loop}(out.shape[{rank - 1}]):"]
     return lines + [f"{indent}    {line}" for line in body(values)]
@@ -162,23 +167,25 @@ _SIN_FLAG = "max(big, np.int32(abs({x}) >= m.SIN_LIMIT))"
 
 def elementwise_source(op: str, dtype: DType, target: DType, kinds: str, rank: int, parallel: bool) -> str:
     """``kernel(out, x0, ..., meta)``: ``out = op(x0, ...)``; ``out`` has ``rank`` contiguous axes, operand ``j``
-    is the flat buffer ``x{j}`` read at ``meta``'s offset and strides, its innermost stride of kind ``kinds[j]``."""
+    is the flat buffer ``x{j}`` read at ``meta``'s offset and strides, its innermost stride of kind ``kinds[j]``.
+    A Select moves the stored bits of ``x1`` or ``x2`` as they are, as does a copy (a Cast to its own dtype)."""
     out = f"out[{_index(rank)}]"
-    raw = op == "Cast" and dtype == target  # a copy moves the stored bits as they are
+    same = [dtype] * len(kinds)
     args = ", ".join(["out"] + [f"x{j}" for j in range(len(kinds))] + ["meta"])
     lines = [f"def kernel({args}):", *_prologue(len(kinds), rank)]
     if op == "Sin" and dtype != DType.F64:  # sinf's reduction is exact below SIN_LIMIT; libm takes the rest
         lines.append("    big = np.int32(0)")
-        lines += _elementwise_nest(kinds, dtype, rank, parallel, lambda v: [
+        lines += _elementwise_nest(kinds, same, rank, parallel, lambda v: [
             f"v = {v[0]}", f"{out} = {_store(target, 'm.sinf(v)')}", f"big = {_SIN_FLAG.format(x='v')}"])
         lines.append("    if big:")
-        lines += _elementwise_nest(kinds, dtype, rank, False, lambda v: [
+        lines += _elementwise_nest(kinds, same, rank, False, lambda v: [
             f"v = {v[0]}", "if abs(v) >= m.SIN_LIMIT:",
             f"    {out} = {_store(target, 'np.float32(np.sin(np.float64(v)))')}"], depth=2)
-    elif raw:
-        lines += _elementwise_nest(kinds, None, rank, parallel, lambda v: [f"{out} = {v[0]}"])
+    elif op == "Select" or (op == "Cast" and dtype == target):
+        lines += _elementwise_nest(kinds, [None] * len(kinds), rank, parallel, lambda v: [
+            f"{out} = {_expression(op, dtype, target, v) if op == 'Select' else v[0]}"])
     else:
-        lines += _elementwise_nest(kinds, dtype, rank, parallel, lambda v: [
+        lines += _elementwise_nest(kinds, same, rank, parallel, lambda v: [
             f"{out} = {_store(target, _expression(op, dtype, target, v))}"])
     return _header(parallel, "contract" if op in UNARY_KERNELS else "") + "\n".join(lines) + "\n"
 
@@ -223,10 +230,11 @@ def region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -> st
     _, sin_operands = _region_statements(body, [], False)
     if sin_operands:
         lines.append("    big = np.int32(0)")
-    lines += _elementwise_nest(kinds, dtype, rank, parallel, lambda v: statements(v, False))
+    dtypes = [d for _, _, d in body.inputs]
+    lines += _elementwise_nest(kinds, dtypes, rank, parallel, lambda v: statements(v, False))
     if sin_operands:
         lines.append("    if big:")
-        lines += _elementwise_nest(kinds, dtype, rank, False, lambda v: statements(v, True), depth=2)
+        lines += _elementwise_nest(kinds, dtypes, rank, False, lambda v: statements(v, True), depth=2)
     unary = any(op in UNARY_KERNELS for op, _ in body.steps)
     return _header(parallel, "contract" if unary else "") + "\n".join(lines) + "\n"
 
@@ -262,7 +270,7 @@ def _row_pass(body: RegionBody, kinds: str, rank: int, extent: str, name: str, k
             continue  # loaded once per row
         position = f"p{j}_{rank - 1}"
         element = f"r{j}[j]" if kinds[j] == "c" else f"x{j}[{position} + j * s{j}_{rank}]"
-        lines.append(f"    a{j} = {_load(body.dtype, element)}")
+        lines.append(f"    a{j} = {_load(body.inputs[j][2], element)}")
     if kept is not None:
         lines.append(f"    {kept} = out[{_index(rank)}, j]")
     lines += [f"    {line}" for line in _row_steps(body, body.needs(name, known))]
@@ -319,7 +327,7 @@ def row_region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -
     for j, kind in enumerate(kinds):
         position = f"p{j}_{rank - 1}"
         if body.extent(f"x{j}") is None or kind == "b":  # the same all along the row
-            row.append(f"a{j} = {_load(dtype, f'x{j}[{position}]')}")
+            row.append(f"a{j} = {_load(body.inputs[j][2], f'x{j}[{position}]')}")
         elif kind == "c":
             row.append(f"r{j} = x{j}[{position}:]")
     kept = _kept(body)
@@ -344,7 +352,7 @@ def reduce_source(op: str, dtype: DType, kind: str, rank: int, parallel: bool) -
     lines = ["def kernel(out, x0, meta):", *_prologue(1, rank + 1), f"    n = meta[{rank + 2}]"]
     lines += _outer(rank, parallel, 1, 1)
     indent = "    " * (rank + 1)
-    hoisted, (value,) = _operands("c" if kind == "c" else "s", dtype, rank, rank, indent)
+    hoisted, (value,) = _operands("c" if kind == "c" else "s", [dtype], rank, rank, indent)
     if op == "SumReduce":
         body = [f"acc = {_zero(dtype)}", f"for i{rank} in range(n):", f"    acc += {value}"]
     elif dtype == DType.F64:  # MaxReduce: NaN wins, as np.max
@@ -373,7 +381,8 @@ def contract_source(dtype: DType, kinds: str, rank: int, parallel: bool) -> str:
     lines = ["def kernel(out, x0, x1, meta):", *_prologue(2, rank + 1), f"    n = meta[{2 * (rank + 2)}]"]
     lines += _outer(rank, parallel, 2, 1)
     indent = "    " * (rank + 1)
-    hoisted, (a, b) = _operands("".join("c" if kind == "c" else "s" for kind in kinds), dtype, rank, rank, indent)
+    hoisted, (a, b) = _operands("".join("c" if kind == "c" else "s" for kind in kinds), [dtype] * 2, rank, rank,
+                                indent)
     body = [f"acc = {_zero(dtype)}", f"for i{rank} in range(n):", f"    acc += {a} * {b}",
             f"out[{_index(rank)}] = {_store(dtype, 'acc')}"]
     lines += hoisted + [indent + line for line in body]
@@ -385,7 +394,7 @@ def take_source(kind: str, rank: int, parallel: bool) -> str:
     stride of ``kind``); returns how many indexes fall outside ``data`` (those read ``data[0]``)."""
     out = f"out[{_index(rank)}]"
     lines = ["def kernel(out, x0, meta, data):", *_prologue(1, rank), "    n = data.shape[0]", "    bad = 0"]
-    lines += _elementwise_nest(kind, None, rank, parallel, lambda v: [
+    lines += _elementwise_nest(kind, [None], rank, parallel, lambda v: [
         f"k = {v[0]}", "inside = (k >= 0) & (k < n)", "bad += 0 if inside else 1", f"{out} = data[k if inside else 0]"])
     return _header(parallel) + "\n".join(lines + ["    return bad"]) + "\n"
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from ..core.dtypes import DType
 from ..core.errors import LuminalError
-from ..core.ops import BINARY_KERNELS, IN_REGION, REDUCE_KERNELS, UNARY_KERNELS
+from ..core.ops import BINARY_KERNELS, IN_REGION, REDUCE_KERNELS, TERNARY_KERNELS, UNARY_KERNELS
 from ..core.shape_tracker import ShapeTracker, format_shape, numel
 from ..core.symbolic import Expr, ceil_div, max_, min_, mul
 from ..llir.llir import LLIR, Kernel
@@ -44,6 +44,7 @@ from .cuda_c import (
     convert,
     literal,
     lowest,
+    select,
     source_dtypes,
     store,
     unary,
@@ -76,6 +77,8 @@ def kernel_source(kernel: Kernel, llir: LLIR) -> CudaKernel:
     elif op in BINARY_KERNELS:
         a, b = (w.read(d, f"in{i}", v, "z") for i, (d, v) in enumerate(zip(dtypes, views)))
         value = binary(op, dtypes[0], a, b)
+    elif op in TERNARY_KERNELS:
+        value = select(*(w.read(d, f"in{i}", v, "z") for i, (d, v) in enumerate(zip(dtypes, views))))
     elif op in ("Cast", "Output"):
         value = convert(w.read(dtypes[0], "in0", views[0], "z"), dtypes[0], out)
     elif op == "Constant":
@@ -197,7 +200,10 @@ def region_source(region: Region, llir: LLIR) -> CudaKernel:
 def _step(body: RegionBody, i: int, indent: str) -> str:
     """The statement computing a region's step ``i`` as the local ``t{i}``."""
     op, names = body.steps[i]
-    value = unary(op, body.dtype, *names) if op in UNARY_KERNELS else binary(op, body.dtype, *names)
+    if op in UNARY_KERNELS:
+        value = unary(op, body.dtype, *names)
+    else:
+        value = select(*names) if op in TERNARY_KERNELS else binary(op, body.dtype, *names)
     return f"{indent}const {compute_type(body.dtype)} t{i} = {convert(value, body.dtype, body.dtype)};"
 
 

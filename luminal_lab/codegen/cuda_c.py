@@ -154,6 +154,11 @@ def binary(op: str, dtype: DType, a: str, b: str) -> str:
     return f"(({b}) == 0 ? ({ctype})0 : ({a}) % ({b}))"  # C's truncated remainder; x % 0 reads 0
 
 
+def select(condition: str, a: str, b: str) -> str:
+    """``a`` where ``condition`` is nonzero, else ``b`` (a Select)."""
+    return f"(({condition}) != 0 ? ({a}) : ({b}))"
+
+
 # ---- source generation --------------------------------------------------------------------------
 class Writer:
     """Collects the symbolic dims a kernel uses and renders its expressions as C."""

@@ -2,8 +2,9 @@
 
 HLIR ops (``Op``) are the fifteen primitives plus ``Input``, ``Constant`` and ``Output``; their
 semantics are documented in ``luminal_lab.hlir.graph``. Kernel ops are named by strings, the
-HLIR op's name (``"Add"``), ``Exp`` (e^x, recognised from the exp2 chain) or ``Matmul`` (a
-``Mul`` feeding a ``SumReduce``, recognised as one contraction; ``MatmulTiled`` and
+HLIR op's name (``"Add"``), ``Exp`` (e^x, recognised from the exp2 chain), ``Select`` (``where``: ``a`` where
+its condition is nonzero, else ``b``, recognised from the Gather over ``concat(b, a)`` that ``where`` lowers to) or
+``Matmul`` (a ``Mul`` feeding a ``SumReduce``, recognised as one contraction; ``MatmulTiled`` and
 ``MatmulTensorCore`` are its generated GPU implementations, ``luminal_lab.core.tiling``), plus the fusion markers:
 ``FusionStart``, ``FusionEnd`` and one ``Fused<Op>`` per fusable op (reductions included: a row region).
 """
@@ -49,6 +50,7 @@ PRIMITIVE_OPS = (*UNARY_OPS, *BINARY_OPS, *REDUCE_OPS, Op.IOTA, Op.GATHER, Op.SC
 
 UNARY_KERNELS = ("Log2", "Exp2", "Sin", "Sqrt", "Recip", "Exp")
 BINARY_KERNELS = ("Add", "Mul", "Mod", "LessThan")
+TERNARY_KERNELS = ("Select",)  # (condition, a, b): a where the condition is nonzero, else b
 REDUCE_KERNELS = ("SumReduce", "MaxReduce")
 CONTRACT_KERNELS = ("Matmul", "MatmulTiled", "MatmulTensorCore")  # a library call, generated tiles, tensor cores
 # generated for a GPU only: elsewhere the contractions run as the library call, and a row region's end marked for a
@@ -57,6 +59,8 @@ GPU_KERNELS = ("MatmulTiled", "MatmulTensorCore", "FusionEndWarp")
 END_MARKERS = ("FusionEnd", "FusionEndWarp")  # a region's end: one block per row (or element), or one warp per row
 FUSABLE_UNARY = UNARY_KERNELS
 FUSABLE_BINARY = ("Add", "Mul")
+FUSABLE_TERNARY = TERNARY_KERNELS
 FUSABLE_REDUCE = REDUCE_KERNELS  # inside a row region (``luminal_lab.egraph.fusion``)
-FUSED_OPS = {f"Fused{op}": op for op in (*FUSABLE_UNARY, *FUSABLE_BINARY, *FUSABLE_REDUCE)}  # kernel op -> its op
+# kernel op -> its op
+FUSED_OPS = {f"Fused{op}": op for op in (*FUSABLE_UNARY, *FUSABLE_BINARY, *FUSABLE_TERNARY, *FUSABLE_REDUCE)}
 IN_REGION = ("FusionStart", *FUSED_OPS)  # kernels that compute inside a region and have no buffer of their own

@@ -66,11 +66,11 @@ Guards keep the number of regions small and the rules finite on e-graphs with cy
 
 from __future__ import annotations
 
-from ..core.ops import FUSABLE_BINARY, FUSABLE_REDUCE, FUSABLE_UNARY
+from ..core.ops import FUSABLE_BINARY, FUSABLE_REDUCE, FUSABLE_TERNARY, FUSABLE_UNARY
 from .ops import Rule
 
 FUSION_RULESETS = ("fusion_pair", "fusion_grow", "fusion_merge")
-MAX_REGION_OPS = 24
+MAX_REGION_OPS = 32
 FUNCTIONS = ("(function largest-plain (IR) i64 :merge (max old new))",  # e-class -> most ops of a plain region
              "(function plain-region (IR i64) IR :merge old)",  # (e-class, ops) -> a plain region's inner term
              "(function largest-rows (IR EList) i64 :merge (max old new))",  # (e-class, rows) -> most ops
@@ -79,7 +79,7 @@ FUNCTIONS = ("(function largest-plain (IR) i64 :merge (max old new))",  # e-clas
              "(function row-shape (IR) EList :merge old)",  # a fused term's rows: its reductions' out shape
              "(relation on-rows (EList EList))")  # (on-rows s r): shape s is rows r, or r + [n], or either after a 1
 
-_ELEMENTWISE = (*FUSABLE_UNARY, *FUSABLE_BINARY)
+_ELEMENTWISE = (*FUSABLE_UNARY, *FUSABLE_BINARY, *FUSABLE_TERNARY)
 
 
 def signatures() -> list[tuple[str, tuple[str, ...]]]:
@@ -109,8 +109,8 @@ def _fused(op: str, *operands: str, at: tuple[str, str] = _HERE) -> str:
     return f"(Op (Fused{op} {at[0]} {at[1]} ?dt) {_ilist(*operands)})"
 
 
-def _start(view: str, source: str, at: tuple[str, str] = _HERE) -> str:
-    return f"(Op (FusionStart {at[0]} {view} {at[1]} ?dt) {_ilist(source)})"
+def _start(view: str, source: str, at: tuple[str, str] = _HERE, dtype: str = "?dt") -> str:
+    return f"(Op (FusionStart {at[0]} {view} {at[1]} {dtype}) {_ilist(source)})"
 
 
 def _end(inner: str, at: tuple[str, str] = _HERE) -> str:
@@ -142,29 +142,46 @@ def _producer(op: str, prefix: str, at: tuple[str, str] = _HERE) -> tuple[str, s
     if op in FUSABLE_UNARY:
         view, source = f"?{prefix}v", f"?{prefix}x"
         return (f"(= ?m {_kernel(op, (view,), (source,), at)})", _fused(op, _start(view, source, at), at=at))
+    if op in FUSABLE_TERNARY:  # the condition starts with its own dtype
+        views, sources = (f"?{prefix}vc", f"?{prefix}va", f"?{prefix}vb"), (f"?{prefix}c", f"?{prefix}a", f"?{prefix}b")
+        condition = _start(views[0], sources[0], at, f"?{prefix}cdt")
+        return (f"(= ?m {_kernel(op, views, sources, at)}) (= ?{prefix}cdt (dtype ?{prefix}c))",
+                _fused(op, condition, *(_start(v, x, at) for v, x in zip(views[1:], sources[1:])), at=at))
     views, sources = (f"?{prefix}va", f"?{prefix}vb"), (f"?{prefix}a", f"?{prefix}b")
     return (f"(= ?m {_kernel(op, views, sources, at)})",
             _fused(op, *(_start(v, x, at) for v, x in zip(views, sources)), at=at))
 
 
-def _consumer(op: str, side: str, read: str = _CONTIGUOUS) -> tuple[str, str]:
-    """A kernel op ``?e`` reading ``?m`` through ``read`` on ``side`` (``x``, ``lhs`` or ``rhs``) and the other
-    operand."""
+# the operand a consumer reads ``?m`` as: the only one, the left or right, or a select's ``a`` or ``b``
+_POSITION = {"x": 0, "lhs": 0, "rhs": 1, "a": 1, "b": 2}
+
+
+def _consumer(op: str, side: str, read: str = _CONTIGUOUS) -> tuple[str, list[str]]:
+    """A kernel op ``?e`` reading ``?m`` through ``read`` on ``side`` (``x``, ``lhs``, ``rhs``, ``a`` or ``b``), and
+    its other operands as starts, in order (``?c`` through ``?cv``; a select's condition ``?sc`` through ``?scv``,
+    with its own dtype)."""
     if side == "x":
-        return f"(= ?e {_kernel(op, (read,), ('?m',))})", ""
+        return f"(= ?e {_kernel(op, (read,), ('?m',))})", []
+    if op in FUSABLE_TERNARY:
+        views, operands = ["?scv", "?cv", "?cv"], ["?sc", "?c", "?c"]
+        views[_POSITION[side]], operands[_POSITION[side]] = read, "?m"
+        others = [_start("?scv", "?sc", dtype="?scdt"), _start("?cv", "?c")]
+        return f"(= ?e {_kernel(op, tuple(views), tuple(operands))}) (= ?scdt (dtype ?sc))", others
     views = (read, "?cv") if side == "lhs" else ("?cv", read)
     operands = ("?m", "?c") if side == "lhs" else ("?c", "?m")
-    return f"(= ?e {_kernel(op, views, operands)})", _start("?cv", "?c")
+    return f"(= ?e {_kernel(op, views, operands)})", [_start("?cv", "?c")]
 
 
 def _sides(op: str) -> tuple[str, ...]:
-    return ("x",) if op in FUSABLE_UNARY else ("lhs", "rhs")
+    """The operands of ``op`` through which it joins a region (not a select's condition: of another dtype)."""
+    return ("x",) if op in FUSABLE_UNARY else ("a", "b") if op in FUSABLE_TERNARY else ("lhs", "rhs")
 
 
-def _combine(op: str, side: str, inside: str, other: str) -> str:
-    if side == "x":
-        return _fused(op, inside)
-    return _fused(op, inside, other) if side == "lhs" else _fused(op, other, inside)
+def _combine(op: str, side: str, inside: str, others: list[str]) -> str:
+    """``op`` on ``inside`` at ``side``'s position and ``others`` (in order) at the rest."""
+    operands = list(others)
+    operands.insert(_POSITION[side], inside)
+    return _fused(op, *operands)
 
 
 def _largest(cls: str, size: str, region: str, rows: str = "") -> list[str]:
@@ -187,10 +204,10 @@ def pair_rules() -> list[Rule]:
         for side in _sides(consumer):
             for producer in _ELEMENTWISE:
                 matched, inside = _producer(producer, "p")
-                query, other = _consumer(consumer, side)
+                query, others = _consumer(consumer, side)
                 name = f"fuse-{producer}-{consumer}" + ("" if side == "x" else f"-{side}")
                 rules.append(_rule("fusion_pair", name, [query, matched, "(!= ?e ?m)"],
-                                   _combine(consumer, side, "?p", other), "2", producer=inside))
+                                   _combine(consumer, side, "?p", others), "2", producer=inside))
     return rules
 
 
@@ -200,13 +217,13 @@ def grow_rules() -> list[Rule]:
     rules = []
     for consumer in _ELEMENTWISE:
         for side in _sides(consumer):
-            query, other = _consumer(consumer, side)
+            query, others = _consumer(consumer, side)
             name = f"grow-{consumer}" + ("" if side == "x" else f"-{side}")
             rules.append(_rule("fusion_grow", name, [query, *_region_at("?m", "?k", "?y")],
-                               _combine(consumer, side, "?y", other), "(+ ?k 1)"))
+                               _combine(consumer, side, "?y", others), "(+ ?k 1)"))
             rules.append(_rule("fusion_grow", f"{name}-rows", [query, *_region_at("?m", "?k", "?y", "?r"),
                                                                 "(on-rows ?s ?r)"],
-                               _combine(consumer, side, "?y", other), "(+ ?k 1)", rows="?r"))
+                               _combine(consumer, side, "?y", others), "(+ ?k 1)", rows="?r"))
     return rules
 
 
@@ -263,11 +280,11 @@ def row_rules() -> list[Rule]:
     for op in FUSABLE_BINARY:
         for side in ("lhs", "rhs"):
             for kind, (view, end, relation) in _ROW_READS.items():
-                query, other = _consumer(op, side, view)
+                query, others = _consumer(op, side, view)
                 rules.append(_rule("fusion_grow", f"grow-{op}-{side}-{kind}",
                                    [query, *_region_at("?m", "?j", "?y", "?r"),
                                     end.format(end="?m", fe="?fe"), relation, "(init-of ?s ?r ?n)"],
-                                   _combine(op, side, "?y", other), "(+ ?j 1)", rows="?r"))
+                                   _combine(op, side, "?y", others), "(+ ?j 1)", rows="?r"))
         rules += _row_merges(op)
     return rules
 
@@ -312,6 +329,10 @@ def bookkeeping_rules() -> list[Rule]:
         term = f"(= ?t (Op (Fused{op} ?s ?o ?dt) (ICons ?a (ICons ?b (INil)))))"
         texts[f"rows-{op}-lhs"] = f"({term} (= ?r (row-shape ?a))) ((set (row-shape ?t) ?r))"
         texts[f"rows-{op}-rhs"] = f"({term} (= ?r (row-shape ?b))) ((set (row-shape ?t) ?r))"
+    for op in FUSABLE_TERNARY:
+        term = f"(= ?t (Op (Fused{op} ?s ?o ?dt) (ICons ?c (ICons ?a (ICons ?b (INil))))))"
+        for side in ("c", "a", "b"):
+            texts[f"rows-{op}-{side}"] = f"({term} (= ?r (row-shape ?{side}))) ((set (row-shape ?t) ?r))"
     return [Rule(name, "fusion_grow", f'(rule {text} :ruleset fusion_grow :name "{name}")')
             for name, text in texts.items()]
 

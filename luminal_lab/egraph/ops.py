@@ -22,7 +22,17 @@ Matmul     out shape, reduced extent, view of a, view of b (both over the out
            shape with the reduced dim last), out strides (a kernel op only)
 MatmulTiled, MatmulTensorCore
            Matmul's fields, then the tiling's numbers (``core.tiling``)
+Select     shape, view of the condition, view of a, view of b, out strides (a
+           kernel op only)
 =========  =====================================================================
+
+Selects: ``where(c, a, b)`` lowers to a ``Gather`` over ``concat(b, a)`` (``n`` elements each, read
+flat) at ``c * n + iota``, which is exact for every value but moves three tensors' worth of data.
+``where`` copies each operand into the output's layout on the way (``a`` and ``b`` as they are, the
+condition as its cast from bool to int), and a ``Gather`` of that form gets a ``KernelSelect``
+alternative in its e-class reading what those copies read, through their views: the bool
+condition, ``a`` and ``b`` (a broadcast constant stays a constant). A select is elementwise, so it
+fuses (``fusion``): the masked scores of attention join their softmax's row region.
 
 Contractions: a ``KernelSumReduce`` that reads a ``KernelMul``'s output in the product's own
 layout with the reduced dim last (the product's out strides are the reduction's kept strides
@@ -51,6 +61,7 @@ TILED_FIELDS = (*MATMUL_FIELDS, *("Expression",) * len(TILINGS[0].fields))
 MMA_FIELDS = (*MATMUL_FIELDS, *("Expression",) * len(MMA_TILINGS[0].fields))
 BINARY_FIELDS = ("EList", "View", "View", "EList")
 REDUCE_FIELDS = ("EList", "Expression", "View", "Expression", "Expression", "EList")
+SELECT_FIELDS = ("EList", "View", "View", "View", "EList")
 
 RULESETS = ("expr", "dtype_prop", "early", "kernel_lower", "algebra", "fusion_pair", "fusion_grow", "fusion_merge",
             "cleanup")
@@ -199,6 +210,29 @@ CONTRACTION = Rule(
     " ((union ?e (Op (KernelMatmul ?s ?k ?va ?vb ?o ?dt) (ICons ?a (ICons ?b (INil))))) (set (contracts ?e) ?m))"
     ' :ruleset kernel_lower :name "matmul-of-mul-sum")')
 
+# where(c, a, b): a Gather over concat(b, a) of n elements each at c * n + iota, its index and data read in order,
+# each operand a Cast to the gather's layout (``hlir.tensor.where``); the select reads what those Casts read
+SELECT_OF_GATHER = Rule(
+    "select-of-gather", "kernel_lower",
+    "(rule ((= ?e (Op (Gather ?s (Strided ?o) (ECons (MNum ?len) (ENil)) (Strided (ECons (MIter) (ENil))) ?o)"
+    " (ICons ?idx (ICons ?data (INil)))))"
+    " (= ?idx (Op (Add ?s (Strided ?o) (Strided ?o) ?o) (ICons ?m (ICons ?p (INil)))))"
+    " (= ?m (Op (Mul ?s (Strided ?o) (Strided ?zeros) ?o) (ICons ?c (ICons ?k (INil)))))"
+    " (= ?c (Op (Cast ?s ?cv ?o (Int)) (ICons ?x (INil))))"
+    " (= ?k (Op (Constant (MNum ?n) ?kdt) (INil)))"
+    " (= ?p (Op (Iota (MIter) (MNum ?n)) (INil)))"
+    " (= ?len (* 2 ?n))"
+    " (= ?data (Op (Add (ECons (MNum ?len) (ENil))"
+    " (Masked (ECons (MIter) (ENil)) (ECons (MLt (MIter) (MNum ?n)) (ENil)))"
+    " (Masked (ECons (MSub (MIter) (MNum ?n)) (ENil))"
+    " (ECons (MAnd (MLt (MIter) (MNum ?len)) (MGte (MIter) (MNum ?n))) (ENil)))"
+    " (ECons (MIter) (ENil))) (ICons ?bc (ICons ?ac (INil)))))"
+    " (= ?ac (Op (Cast ?s ?av ?o ?dt) (ICons ?a (INil))))"
+    " (= ?bc (Op (Cast ?s ?bv ?o ?dt) (ICons ?b (INil))))"
+    " (= ?dt (dtype ?e)))"
+    " ((union ?e (Op (KernelSelect ?s ?cv ?av ?bv ?o ?dt) (ICons ?x (ICons ?a (ICons ?b (INil)))))))"
+    ' :ruleset kernel_lower :name "select-of-gather")')
+
 # a matmul whose a is constant along the out columns and b along the out rows: a batch of row-by-column products
 _ROWS_BY_COLUMNS = ("(= ?e (Op (KernelMatmul ?s ?k (Strided ?sa) (Strided ?sb) ?o ?dt) ?ins))"
                     " (last3 ?sa ?am (MNum 0) ?ak) (last3 ?sb (MNum 0) ?bn ?bk)")
@@ -297,6 +331,7 @@ def default_registry() -> OpRegistry:
                              hlir_op=Op.SCATTER))
     registry.register(OpSpec("Cast", ("EList", "View", "EList", "DType"), "field", hlir_op=Op.CAST))
     registry.register(OpSpec("Exp", UNARY_FIELDS, "input0", rewrites=(EXP_CHAIN,)))
+    registry.register(OpSpec("Select", SELECT_FIELDS, "input1", rewrites=(SELECT_OF_GATHER,)))
     registry.register(OpSpec("Matmul", MATMUL_FIELDS, "input0", rewrites=(CONTRACTION,)))
     registry.register(OpSpec("MatmulTiled", TILED_FIELDS, "input0", rewrites=TILED))
     registry.register(OpSpec("MatmulTensorCore", MMA_FIELDS, "input0", rewrites=TENSOR_CORE))

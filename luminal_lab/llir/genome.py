@@ -437,6 +437,10 @@ class _Extraction:
             shape = space.elist(f[0])
             views = (space.view(f[1], shape), space.view(f[2], shape))
             return Kernel(kernel_id, op, tuple(zip(sources, views)), shape, space.dtype(f[4]), None, cid, hlir)
+        if op == "Select":
+            shape = space.elist(f[0])
+            views = tuple(space.view(v, shape) for v in f[1:4])
+            return Kernel(kernel_id, op, tuple(zip(sources, views)), shape, space.dtype(f[5]), None, cid, hlir)
         if op in CONTRACT_KERNELS:
             shape = space.elist(f[0])
             product = shape + (space.expr(f[1]),)

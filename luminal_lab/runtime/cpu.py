@@ -43,7 +43,14 @@ from ..codegen.cpu import (
 )
 from ..core.dtypes import DType, convert
 from ..core.errors import LuminalError, UnsupportedOpError
-from ..core.ops import BINARY_KERNELS, CONTRACT_KERNELS, IN_REGION, REDUCE_KERNELS, UNARY_KERNELS
+from ..core.ops import (
+    BINARY_KERNELS,
+    CONTRACT_KERNELS,
+    IN_REGION,
+    REDUCE_KERNELS,
+    TERNARY_KERNELS,
+    UNARY_KERNELS,
+)
 from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import Expr
 from ..hlir.contraction import Contraction
@@ -463,7 +470,7 @@ class _Planner:
             return self._output(kernel)
         if op in CONTRACT_KERNELS:  # the GPU tilings of a contraction run here as the library call
             return self._matmul(kernel)
-        if op in UNARY_KERNELS or op in BINARY_KERNELS or op == "Cast":
+        if op in UNARY_KERNELS or op in BINARY_KERNELS or op in TERNARY_KERNELS or op == "Cast":
             return self._elementwise(kernel)
         if op in REDUCE_KERNELS:
             return self._reduce(kernel)
@@ -498,7 +505,7 @@ class _Planner:
     def _elementwise(self, kernel: Kernel) -> Step:
         out = self.buffers[kernel.id]
         views = self._views(kernel)
-        dtype = self.kernels[kernel.sources[0][0]].dtype
+        dtype = kernel.dtype if kernel.op in TERNARY_KERNELS else self.kernels[kernel.sources[0][0]].dtype
         if kernel.op == "Cast" and dtype != kernel.dtype and (dtype in _HALF or kernel.dtype in _HALF):
             array = views[0].array  # numpy's (and ml_dtypes') conversion, through cast_path, defines these casts
             target = kernel.dtype

@@ -46,7 +46,7 @@ def test_the_cpu_kernel_reads_back_the_exp_its_sum_pass_kept(pattern: str) -> No
     body = region.body(llir)
     kinds = "".join("b" if body.extent(f"x{j}") is None else "c" for j in range(len(body.inputs)))
     source = row_region_source(body, kinds, 1, parallel=False)
-    kept = pattern in ("softmax", "attention")
+    kept = pattern in ("softmax", "attention", "masked_attention")
     assert ("= out[i0, j]\n" in source) == kept
     assert source.count("m.exp2f(") == (1 if "Exp2" in REGION_OPS[pattern] else 0)
 
@@ -158,15 +158,18 @@ def test_fused_matches_torch_with_nan_rows(pattern: str) -> None:
     expected = {"softmax": lambda: torch.softmax(x, -1), "log_softmax": lambda: torch.log_softmax(x, -1),
                 "rmsnorm": lambda: torch.nn.functional.rms_norm(x, (10,), w, 1e-6),
                 "layernorm": lambda: torch.nn.functional.layer_norm(x, (10,), w, b, 1e-5),
-                "attention": lambda: torch.softmax(x / math.sqrt(10) + mask, -1)}[pattern]()
+                "attention": lambda: torch.softmax(x / math.sqrt(10) + mask, -1),
+                "masked_attention": lambda: torch.softmax((x / math.sqrt(10)).masked_fill(mask, -math.inf), -1),
+                }[pattern]()
     got = comp.run(**values)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5, equal_nan=True)
     assert torch.isnan(got).any(-1).tolist() == torch.isnan(expected).any(-1).tolist()
 
 
-def test_causal_attention_rows_are_masked() -> None:
-    comp, _ = fused_pattern("attention", 6, 6)
-    values = inputs("attention", 6, 6, torch.float32)
+@pytest.mark.parametrize("pattern", ["attention", "masked_attention"])
+def test_causal_attention_rows_are_masked(pattern: str) -> None:
+    comp, _ = fused_pattern(pattern, 6, 6)
+    values = inputs(pattern, 6, 6, torch.float32)
     weights = comp.run(**values)
     assert (weights[np.triu_indices(6, 1)] == 0).all()
     torch.testing.assert_close(weights.sum(-1), torch.ones(6))

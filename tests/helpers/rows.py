@@ -1,5 +1,6 @@
-"""The row-fusion patterns (softmax, log_softmax, rmsnorm, layernorm, the attention row) as graphs, the ops of
-each one's fused region, and inputs for them (a causal ``-inf`` mask included)."""
+"""The row-fusion patterns (softmax, log_softmax, rmsnorm, layernorm, the attention row with an additive mask and with
+a ``where`` mask) as graphs, the ops of each one's fused region, and inputs for them (causal masks included: ``-inf``
+to add, or bool to select)."""
 
 from __future__ import annotations
 
@@ -19,12 +20,18 @@ def attention_row(scores, w, b, mask):
     return (scores * (1 / math.sqrt(scores.shape[-1].value)) + mask).softmax(-1)
 
 
+def masked_attention_row(scores, w, b, mask):
+    """Scores, scaled, set to ``-inf`` where the bool mask holds (``masked_fill``), then their softmax."""
+    return ll.where(mask, float("-inf"), scores * (1 / math.sqrt(scores.shape[-1].value))).softmax(-1)
+
+
 PATTERNS = {
     "softmax": lambda x, w, b, mask: x.softmax(-1),
     "log_softmax": lambda x, w, b, mask: x.log_softmax(-1),
     "rmsnorm": lambda x, w, b, mask: x.rms_norm(w),
     "layernorm": lambda x, w, b, mask: x.layer_norm(1, w, b),
     "attention": attention_row,
+    "masked_attention": masked_attention_row,
 }
 # the ops of each pattern's one region, in kernel order (exp is exp2 of x * log2(e); division is a reciprocal)
 REGION_OPS = {
@@ -34,6 +41,7 @@ REGION_OPS = {
     "layernorm": ["SumReduce", "Mul", "Mul", "Add", "Mul", "SumReduce", "Mul", "Add", "Sqrt", "Recip", "Mul", "Mul",
                   "Add"],
     "attention": ["Mul", "Add", "MaxReduce", "Mul", "Add", "Mul", "Exp2", "SumReduce", "Recip", "Mul"],
+    "masked_attention": ["Mul", "Select", "MaxReduce", "Mul", "Add", "Mul", "Exp2", "SumReduce", "Recip", "Mul"],
 }
 
 
@@ -42,7 +50,7 @@ def build(pattern: str, rows: int = 6, length: int = 10, dtype=ll.f32) -> ll.Gra
     x = g.tensor((rows, length), name="x", dtype=dtype)
     w = g.tensor((length,), name="w", dtype=dtype)
     b = g.tensor((length,), name="b", dtype=dtype)
-    mask = g.tensor((rows, length), name="mask", dtype=dtype)
+    mask = g.tensor((rows, length), name="mask", dtype=ll.bool if pattern == "masked_attention" else dtype)
     PATTERNS[pattern](x, w, b, mask).output("y")
     return g
 
@@ -67,8 +75,16 @@ def causal_mask(rows: int, length: int) -> np.ndarray:
     return np.triu(np.full((rows, length), -np.inf, np.float32), 1)
 
 
+def causal_bool_mask(rows: int, length: int) -> torch.Tensor:
+    """True where a position is masked (after its row's)."""
+    return torch.from_numpy(np.triu(np.ones((rows, length), bool), 1))
+
+
 def inputs(pattern: str, rows: int, length: int, dtype: torch.dtype, seed: int = 0) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     values = {"x": torch.randn(rows, length, generator=generator), "w": torch.randn(length, generator=generator),
               "b": torch.randn(length, generator=generator), "mask": torch.from_numpy(causal_mask(rows, length))}
-    return {name: value.to(dtype) for name, value in values.items()}
+    values = {name: value.to(dtype) for name, value in values.items()}
+    if pattern == "masked_attention":
+        values["mask"] = causal_bool_mask(rows, length)
+    return values
