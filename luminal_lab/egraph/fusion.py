@@ -2,18 +2,20 @@
 
 A region is a term ``(FusionEnd (Fused<Op> ... (FusionStart x)))``: each ``FusionStart``
 reads one outside e-class through its own view, the ``Fused<Op>`` ops inside run on values
-(unary ``FusedSin/Sqrt/Exp/Exp2/Log2/Recip``, binary ``FusedAdd/Mul``, and in a row region the
-reductions ``FusedSumReduce/MaxReduce``), and the single ``FusionEnd`` is unioned with the e-class
-of the kernel op it replaces, so a genome chooses between the fused and the unfused form. Every
-marker and fused op carries its shape, its (contiguous) out strides and its dtype; a fused
+(unary ``FusedSin/Sqrt/Exp/Exp2/Log2/Recip``, binary ``FusedAdd/Mul``, the ternary ``FusedSelect``,
+and in a row region the reductions ``FusedSumReduce/MaxReduce``), and the single ``FusionEnd`` is
+unioned with the e-class of the kernel op it replaces, so a genome chooses between the fused and
+the unfused form. Every marker and fused op carries its shape, its (contiguous) out strides and its
+dtype (a select's condition starts with its own, bool or int; all else is the region's); a fused
 reduction also its reduced extent.
 
 Elementwise rule families, each a ruleset:
 
 ``fusion_pair``
-    two neighbouring kernel ops become a region: U->U, B->U, U->B (lhs, rhs), B->B (lhs, rhs).
+    two neighbouring kernel ops become a region: U->U, B->U, U->B (lhs, rhs), B->B (lhs, rhs), and
+    the same with a select on either side (reading the other op as ``a`` or ``b``).
 ``fusion_grow``
-    a kernel op that reads a region's end joins it: FE->U, FE->B (lhs, rhs).
+    a kernel op that reads a region's end joins it: FE->U, FE->B (lhs, rhs), FE->select (a, b).
 ``fusion_merge``
     a binary kernel op whose operands are both region ends joins them into one.
 
@@ -61,7 +63,8 @@ Guards keep the number of regions small and the rules finite on e-graphs with cy
   both a plain region (scale, mask) that the softmax grows from, and a region of the q·kᵀ row
   sums (a matmul as a row region) that nothing past the scores can join;
 - a region grows only while it has fewer than ``MAX_REGION_OPS`` ops (counted once per path
-  into its last op, so an op read twice inside counts twice).
+  into its last op, so an op read twice inside counts twice: the masked attention row, scale,
+  select and softmax, counts 25 for its 11 ops).
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ flat) at ``c * n + iota``, which is exact for every value but moves three tensor
 ``where`` copies each operand into the output's layout on the way (``a`` and ``b`` as they are, the
 condition as its cast from bool to int), and a ``Gather`` of that form gets a ``KernelSelect``
 alternative in its e-class reading what those copies read, through their views: the bool
-condition, ``a`` and ``b`` (a broadcast constant stays a constant). A select is elementwise, so it
+condition, ``a`` and ``b`` (a broadcast constant stays a constant). ``n`` must be a number (the
+rule checks that the concat holds ``2n``); a symbolic size keeps the Gather. A select is elementwise, so it
 fuses (``fusion``): the masked scores of attention join their softmax's row region.
 
 Contractions: a ``KernelSumReduce`` that reads a ``KernelMul``'s output in the product's own

@@ -5,13 +5,19 @@ and the mutually recursive ``IR`` / ``OpKind`` / ``IList``, plus the ``dtype`` f
 Every live HLIR node becomes one term, ``(Op (Kind fields...) (ICons in0 (INil)))``,
 emitted in topological order; all outputs are joined into the root with ``OutputJoin``.
 
-Each node also gets its dtype fact, ``(set (dtype $tN) (F32))``, known from the HLIR's
-dtype inference; ``dtype_prop`` then only has to type what rewrites add. The text is sent
+Each node also gets its dtype fact, ``(set (dtype $tN_) (F32))``, known from the HLIR's
+dtype inference; ``dtype_prop`` then only has to type what rewrites add.
+
+HLIR node N's term is named ``$tN_`` (``let_name``): the trailing ``_`` keeps every name from being
+another's prefix. egglog 13.2 confuses globals whose names differ by trailing digits: with
+``$t12`` and ``$t121`` both defined, a term built over ``$t12`` has been seen to read ``$t121``
+(a transformer encoder layer's ``x - mean`` became ``-mean + -mean``). The text is sent
 to egglog one command at a time (see ``worker``), which keeps loading linear in its size.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..core.dtypes import DType
@@ -68,7 +74,7 @@ def rules(registry: OpRegistry) -> str:
 # ---- terms ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Ref:
-    """A reference to another HLIR node's term (``$tN`` in text, id N in rows)."""
+    """A reference to another HLIR node's term (``let_name(N)`` in text, id N in rows)."""
 
     node_id: int
 
@@ -146,24 +152,32 @@ def node_term(node: Node, output_index: int) -> tuple:
 
 
 # ---- the program text ----------------------------------------------------------------------------
+LET_NAME = re.compile(r"\$t(\d+)_")  # a let name, HLIR node id as the group
+
+
+def let_name(node_id: int) -> str:
+    """The egglog global naming HLIR node ``node_id``'s term: ``$t12_`` (no name is another's prefix)."""
+    return f"$t{node_id}_"
+
+
 def _text(term) -> str:
     if isinstance(term, Ref):
-        return f"$t{term.node_id}"
+        return let_name(term.node_id)
     if isinstance(term, tuple):
         return "(" + " ".join([term[0], *(_text(a) for a in term[1:])]) + ")"
     return render_term(term)
 
 
 def emit(graph: Graph) -> str:
-    """``(let $tN ...)`` and the dtype fact of every live node in topological order, then ``$root``."""
+    """``(let $tN_ ...)`` and the dtype fact of every live node in topological order, then ``$root``."""
     lines = ["; ---- the HLIR graph ----"]
     outputs: list[Ref] = []
     for node in graph.live_nodes():
         term = node_term(node, len(outputs))
         if node.op == Op.OUTPUT:
             outputs.append(Ref(node.id))
-        lines.append(f"(let $t{node.id} {_text(term)})")
-        lines.append(f"(set (dtype $t{node.id}) ({node.dtype.egglog}))")
+        lines.append(f"(let {let_name(node.id)} {_text(term)})")
+        lines.append(f"(set (dtype {let_name(node.id)}) ({node.dtype.egglog}))")
     root: Ref | tuple = outputs[0]
     for ref in outputs[1:]:
         root = ("OutputJoin", root, ref)

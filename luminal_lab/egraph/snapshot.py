@@ -1,8 +1,8 @@
 """A read-only view of the e-graph at one moment: e-classes, e-nodes, parents, best terms.
 
 Built from egglog's serialized JSON. HLIR provenance comes from the let names:
-``$tN`` is HLIR node N's e-class, ``$root`` the root's. Primitive values (i64, f64, String, bool) are not
-e-classes here: they become literal arguments of the e-node that holds them, so
+``$tN_`` is HLIR node N's e-class (``schema.let_name``), ``$root`` the root's. Primitive values
+(i64, f64, String, bool) are not e-classes here: they become literal arguments of the e-node that holds them, so
 ``(MNum 3)`` is an e-node ``MNum`` with the literal ``3``. Rows of non-constructor
 functions (``dtype``) are not e-nodes either; their values annotate the e-classes.
 """
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..core.errors import NoEClassError
+from .schema import LET_NAME
 
 PRIMITIVE_SORTS = frozenset({"i64", "f64", "String", "bool", "Unit", "BigInt", "BigRat"})
 GENOME_SORTS = frozenset({"IR", "IList"})
@@ -103,13 +104,14 @@ class Snapshot:
                         self.classes[child].parents.append(node)
         self.root: str | None = None
         self.hlir_eclass: dict[int, str] = {}  # HLIR node id -> the e-class it was built into
-        for cid, info in class_data.items():  # $tN names HLIR node N's e-class, $root the root's
+        for cid, info in class_data.items():  # $tN_ names HLIR node N's e-class, $root the root's
             for name in (info.get("let") or "").split(", "):
+                let = LET_NAME.fullmatch(name)
                 if name == "$root":
                     self.root = cid
-                elif name.startswith("$t") and name[2:].isdigit() and cid in self.classes:
-                    self.classes[cid].hlir.append(int(name[2:]))
-                    self.hlir_eclass[int(name[2:])] = cid
+                elif let and cid in self.classes:
+                    self.classes[cid].hlir.append(int(let[1]))
+                    self.hlir_eclass[int(let[1])] = cid
         for fused, origin in origin_of.items():  # a fused op comes from the HLIR nodes of the op it mirrors
             if fused in self.classes and origin in self.classes and not self.classes[fused].hlir:
                 self.classes[fused].hlir = list(self.classes[origin].hlir)

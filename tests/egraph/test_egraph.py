@@ -555,7 +555,7 @@ def test_eclass_parents_hlir_nodes_and_best_term(egraphs: Make) -> None:
     assert output.hlir == [b.node.id + 1] and g.nodes[b.node.id + 1].op == Op.OUTPUT
 
 
-LET = re.compile(r"^\(let \$t(\d+) (.*)\)$")
+LET = re.compile(r"^\(let \$t(\d+)_ (.*)\)$")
 
 
 def test_program_lets_in_topological_order_joined_by_output_join(egraphs: Make) -> None:
@@ -568,17 +568,17 @@ def test_program_lets_in_topological_order_joined_by_output_join(egraphs: Make) 
     assert unused.node.id not in [i for i, _ in lets]
     seen: set[int] = set()
     for node_id, term in lets:
-        assert {int(r) for r in re.findall(r"\$t(\d+)", term)} <= seen, f"$t{node_id} reads a later let"
+        assert {int(r) for r in re.findall(r"\$t(\d+)_", term)} <= seen, f"$t{node_id}_ reads a later let"
         seen.add(node_id)
     outputs = [n.id for n in g.outputs.values()]
-    assert f"(let $root (OutputJoin $t{outputs[0]} $t{outputs[1]}))" in lines
-    assert lines.index(f"(let $root (OutputJoin $t{outputs[0]} $t{outputs[1]}))") > lines.index(
-        next(line for line in lines if line.startswith(f"(let $t{outputs[1]} ")))
+    assert f"(let $root (OutputJoin $t{outputs[0]}_ $t{outputs[1]}_))" in lines
+    assert lines.index(f"(let $root (OutputJoin $t{outputs[0]}_ $t{outputs[1]}_))") > lines.index(
+        next(line for line in lines if line.startswith(f"(let $t{outputs[1]}_ ")))
 
     single = ll.Graph()
     single.tensor((2,), "z").sqrt().output("root")
     text = egraphs(single).program
-    assert "OutputJoin $t" not in text and "(let $root $t2)" in text.splitlines()
+    assert "OutputJoin $t" not in text and "(let $root $t2_)" in text.splitlines()
 
 
 PROGRAM_DIGEST = textwrap.dedent("""
