@@ -45,11 +45,12 @@ def holds(pattern: str, length: int, schedule: str) -> str:
     """Where a lane of ``schedule`` keeps its elements of ``pattern``'s row of ``length`` (f32): a warp holds up to
     ``MAX_HELD`` * 32 = 1024 in registers, a block 8192; past that, shared memory takes a row's inputs read in more
     than one pass while the block's rows fit in 48 KiB (eight rows of 1500 for a warp, one of 10000 for a block: one
-    input, ``x``, but not the attention row's two, ``x`` and the mask), and beyond that each pass re-reads them."""
+    input, ``x``, but not the attention rows' two, ``x`` and the mask, added or selected), and beyond that each pass
+    re-reads them."""
     limit = 1024 if schedule == "warp" else 8192
     if length <= limit:
         return "registers"
-    fits = (length <= 1536 if schedule == "warp" else length <= 12288) and pattern != "attention"
+    fits = (length <= 1536 if schedule == "warp" else length <= 12288) and "attention" not in pattern
     return "shared" if fits else "re-read"
 
 

@@ -22,7 +22,7 @@ from luminal_lab.core.ops import REDUCE_KERNELS
 from luminal_lab.llir.regions import RegionBody
 
 _UNARY = {"Log2": np.log2, "Exp2": np.exp2, "Sin": np.sin, "Sqrt": np.sqrt, "Recip": np.reciprocal, "Exp": np.exp}
-_BINARY = {"Add": np.add, "Mul": np.multiply}
+_ELEMENTWISE = {**_UNARY, "Add": np.add, "Mul": np.multiply, "Select": lambda c, a, b: np.where(c != 0, a, b)}
 
 
 def _combine(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -74,7 +74,7 @@ class RowTwin:
         for i in self.body.needs(name):
             op, names = self.body.steps[i]
             args = [local[n] if n in local else np.full(r.shape, known[n]) for n in names]
-            local[f"t{i}"] = _UNARY[op](*args) if op in _UNARY else _BINARY[op](*args)
+            local[f"t{i}"] = _ELEMENTWISE[op](*args)
         return local[name] if name in local else np.full(r.shape, known[name])
 
     def reduce(self, i: int, o: int, known: dict[str, float]) -> float:
@@ -156,7 +156,7 @@ class RowTwin:
                 op, names = body.steps[i]
                 if op not in REDUCE_KERNELS:
                     args = [np.array([known[n]]) for n in names]
-                    known[f"t{i}"] = float((_UNARY[op](*args) if op in _UNARY else _BINARY[op](*args))[0])
+                    known[f"t{i}"] = float(_ELEMENTWISE[op](*args)[0])
                 elif body.extent(names[0]) is None:
                     known[f"t{i}"] = known[names[0]]
                 else:
