@@ -11,7 +11,7 @@ compute in f32 and round on store; ints wrap to their type on store (and so does
 value); float32 Exp2/Exp/Log2/Sin call the vectorisable versions in ``cpu_math``, which every
 source imports. A fused region's ``RegionBody`` becomes one loop nest computing its steps on
 registers. An elementwise or region kernel may read padded operands (upper-case kinds: their
-box per axis in ``meta``, a row of zeros ``z{j}`` each after it, 0 read outside the box): its
+box per axis in ``meta``, zeros ``z{j}`` each after it, 0 read outside the box): its
 innermost loop then runs in segments, each wholly inside or wholly outside every padded operand's
 box, which reads its buffer or its zeros there through a contiguous row like an unpadded operand,
 so each segment's loop vectorises (a test per element would not). Each source's first line names
@@ -193,26 +193,25 @@ def _segment_operands(kinds: str, dtype: DType | None, axis: int) -> tuple[list[
     return hoisted, segment, values
 
 
-_CHUNK = 4096  # elements of a one-axis nest with padded operands that one parallel iteration runs
+SEGMENT = 1024  # the most elements a segment of a loop with padded operands runs: as many as its zeros hold
 
 
 def _segments(kinds: str, axis: int, extent: str, parallel: bool, segment: list[str], body: list[str]) -> list[str]:
-    """A loop along ``axis`` over ``[0, extent)`` as segments ``[e0, e1)`` in each of which every padded operand
-    (upper-case kind) lies wholly inside its box (``w{j}``, also requiring the outer indexes' ``u{j}_{axis - 1}``) or
-    wholly outside it; ``segment`` starts each segment, ``body`` runs at ``i`` from 0 to its length. With
-    ``parallel`` the extent is split into chunks of ``_CHUNK`` run in parallel."""
-    lines = ([f"for c in numba.prange(({extent} + {_CHUNK - 1}) // {_CHUNK}):", f"    e0 = c * {_CHUNK}",
-              f"    end = min(e0 + {_CHUNK}, {extent})"] if parallel else ["e0 = 0", f"end = {extent}"])
-    loop = ["while e0 < end:", "    e1 = end"]
+    """A loop along ``axis`` over ``[0, extent)`` as segments ``[e0, e1)`` of at most ``SEGMENT`` elements in each of
+    which every padded operand (upper-case kind) lies wholly inside its box (``w{j}``, also requiring the outer
+    indexes' ``u{j}_{axis - 1}``) or wholly outside it; ``segment`` starts each segment, ``body`` runs at ``i`` from
+    0 to its length. With ``parallel`` the chunks of ``SEGMENT`` elements run in parallel."""
+    loop = "numba.prange" if parallel else "range"
+    lines = [f"for c in {loop}(({extent} + {SEGMENT - 1}) // {SEGMENT}):", f"    e0 = c * {SEGMENT}",
+             f"    end = min(e0 + {SEGMENT}, {extent})", "    while e0 < end:", "        e1 = end"]
     for j, kind in enumerate(kinds):
         if kind.isupper():
             low, high = f"l{j}_{axis}", f"h{j}_{axis}"
             outer = f"u{j}_{axis - 1} and " if axis else ""
-            loop += [f"    e1 = min(e1, {low}) if e0 < {low} else min(e1, {high}) if e0 < {high} else e1",
-                     f"    w{j} = {outer}{low} <= e0 and e0 < {high}"]
-    loop += [f"    {line}" for line in segment] + ["    for i in range(e1 - e0):"]
-    loop += [f"        {line}" for line in body] + ["    e0 = e1"]
-    return lines + [f"    {line}" for line in loop] if parallel else lines + loop
+            lines += [f"        e1 = min(e1, {low}) if e0 < {low} else min(e1, {high}) if e0 < {high} else e1",
+                      f"        w{j} = {outer}{low} <= e0 and e0 < {high}"]
+    lines += [f"        {line}" for line in segment] + ["        for i in range(e1 - e0):"]
+    return lines + [f"            {line}" for line in body] + ["        e0 = e1"]
 
 
 def _elementwise_nest(kinds: str, dtype: DType | None, rank: int, parallel: bool,
@@ -245,7 +244,7 @@ def elementwise_source(op: str, dtype: DType, target: DType, kinds: str, rank: i
     """``kernel(out, x0, ..., meta[, z...])``: ``out = op(x0, ...)``; ``out`` has ``rank`` contiguous axes, operand
     ``j`` is the flat buffer ``x{j}`` read at ``meta``'s offset and strides, its innermost stride of kind
     ``kinds[j]``; an upper-case kind marks a padded operand, read inside its box from ``meta`` and as 0 elsewhere,
-    whose zeros ``z{j}`` (at least as many as ``out``'s last axis) come after ``meta``."""
+    whose zeros ``z{j}`` (``SEGMENT`` or as many as ``out``'s last axis, if fewer) come after ``meta``."""
     raw = op == "Cast" and dtype == target  # a copy moves the stored bits as they are
     lines = [f"def kernel({_arguments(kinds)}):", *_prologue(kinds, rank)]
     if op == "Sin" and dtype != DType.F64:  # sinf's reduction is exact below SIN_LIMIT; libm takes the rest

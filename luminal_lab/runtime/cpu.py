@@ -38,6 +38,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..codegen.cpu import (
+    SEGMENT,
     contract_source,
     elementwise_source,
     gather_source,
@@ -168,13 +169,13 @@ def _kind(stride: int, padded: bool = False) -> str:
 def _loop_operands(out: np.ndarray, views: Sequence[_View]) -> tuple[int, str, list]:
     """What an elementwise loop nest over ``out`` reading ``views`` is generated for and called with: its rank
     after collapsing axes, each view's innermost-stride kind (upper-case for a padded view), and the arguments (out,
-    the views' flat buffers, every view's offset, strides and box, then a row of zeros per padded view)."""
+    the views' flat buffers, every view's offset, strides and box, then a segment of zeros per padded view)."""
     dims, strides, boxes = _collapse(out.shape, [_contiguous_strides(out.shape)] + [v.strides for v in views],
                                      boxes=[None] + [v.box for v in views])
     kinds = "".join(_kind(s[-1], box is not None) for s, box in zip(strides[1:], boxes[1:]))
     meta = np.array([x for v, s, box in zip(views, strides[1:], boxes[1:])
                      for x in (v.offset, *s, *(bound for axis in box or () for bound in axis))], np.int64)
-    zeros = [_numba_view(np.zeros(dims[-1], v.flat.dtype)) for v in views if v.box is not None]
+    zeros = [_numba_view(np.zeros(min(dims[-1], SEGMENT), v.flat.dtype)) for v in views if v.box is not None]
     return len(dims), kinds, [_numba_view(out.reshape(dims)), *(_numba_view(v.flat) for v in views), meta, *zeros]
 
 

@@ -345,6 +345,8 @@ def test_large_kernels_run_in_parallel_and_agree() -> None:
     x.sum(-1).output("rows")
     x.max(0).output("columns")
     ll.embedding(ids, table).output("embedded")
+    ll.concat([x, x], 0).output("stacked")  # padded reads of one axis, in parallel chunks
+    x.reshape(-1).pad([(5, 3000)]).sin().output("padded_sin")
     check_graph(g, {"x": rng.standard_normal((rows, 128), np.float32), "y": rng.standard_normal(128, np.float32),
                     "ids": rng.integers(0, 100, rows, dtype=np.int32),
                     "table": rng.standard_normal((100, 64), np.float32)})
