@@ -64,6 +64,11 @@ def _load(dtype: DType, element: str) -> str:
     return element
 
 
+def _loader(dtype: DType | None) -> Callable[[str], str]:
+    """``_load`` for ``dtype``; None reads the stored bits as they are."""
+    return (lambda element: element) if dtype is None else functools.partial(_load, dtype)
+
+
 def _store(dtype: DType, value: str) -> str:
     """A compute value as the storage type: f32 rounds to f16/bf16 bits."""
     if dtype == DType.F16:
@@ -146,7 +151,7 @@ def _operands(kinds: str, dtype: DType | None, axes: int, inner: int, indent: st
     ``kinds`` has one letter per operand for its innermost stride: ``c`` unit (read through a contiguous row, so
     LLVM vectorises), ``b`` zero (read once), ``s`` any. ``dtype`` None reads the stored bits as they are.
     """
-    load = (lambda element: element) if dtype is None else (lambda element: _load(dtype, element))
+    load = _loader(dtype)
     hoisted, values = [], []
     for j, kind in enumerate(kinds):
         position = f"o{j}" if axes == 0 else f"p{j}_{axes - 1}"
@@ -169,7 +174,7 @@ def _segment_operands(kinds: str, dtype: DType | None, axis: int) -> tuple[list[
     ``_operands``); a padded one (upper-case kind) reads its zeros ``z{j}`` instead of its buffer in a segment
     outside its box (``w{j}`` false): its whole zero row (``C``), its first zero (``B``), or its first zero at
     stride 0 (``S``)."""
-    load = (lambda element: element) if dtype is None else (lambda element: _load(dtype, element))
+    load = _loader(dtype)
     hoisted, segment, values = [], [], []
     for j, kind in enumerate(kinds):
         position, stride = (f"o{j}" if axis == 0 else f"p{j}_{axis - 1}"), f"s{j}_{axis}"
@@ -196,12 +201,12 @@ def _segment_operands(kinds: str, dtype: DType | None, axis: int) -> tuple[list[
 SEGMENT = 1024  # the most elements a segment of a loop with padded operands runs: as many as its zeros hold
 
 
-def _segments(kinds: str, axis: int, extent: str, parallel: bool, segment: list[str], body: list[str]) -> list[str]:
-    """A loop along ``axis`` over ``[0, extent)`` as segments ``[e0, e1)`` of at most ``SEGMENT`` elements in each of
+def _segments(kinds: str, axis: int, parallel: bool, segment: list[str], body: list[str]) -> list[str]:
+    """A loop along ``out``'s ``axis`` as segments ``[e0, e1)`` of at most ``SEGMENT`` elements in each of
     which every padded operand (upper-case kind) lies wholly inside its box (``w{j}``, also requiring the outer
     indexes' ``u{j}_{axis - 1}``) or wholly outside it; ``segment`` starts each segment, ``body`` runs at ``i`` from
     0 to its length. With ``parallel`` the chunks of ``SEGMENT`` elements run in parallel."""
-    loop = "numba.prange" if parallel else "range"
+    loop, extent = "numba.prange" if parallel else "range", f"out.shape[{axis}]"
     lines = [f"for c in {loop}(({extent} + {SEGMENT - 1}) // {SEGMENT}):", f"    e0 = c * {SEGMENT}",
              f"    end = min(e0 + {SEGMENT}, {extent})", "    while e0 < end:", "        e1 = end"]
     for j, kind in enumerate(kinds):
@@ -228,7 +233,7 @@ def _elementwise_nest(kinds: str, dtype: DType | None, rank: int, parallel: bool
         return lines + [f"{indent}    {line}" for line in body(values, f"out[{_index(rank)}]")]
     hoisted, segment, values = _segment_operands(kinds, dtype, inner)
     segment.append(f"ro = out[{''.join(f'i{d}, ' for d in range(inner))}e0:]")
-    loops = _segments(kinds, inner, f"out.shape[{inner}]", parallel and rank == 1, segment, body(values, "ro[i]"))
+    loops = _segments(kinds, inner, parallel and rank == 1, segment, body(values, "ro[i]"))
     return lines + [f"{indent}{line}" for line in hoisted + loops]
 
 

@@ -70,7 +70,7 @@ def _numba_view(array: np.ndarray) -> np.ndarray:
     return array.view(np.uint16) if array.dtype in _HALF_NUMPY else array
 
 
-Box = Sequence[tuple[int, int]]  # per axis, the first valid index and the one past the last
+_Box = Sequence[tuple[int, int]]  # per axis, the first valid index and the one past the last
 
 
 @dataclass
@@ -89,7 +89,7 @@ class _View:
     strides: tuple[int, ...]  # in elements
     refresh: list[Step] = field(default_factory=list)
     input: int | None = None  # the Input kernel whose own buffer ``flat`` is (no scratch between)
-    box: Box | None = None
+    box: _Box | None = None
 
     @property
     def array(self) -> np.ndarray:
@@ -123,7 +123,7 @@ def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
 
 
 def _collapse(shape: Sequence[int], strides: Sequence[Sequence[int]], keep_last: bool = False,
-              boxes: Sequence[Box | None] = ()) -> tuple[list[int], list[list[int]], list[Box | None]]:
+              boxes: Sequence[_Box | None] = ()) -> tuple[list[int], list[list[int]], list[_Box | None]]:
     """The same index space over fewer axes: size-1 axes dropped, and neighbours merged where every operand
     steps through them alike and every padded operand's box (``boxes``, one per operand, None where unpadded; none
     given: no box) stays one box (the inner axis's box whole, or the outer one's a single index). With ``keep_last``
