@@ -10,9 +10,13 @@ strides; ``parallel`` variants loop with ``prange``. f16 and bf16 travel as thei
 compute in f32 and round on store; ints wrap to their type on store (and so does a fused step's
 value); float32 Exp2/Exp/Log2/Sin call the vectorisable versions in ``cpu_math``, which every
 source imports. A fused region's ``RegionBody`` becomes one loop nest computing its steps on
-registers. Each source's first line names the hash of ``cpu_math``, so a
-kernel cached against older helpers is never reused. The runtime (``luminal_lab.runtime.cpu``)
-compiles and caches these sources.
+registers. An elementwise or region kernel may read padded operands (upper-case kinds: their
+box per axis in ``meta``, zeros ``z{j}`` each after it, 0 read outside the box): its
+innermost loop then runs in segments, each wholly inside or wholly outside every padded operand's
+box, which reads its buffer or its zeros there through a contiguous row like an unpadded operand,
+so each segment's loop vectorises (a test per element would not). Each source's first line names
+the hash of ``cpu_math``, so a kernel cached against older helpers is never reused. The runtime
+(``luminal_lab.runtime.cpu``) compiles and caches these sources.
 """
 
 from __future__ import annotations
@@ -60,6 +64,11 @@ def _load(dtype: DType, element: str) -> str:
     return element
 
 
+def _loader(dtype: DType | None) -> Callable[[str], str]:
+    """``_load`` for ``dtype``; None reads the stored bits as they are."""
+    return (lambda element: element) if dtype is None else functools.partial(_load, dtype)
+
+
 def _store(dtype: DType, value: str) -> str:
     """A compute value as the storage type: f32 rounds to f16/bf16 bits."""
     if dtype == DType.F16:
@@ -100,25 +109,41 @@ def _expression(op: str, dtype: DType, target: DType, operands: list[str]) -> st
     raise UnsupportedOpError(op, detail="no CPU kernel source")
 
 
-def _prologue(arity: int, width: int) -> list[str]:
-    """Read each operand's offset and ``width`` strides (in elements) from ``meta``."""
-    lines = []
-    for j in range(arity):
-        base = j * (width + 1)
+def _prologue(kinds: str, width: int) -> list[str]:
+    """Read each operand's offset and ``width`` strides (in elements) from ``meta``, and a padded operand's box
+    (upper-case kind): per axis ``d`` its first valid index ``l{j}_{d}`` and the one past its last ``h{j}_{d}``."""
+    lines, base = [], 0
+    for j, kind in enumerate(kinds):
         lines.append(f"    o{j} = meta[{base}]")
         lines += [f"    s{j}_{d} = meta[{base + 1 + d}]" for d in range(width)]
+        base += width + 1
+        if kind.isupper():
+            for d in range(width):
+                lines += [f"    l{j}_{d} = meta[{base}]", f"    h{j}_{d} = meta[{base + 1}]"]
+                base += 2
     return lines
 
 
-def _outer(axes: int, parallel: bool, arity: int, depth: int) -> list[str]:
-    """Loops over ``out``'s first ``axes`` axes, tracking each operand's position ``p{j}_{d}``."""
+def _arguments(kinds: str) -> str:
+    """A loop kernel's parameters: ``out``, the operands' buffers, ``meta``, then the padded operands' zeros."""
+    return ", ".join(["out", *(f"x{j}" for j in range(len(kinds))), "meta",
+                      *(f"z{j}" for j, kind in enumerate(kinds) if kind.isupper())])
+
+
+def _outer(axes: int, parallel: bool, kinds: str, depth: int) -> list[str]:
+    """Loops over ``out``'s first ``axes`` axes, tracking each operand's position ``p{j}_{d}`` and, for a padded
+    operand, whether the indexes so far lie in its box (``u{j}_{d}``)."""
     lines = []
     for d in range(axes):
         loop = "numba.prange" if parallel and d == 0 else "range"
         lines.append("    " * (depth + d) + f"for i{d} in {loop}(out.shape[{d}]):")
-        for j in range(arity):
+        for j, kind in enumerate(kinds):
             start = f"o{j}" if d == 0 else f"p{j}_{d - 1}"
             lines.append("    " * (depth + d + 1) + f"p{j}_{d} = {start} + i{d} * s{j}_{d}")
+            if kind.isupper():
+                inside = f"l{j}_{d} <= i{d} and i{d} < h{j}_{d}"
+                outer = f"u{j}_{d - 1} and " if d else ""
+                lines.append("    " * (depth + d + 1) + f"u{j}_{d} = {outer}{inside}")
     return lines
 
 
@@ -132,7 +157,7 @@ def _operands(kinds: str, dtypes: Sequence[DType | None], axes: int, inner: int,
     """
     hoisted, values = [], []
     for j, (kind, dtype) in enumerate(zip(kinds, dtypes, strict=True)):
-        load = (lambda element: element) if dtype is None else functools.partial(_load, dtype)
+        load = _loader(dtype)
         position = f"o{j}" if axes == 0 else f"p{j}_{axes - 1}"
         if kind == "c":
             hoisted.append(f"{indent}r{j} = x{j}[{position}:]")
@@ -145,16 +170,77 @@ def _operands(kinds: str, dtypes: Sequence[DType | None], axes: int, inner: int,
     return hoisted, values
 
 
+def _segment_operands(kinds: str, dtypes: Sequence[DType | None],
+                      axis: int) -> tuple[list[str], list[str], list[str]]:
+    """For a loop along ``axis`` in segments (``_segments``): statements hoisted above the segments, statements at
+    the start of each segment ``[e0, e1)``, and each operand's value at index ``e0 + i`` of the segment.
+
+    Every operand is read relative to the segment's start (so LLVM sees the same contiguous rows as in
+    ``_operands``); a padded one (upper-case kind) reads its zeros ``z{j}`` instead of its buffer in a segment
+    outside its box (``w{j}`` false): its whole zero row (``C``), its first zero (``B``), or its first zero at
+    stride 0 (``S``). Operands load as in ``_operands``."""
+    hoisted, segment, values = [], [], []
+    for j, (kind, dtype) in enumerate(zip(kinds, dtypes, strict=True)):
+        load = _loader(dtype)
+        position, stride = (f"o{j}" if axis == 0 else f"p{j}_{axis - 1}"), f"s{j}_{axis}"
+        if kind in "cC":
+            row = f"x{j}[{position} + e0:]"
+            segment.append(f"r{j} = {row if kind == 'c' else f'{row} if w{j} else z{j}'}")
+            values.append(load(f"r{j}[i]"))
+        elif kind == "b":
+            hoisted.append(f"b{j} = {load(f'x{j}[{position}]')}")
+            values.append(f"b{j}")
+        elif kind == "B":
+            segment.append(f"b{j} = {load(f'x{j}[{position}] if w{j} else z{j}[0]')}")
+            values.append(f"b{j}")
+        elif kind == "s":
+            segment.append(f"q{j} = {position} + e0 * {stride}")
+            values.append(load(f"x{j}[q{j} + i * {stride}]"))
+        else:
+            segment += [f"y{j} = x{j} if w{j} else z{j}", f"q{j} = {position} + e0 * {stride} if w{j} else 0",
+                        f"g{j} = {stride} if w{j} else 0"]
+            values.append(load(f"y{j}[q{j} + i * g{j}]"))
+    return hoisted, segment, values
+
+
+SEGMENT = 1024  # the most elements a segment of a loop with padded operands runs: as many as its zeros hold
+
+
+def _segments(kinds: str, axis: int, parallel: bool, segment: list[str], body: list[str]) -> list[str]:
+    """A loop along ``out``'s ``axis`` as segments ``[e0, e1)`` of at most ``SEGMENT`` elements in each of
+    which every padded operand (upper-case kind) lies wholly inside its box (``w{j}``, also requiring the outer
+    indexes' ``u{j}_{axis - 1}``) or wholly outside it; ``segment`` starts each segment, ``body`` runs at ``i`` from
+    0 to its length. With ``parallel`` the chunks of ``SEGMENT`` elements run in parallel."""
+    loop, extent = "numba.prange" if parallel else "range", f"out.shape[{axis}]"
+    lines = [f"for c in {loop}(({extent} + {SEGMENT - 1}) // {SEGMENT}):", f"    e0 = c * {SEGMENT}",
+             f"    end = min(e0 + {SEGMENT}, {extent})", "    while e0 < end:", "        e1 = end"]
+    for j, kind in enumerate(kinds):
+        if kind.isupper():
+            low, high = f"l{j}_{axis}", f"h{j}_{axis}"
+            outer = f"u{j}_{axis - 1} and " if axis else ""
+            lines += [f"        e1 = min(e1, {low}) if e0 < {low} else min(e1, {high}) if e0 < {high} else e1",
+                      f"        w{j} = {outer}{low} <= e0 and e0 < {high}"]
+    lines += [f"        {line}" for line in segment] + ["        for i in range(e1 - e0):"]
+    return lines + [f"            {line}" for line in body] + ["        e0 = e1"]
+
+
 def _elementwise_nest(kinds: str, dtypes: Sequence[DType | None], rank: int, parallel: bool,
-                      body: Callable[[list[str]], list[str]], depth: int = 1) -> list[str]:
+                      body: Callable[[list[str], str], list[str]], depth: int = 1) -> list[str]:
     """The loop nest of an elementwise kernel (operands of ``dtypes``, as in ``_operands``); ``body`` turns the
-    operands' values into innermost statements."""
-    lines = _outer(rank - 1, parallel, len(kinds), depth)
+    operands' values and the element of ``out`` they make into innermost statements. With padded operands the
+    innermost loop runs in segments (``_segments``)."""
+    lines = _outer(rank - 1, parallel, kinds, depth)
     indent = "    " * (depth + rank - 1)
-    hoisted, values = _operands(kinds, dtypes, rank - 1, rank - 1, indent)
-    loop = "numba.prange" if parallel and rank == 1 else "range"
-    lines += hoisted + [f"{indent}for i{rank - 1} in {loop}(out.shape[{rank - 1}]):"]
-    return lines + [f"{indent}    {line}" for line in body(values)]
+    inner = rank - 1
+    if kinds == kinds.lower():
+        hoisted, values = _operands(kinds, dtypes, inner, inner, indent)
+        loop = "numba.prange" if parallel and rank == 1 else "range"
+        lines += hoisted + [f"{indent}for i{inner} in {loop}(out.shape[{inner}]):"]
+        return lines + [f"{indent}    {line}" for line in body(values, f"out[{_index(rank)}]")]
+    hoisted, segment, values = _segment_operands(kinds, dtypes, inner)
+    segment.append(f"ro = out[{''.join(f'i{d}, ' for d in range(inner))}e0:]")
+    loops = _segments(kinds, inner, parallel and rank == 1, segment, body(values, "ro[i]"))
+    return lines + [f"{indent}{line}" for line in hoisted + loops]
 
 
 def _index(rank: int) -> str:
@@ -166,26 +252,26 @@ _SIN_FLAG = "max(big, np.int32(abs({x}) >= m.SIN_LIMIT))"
 
 
 def elementwise_source(op: str, dtype: DType, target: DType, kinds: str, rank: int, parallel: bool) -> str:
-    """``kernel(out, x0, ..., meta)``: ``out = op(x0, ...)``; ``out`` has ``rank`` contiguous axes, operand ``j``
-    is the flat buffer ``x{j}`` read at ``meta``'s offset and strides, its innermost stride of kind ``kinds[j]``.
-    A Select moves the stored bits of ``x1`` or ``x2`` as they are, as does a copy (a Cast to its own dtype)."""
-    out = f"out[{_index(rank)}]"
+    """``kernel(out, x0, ..., meta[, z...])``: ``out = op(x0, ...)``; ``out`` has ``rank`` contiguous axes, operand
+    ``j`` is the flat buffer ``x{j}`` read at ``meta``'s offset and strides, its innermost stride of kind
+    ``kinds[j]``; an upper-case kind marks a padded operand, read inside its box from ``meta`` and as 0 elsewhere,
+    whose zeros ``z{j}`` (``SEGMENT`` or as many as ``out``'s last axis, if fewer) come after ``meta``. A Select
+    moves the stored bits of ``x1`` or ``x2`` as they are, as does a copy (a Cast to its own dtype)."""
     same = [dtype] * len(kinds)
-    args = ", ".join(["out"] + [f"x{j}" for j in range(len(kinds))] + ["meta"])
-    lines = [f"def kernel({args}):", *_prologue(len(kinds), rank)]
+    lines = [f"def kernel({_arguments(kinds)}):", *_prologue(kinds, rank)]
     if op == "Sin" and dtype != DType.F64:  # sinf's reduction is exact below SIN_LIMIT; libm takes the rest
         lines.append("    big = np.int32(0)")
-        lines += _elementwise_nest(kinds, same, rank, parallel, lambda v: [
+        lines += _elementwise_nest(kinds, same, rank, parallel, lambda v, out: [
             f"v = {v[0]}", f"{out} = {_store(target, 'm.sinf(v)')}", f"big = {_SIN_FLAG.format(x='v')}"])
         lines.append("    if big:")
-        lines += _elementwise_nest(kinds, same, rank, False, lambda v: [
+        lines += _elementwise_nest(kinds, same, rank, False, lambda v, out: [
             f"v = {v[0]}", "if abs(v) >= m.SIN_LIMIT:",
             f"    {out} = {_store(target, 'np.float32(np.sin(np.float64(v)))')}"], depth=2)
     elif op == "Select" or (op == "Cast" and dtype == target):
-        lines += _elementwise_nest(kinds, [None] * len(kinds), rank, parallel, lambda v: [
+        lines += _elementwise_nest(kinds, [None] * len(kinds), rank, parallel, lambda v, out: [
             f"{out} = {_expression(op, dtype, target, v) if op == 'Select' else v[0]}"])
     else:
-        lines += _elementwise_nest(kinds, same, rank, parallel, lambda v: [
+        lines += _elementwise_nest(kinds, same, rank, parallel, lambda v, out: [
             f"{out} = {_store(target, _expression(op, dtype, target, v))}"])
     return _header(parallel, "contract" if op in UNARY_KERNELS else "") + "\n".join(lines) + "\n"
 
@@ -215,14 +301,13 @@ def _region_statements(body: RegionBody, values: list[str], exact_sin: bool) -> 
 
 
 def region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -> str:
-    """``kernel(out, x0, ..., meta)``: a fused region as one loop nest, ``out`` = the last of ``body``'s steps
-    on each element; operands as in ``elementwise_source``. f32 Sins run ``sinf`` and, where any of their
-    arguments reached ``SIN_LIMIT``, the nest runs again (serially) with libm's sin for those."""
-    dtype, out = body.dtype, f"out[{_index(rank)}]"
-    args = ", ".join(["out"] + [f"x{j}" for j in range(len(kinds))] + ["meta"])
-    lines = [f"def kernel({args}):", *_prologue(len(kinds), rank)]
+    """``kernel(out, x0, ..., meta[, z...])``: a fused region as one loop nest, ``out`` = the last of ``body``'s
+    steps on each element; operands (padded ones included) as in ``elementwise_source``. f32 Sins run ``sinf`` and,
+    where any of their arguments reached ``SIN_LIMIT``, the nest runs again (serially) with libm's sin for those."""
+    dtype = body.dtype
+    lines = [f"def kernel({_arguments(kinds)}):", *_prologue(kinds, rank)]
 
-    def statements(values: list[str], exact_sin: bool) -> list[str]:
+    def statements(values: list[str], out: str, exact_sin: bool) -> list[str]:
         computed, sin_operands = _region_statements(body, values, exact_sin)
         counted = [f"big = {_SIN_FLAG.format(x=x)}" for x in sin_operands if not exact_sin]
         return [*computed, f"{out} = {_store(dtype, body.result)}", *counted]
@@ -231,10 +316,10 @@ def region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -> st
     if sin_operands:
         lines.append("    big = np.int32(0)")
     dtypes = [d for _, _, d in body.inputs]
-    lines += _elementwise_nest(kinds, dtypes, rank, parallel, lambda v: statements(v, False))
+    lines += _elementwise_nest(kinds, dtypes, rank, parallel, lambda v, out: statements(v, out, False))
     if sin_operands:
         lines.append("    if big:")
-        lines += _elementwise_nest(kinds, dtypes, rank, False, lambda v: statements(v, True), depth=2)
+        lines += _elementwise_nest(kinds, dtypes, rank, False, lambda v, out: statements(v, out, True), depth=2)
     unary = any(op in UNARY_KERNELS for op, _ in body.steps)
     return _header(parallel, "contract" if unary else "") + "\n".join(lines) + "\n"
 
@@ -320,9 +405,9 @@ def row_region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -
     each per-row value is computed once; the end last (a pass where it runs along the row, reading back what the
     last reduction's pass kept in ``out``, ``_kept``)."""
     dtype, arity = body.dtype, len(kinds)
-    lines = ["def kernel(out, " + "".join(f"x{j}, " for j in range(arity)) + "meta):", *_prologue(arity, rank + 1)]
+    lines = ["def kernel(out, " + "".join(f"x{j}, " for j in range(arity)) + "meta):", *_prologue(kinds, rank + 1)]
     lines += [f"    n{e} = meta[{arity * (rank + 2) + e}]" for e in range(len(body.lengths))]
-    lines += _outer(rank, parallel, arity, 1)
+    lines += _outer(rank, parallel, kinds, 1)
     row: list[str] = []
     for j, kind in enumerate(kinds):
         position = f"p{j}_{rank - 1}"
@@ -349,8 +434,8 @@ def reduce_source(op: str, dtype: DType, kind: str, rank: int, parallel: bool) -
     """``kernel(out, x0, meta)``: ``out[...] = sum/max(x0[..., :])``; ``out`` has ``rank`` contiguous axes, ``x0``
     is a flat buffer read at ``meta``'s offset and ``rank + 1`` strides (the reduced one of ``kind``), then the
     reduced extent."""
-    lines = ["def kernel(out, x0, meta):", *_prologue(1, rank + 1), f"    n = meta[{rank + 2}]"]
-    lines += _outer(rank, parallel, 1, 1)
+    lines = ["def kernel(out, x0, meta):", *_prologue("c", rank + 1), f"    n = meta[{rank + 2}]"]
+    lines += _outer(rank, parallel, "c", 1)
     indent = "    " * (rank + 1)
     hoisted, (value,) = _operands("c" if kind == "c" else "s", [dtype], rank, rank, indent)
     if op == "SumReduce":
@@ -378,8 +463,8 @@ def contract_source(dtype: DType, kinds: str, rank: int, parallel: bool) -> str:
     """``kernel(out, x0, x1, meta)``: ``out[...] = sum(x0[..., :] * x1[..., :])``, the products in the compute type
     (never rounded to f16/bf16); ``out`` has ``rank`` contiguous axes, ``x0`` and ``x1`` are flat buffers each read
     at ``meta``'s offset and ``rank + 1`` strides (the contracted one of ``kinds[j]``), then the contracted extent."""
-    lines = ["def kernel(out, x0, x1, meta):", *_prologue(2, rank + 1), f"    n = meta[{2 * (rank + 2)}]"]
-    lines += _outer(rank, parallel, 2, 1)
+    lines = ["def kernel(out, x0, x1, meta):", *_prologue("cc", rank + 1), f"    n = meta[{2 * (rank + 2)}]"]
+    lines += _outer(rank, parallel, "cc", 1)
     indent = "    " * (rank + 1)
     hoisted, (a, b) = _operands("".join("c" if kind == "c" else "s" for kind in kinds), [dtype] * 2, rank, rank,
                                 indent)
@@ -392,9 +477,8 @@ def contract_source(dtype: DType, kinds: str, rank: int, parallel: bool) -> str:
 def take_source(kind: str, rank: int, parallel: bool) -> str:
     """``kernel(out, x0, meta, data)``: ``out = data[x0]`` with ``x0`` read as an elementwise operand (innermost
     stride of ``kind``); returns how many indexes fall outside ``data`` (those read ``data[0]``)."""
-    out = f"out[{_index(rank)}]"
-    lines = ["def kernel(out, x0, meta, data):", *_prologue(1, rank), "    n = data.shape[0]", "    bad = 0"]
-    lines += _elementwise_nest(kind, [None], rank, parallel, lambda v: [
+    lines = ["def kernel(out, x0, meta, data):", *_prologue(kind, rank), "    n = data.shape[0]", "    bad = 0"]
+    lines += _elementwise_nest(kind, [None], rank, parallel, lambda v, out: [
         f"k = {v[0]}", "inside = (k >= 0) & (k < n)", "bad += 0 if inside else 1", f"{out} = data[k if inside else 0]"])
     return _header(parallel) + "\n".join(lines + ["    return bad"]) + "\n"
 

@@ -5,15 +5,20 @@ kernel's output buffer is allocated, inputs and weights get the buffers they are
 into (see ``base``), constants and iotas are computed, and every source read is resolved
 against its producer's buffer. Shape trackers are separable (each axis adds ``stride(z)``
 where ``mask(z)`` holds), so a read is, axis by axis: strided (broadcast axes have stride 0);
-padded, i.e. strided over one box, read from a zeroed scratch whose box is copied in on each
-call; a few strided axes merged into one (a transpose then a reshape), copied into a scratch
-with one strided copy; or, failing those, gathered into a scratch through index arrays
-precomputed from the tracker (as the reference runtime reads it). Each kernel is then a
-closure over fixed arrays.
+padded, i.e. strided over one box and 0 elsewhere (a concat is pads and adds, RoPE's
+``rotate_half`` a concat); a few strided axes merged into one (a transpose then a reshape),
+copied into a scratch with one strided copy; or, failing those, gathered into a scratch through
+index arrays precomputed from the tracker (as the reference runtime reads it). Elementwise ops
+and fused regions read a padded view in place: the producer's buffer with offset and strides
+plus the box per axis, no scratch and no copy (a view that is nothing but padding is one zero,
+broadcast). Every other reader (row regions, reductions, matmuls, gathers, scatters, host casts,
+a region's start read in another shape) gets it materialised: a zeroed scratch whose box is
+copied in on each call. Each kernel is then a closure over fixed arrays.
 
 Elementwise ops, casts, reductions, fused regions and Gather run as generated source compiled
 with ``numba.njit`` and cached by source (``cache``); each kernel's operands are passed as flat
-buffers with offsets and strides, the axes every operand steps through alike merged first.
+buffers with offsets and strides (and a padded operand's box), the axes every operand steps
+through alike merged first (and only where each box stays one box).
 Kernels of ``PARALLEL_THRESHOLD`` elements or more get a ``prange`` variant. Casts to or from
 f16 and bf16 and Scatter are numpy host ops. A ``Matmul`` kernel (a contraction the e-graph
 recognised) runs as one BLAS call into its buffer when its views have rows or columns
@@ -33,6 +38,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..codegen.cpu import (
+    SEGMENT,
     contract_source,
     elementwise_source,
     gather_source,
@@ -71,11 +77,17 @@ def _numba_view(array: np.ndarray) -> np.ndarray:
     return array.view(np.uint16) if array.dtype in _HALF_NUMPY else array
 
 
+_Box = Sequence[tuple[int, int]]  # per axis, the first valid index and the one past the last
+
+
 @dataclass
 class _View:
-    """A read of a flat contiguous buffer: element ``index`` is ``flat[offset + sum(index * strides)]``.
+    """A read of a flat contiguous buffer: element ``index`` is ``flat[offset + sum(index * strides)]``, or, for a
+    padded read (``box`` set), that where every axis's index lies in its box and 0 elsewhere (``offset`` is then where
+    index 0 would be, which may lie outside ``flat``: only the box is read).
 
-    ``refresh`` are the steps that fill ``flat`` first when it is a scratch copy (a padded or gathered view).
+    ``refresh`` are the steps that fill ``flat`` first when it is a scratch copy (a materialised padded view, a
+    gathered one).
     """
 
     flat: np.ndarray
@@ -84,12 +96,25 @@ class _View:
     strides: tuple[int, ...]  # in elements
     refresh: list[Step] = field(default_factory=list)
     input: int | None = None  # the Input kernel whose own buffer ``flat`` is (no scratch between)
+    box: _Box | None = None
 
     @property
     def array(self) -> np.ndarray:
-        """The same read as a numpy view."""
+        """The same read as a numpy view (of an unpadded read)."""
         item = self.flat.itemsize
         return as_strided(self.flat[self.offset:], self.shape, tuple(s * item for s in self.strides))
+
+    @property
+    def blank(self) -> bool:
+        """Whether this is a padded read with an empty box: nothing but padding."""
+        return self.box is not None and not all(lo < hi for lo, hi in self.box)
+
+    @property
+    def inside(self) -> _View:
+        """A padded read's box, as an unpadded read."""
+        assert self.box is not None
+        return _View(self.flat, self.offset + sum(lo * s for (lo, _), s in zip(self.box, self.strides)),
+                     tuple(hi - lo for lo, hi in self.box), self.strides)
 
     @property
     def size(self) -> int:
@@ -104,45 +129,61 @@ def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def _collapse(shape: Sequence[int], strides: Sequence[Sequence[int]],
-              keep_last: bool = False) -> tuple[list[int], list[list[int]]]:
+def _collapse(shape: Sequence[int], strides: Sequence[Sequence[int]], keep_last: bool = False,
+              boxes: Sequence[_Box | None] = ()) -> tuple[list[int], list[list[int]], list[_Box | None]]:
     """The same index space over fewer axes: size-1 axes dropped, and neighbours merged where every operand
-    steps through them alike. With ``keep_last`` the last axis (a reduction's) stays apart. At least one axis
-    (two with ``keep_last``) remains."""
+    steps through them alike and every padded operand's box (``boxes``, one per operand, None where unpadded; none
+    given: no box) stays one box (the inner axis's box whole, or the outer one's a single index). With ``keep_last``
+    the last axis (a reduction's) stays apart. At least one axis (two with ``keep_last``) remains. Returns the axes,
+    each operand's strides and each operand's box over them."""
     last = len(shape) - 1
     dims: list[int] = []
     merged: list[list[int]] = [[] for _ in strides]
+    kept: list[list[tuple[int, int]] | None] = [None if box is None else [] for box in boxes or [None] * len(strides)]
+    padded = [(box, k) for box, k in zip(boxes, kept) if k is not None]
     for i, size in enumerate(shape):
         if size == 1 and not (keep_last and i == last):
             continue
         inner = [s[i] for s in strides]
-        if dims and not (keep_last and i == last) and all(m[-1] == t * size for m, t in zip(merged, inner)):
+        if (dims and not (keep_last and i == last) and all(m[-1] == t * size for m, t in zip(merged, inner))
+                and all(box[i] == (0, size) or k[-1][1] - k[-1][0] == 1 for box, k in padded)):
             dims[-1] *= size
             for m, t in zip(merged, inner):
                 m[-1] = t
+            for box, k in padded:
+                (low, high), (lo, hi) = k[-1], box[i]
+                k[-1] = (low * size + lo, (high - 1) * size + hi)
         else:
             dims.append(size)
             for m, t in zip(merged, inner):
                 m.append(t)
+            for box, k in padded:
+                k.append(box[i])
     while len(dims) < (2 if keep_last else 1):
         dims.insert(0, 1)
         for m in merged:
             m.insert(0, 0)
-    return dims, merged
+        for _, k in padded:
+            k.insert(0, (0, 1))
+    return dims, merged, kept
 
 
-def _kind(stride: int) -> str:
-    return "c" if stride == 1 else "b" if stride == 0 else "s"
+def _kind(stride: int, padded: bool = False) -> str:
+    kind = "c" if stride == 1 else "b" if stride == 0 else "s"
+    return kind.upper() if padded else kind
 
 
 def _loop_operands(out: np.ndarray, views: Sequence[_View]) -> tuple[int, str, list]:
     """What an elementwise loop nest over ``out`` reading ``views`` is generated for and called with: its rank
-    after collapsing axes, each view's innermost-stride kind, and the arguments (out, the views' flat buffers,
-    then every view's offset and strides)."""
-    dims, strides = _collapse(out.shape, [_contiguous_strides(out.shape)] + [v.strides for v in views])
-    kinds = "".join(_kind(s[-1]) for s in strides[1:])
-    meta = np.array([x for v, s in zip(views, strides[1:]) for x in (v.offset, *s)], np.int64)
-    return len(dims), kinds, [_numba_view(out.reshape(dims)), *(_numba_view(v.flat) for v in views), meta]
+    after collapsing axes, each view's innermost-stride kind (upper-case for a padded view), and the arguments (out,
+    the views' flat buffers, every view's offset, strides and box, then a segment of zeros per padded view)."""
+    dims, strides, boxes = _collapse(out.shape, [_contiguous_strides(out.shape)] + [v.strides for v in views],
+                                     boxes=[None] + [v.box for v in views])
+    kinds = "".join(_kind(s[-1], box is not None) for s, box in zip(strides[1:], boxes[1:]))
+    meta = np.array([x for v, s, box in zip(views, strides[1:], boxes[1:])
+                     for x in (v.offset, *s, *(bound for axis in box or () for bound in axis))], np.int64)
+    zeros = [_numba_view(np.zeros(min(dims[-1], SEGMENT), v.flat.dtype)) for v in views if v.box is not None]
+    return len(dims), kinds, [_numba_view(out.reshape(dims)), *(_numba_view(v.flat) for v in views), meta, *zeros]
 
 
 def _nest(positions: np.ndarray) -> list[tuple[int, int]] | None:
@@ -315,13 +356,15 @@ class _Planner:
         return self.result
 
     # ---- views ----------------------------------------------------------------------
-    def view(self, source: int, tracker: ShapeTracker) -> _View:
+    def view(self, source: int, tracker: ShapeTracker, padded: bool = False) -> _View:
         """How to read ``source``'s buffer through ``tracker``.
 
         Each axis adds ``stride(z)`` to the flat index where ``mask(z)`` holds, so the axes are looked at one by
         one, and the first of these that fits is taken: strided (every axis steps evenly over one run of valid
-        positions; a padded view is a zeroed scratch whose valid box is copied in on each call), a nest of
-        strided axes copied into a scratch, or a gather through precomputed indexes.
+        positions), a nest of strided axes copied into a scratch, or a gather through precomputed indexes. A
+        strided view with padding (valid positions forming one box) is a padded read of the buffer itself where the
+        reader takes one (``padded``: loop kernels read the box in place and 0 elsewhere); else it is materialised,
+        a zeroed scratch whose box is copied in on each call.
         """
         flat = self.buffers[source].reshape(-1)
         dims = tuple(self.size(d) for d in tracker.dims)
@@ -335,6 +378,10 @@ class _Planner:
         view = (self._strided(source, flat, dims, positions, valids)
                 or self._nested(source, flat, dims, positions, valids)
                 or self._gathered(source, flat, dims, positions, valids))
+        if view.blank:  # nothing but padding: no element of the source is read
+            return _View(np.zeros(1, flat.dtype), 0, dims, (0,) * len(dims)) if padded else _materialised(view)
+        if view.box is not None and not padded:
+            view = _materialised(view)
         if source in self.input_reads:
             self.input_uses[source] += 1
             if view.flat is flat:
@@ -343,24 +390,22 @@ class _Planner:
 
     def _strided(self, source: int, flat: np.ndarray, dims: tuple[int, ...], positions: list[np.ndarray],
                  valids: list[np.ndarray]) -> _View | None:
-        """A strided view, or a padded one (zeros, and the strided box copied in); None when an axis is no run."""
-        box = [np.flatnonzero(v) for v in valids]
-        if not all(b.size == 0 or b[-1] - b[0] + 1 == b.size for b in box):
+        """A strided view, or a padded one (its valid positions one strided box); None when an axis is no run."""
+        valid = [np.flatnonzero(v) for v in valids]
+        if not all(b.size == 0 or b[-1] - b[0] + 1 == b.size for b in valid):
             return None
-        steps = [_arithmetic(p[b]) for p, b in zip(positions, box)]
+        steps = tuple(_arithmetic(p[b]) for p, b in zip(positions, valid))
         if any(step is None for step in steps):
             return None
         if all(v.all() for v in valids):
-            return self._checked(_View(flat, int(sum(p[0] for p in positions)), dims, tuple(steps)), source)
-        scratch = np.zeros(dims, flat.dtype)
-        padded = _View(scratch.reshape(-1), 0, dims, _contiguous_strides(dims))
-        if any(b.size == 0 for b in box):
-            return padded  # nothing but padding
-        inside = self._checked(_View(flat, int(sum(p[b[0]] for p, b in zip(positions, box))),
-                                     tuple(b.size for b in box), tuple(steps)), source).array
-        target = scratch[tuple(slice(b[0], b[-1] + 1) for b in box)]
-        padded.refresh.append(lambda: np.copyto(target, inside))
-        return padded
+            return self._checked(_View(flat, int(sum(p[0] for p in positions)), dims, steps), source)
+        if any(b.size == 0 for b in valid):  # nothing but padding
+            return _View(flat, 0, dims, (0,) * len(dims), box=((0, 0),) * len(dims))
+        box = tuple((int(b[0]), int(b[-1]) + 1) for b in valid)
+        start = int(sum(p[b[0]] for p, b in zip(positions, valid)))
+        view = _View(flat, start - sum(lo * s for (lo, _), s in zip(box, steps)), dims, steps, box=box)
+        self._checked(view.inside, source)
+        return view
 
     @staticmethod
     def _compact(dims: tuple[int, ...], positions: list[np.ndarray],
@@ -433,8 +478,8 @@ class _Planner:
                 self.input_reads[view.input].append((launch, position))
         return self._sequence(views, [launch])
 
-    def _views(self, kernel: Kernel) -> list[_View]:
-        return [self.view(src, tracker) for src, tracker in kernel.sources]
+    def _views(self, kernel: Kernel, padded: bool = False) -> list[_View]:
+        return [self.view(src, tracker, padded) for src, tracker in kernel.sources]
 
     @staticmethod
     def _sequence(views: Sequence[_View], steps: list[Step]) -> Step:
@@ -504,9 +549,10 @@ class _Planner:
 
     def _elementwise(self, kernel: Kernel) -> Step:
         out = self.buffers[kernel.id]
-        views = self._views(kernel)
         dtype = kernel.dtype if kernel.op in TERNARY_KERNELS else self.kernels[kernel.sources[0][0]].dtype
-        if kernel.op == "Cast" and dtype != kernel.dtype and (dtype in _HALF or kernel.dtype in _HALF):
+        host = kernel.op == "Cast" and dtype != kernel.dtype and (dtype in _HALF or kernel.dtype in _HALF)
+        views = self._views(kernel, padded=not host)
+        if host:
             array = views[0].array  # numpy's (and ml_dtypes') conversion, through cast_path, defines these casts
             target = kernel.dtype
             return self._sequence(views, [lambda: convert(array, dtype, target, out)])
@@ -523,7 +569,7 @@ class _Planner:
         if body.rows is not None:
             return self._row_region(end, body)
         out = self.buffers[end.id]
-        views = [_in_shape(self.view(source, tracker), out.shape) for source, tracker, _ in body.inputs]
+        views = [_in_shape(self.view(source, tracker, padded=True), out.shape) for source, tracker, _ in body.inputs]
         if out.size == 0:
             return self._sequence(views, [])
         rank, kinds, args = _loop_operands(out, views)
@@ -544,8 +590,8 @@ class _Planner:
         along = 1 if body.extent(body.result) is None else self.size(body.extent(body.result))
         if out.size == 0:
             return self._sequence(views, [])
-        dims, strides = _collapse((*rows, along), [_contiguous_strides((*rows, along))] + [v.strides for v in views],
-                                  keep_last=True)
+        dims, strides, _ = _collapse((*rows, along), [_contiguous_strides((*rows, along))] + [v.strides for v in views],
+                                     keep_last=True)
         meta = np.array([x for v, s in zip(views, strides[1:]) for x in (v.offset, *s)]
                         + [self.size(e) for e in body.lengths], np.int64)
         args = [_numba_view(out.reshape(dims)), *(_numba_view(v.flat) for v in views), meta]
@@ -561,8 +607,8 @@ class _Planner:
             raise LuminalError(f"MaxReduce k{kernel.id} reduces an empty axis")
         if out.size == 0:
             return self._sequence([view], [])
-        dims, (_, strides) = _collapse(view.shape, [_contiguous_strides(out.shape) + (0,), view.strides],
-                                       keep_last=True)
+        dims, (_, strides), _ = _collapse(view.shape, [_contiguous_strides(out.shape) + (0,), view.strides],
+                                          keep_last=True)
         meta = np.array([view.offset, *strides, dims[-1]], np.int64)
         args = [_numba_view(out.reshape(dims[:-1])), _numba_view(view.flat), meta]
         source = reduce_source(kernel.op, kernel.dtype, _kind(strides[-1]), len(dims) - 1,
@@ -607,8 +653,8 @@ class _Planner:
         """Each output element as one dot product of its two rows of the contracted axis."""
         if out.size == 0:
             return self._sequence([a, b], [])
-        dims, (_, left, right) = _collapse(a.shape, [_contiguous_strides(out.shape) + (0,), a.strides, b.strides],
-                                           keep_last=True)
+        dims, (_, left, right), _ = _collapse(a.shape, [_contiguous_strides(out.shape) + (0,), a.strides, b.strides],
+                                              keep_last=True)
         meta = np.array([a.offset, *left, b.offset, *right, dims[-1]], np.int64)
         args = [_numba_view(out.reshape(dims[:-1])), _numba_view(a.flat), _numba_view(b.flat), meta]
         source = contract_source(kernel.dtype, _kind(left[-1]) + _kind(right[-1]), len(dims) - 1,
@@ -620,7 +666,7 @@ class _Planner:
         out = self.buffers[kernel.id]
         index, data = self._views(kernel)
         flat, copy = _flat(data.array)
-        dims, (_, strides) = _collapse(out.shape, [_contiguous_strides(out.shape), index.strides])
+        dims, (_, strides), _ = _collapse(out.shape, [_contiguous_strides(out.shape), index.strides])
         args = [_numba_view(out.reshape(dims)), index.flat, np.array([index.offset, *strides], np.int64),
                 _numba_view(flat)]
         function = self.cache.compile(take_source(_kind(strides[-1]), len(dims), out.size >= PARALLEL_THRESHOLD),
@@ -647,9 +693,11 @@ class _Planner:
 
 def _in_shape(view: _View, shape: tuple[int, ...]) -> _View:
     """``view`` read in row-major order as ``shape`` (of as many elements): over the same buffer where its strides
-    allow, else through a scratch copied into on each call."""
+    allow, else through a scratch copied into on each call (a padded view is materialised first)."""
     if view.shape == shape:
         return view
+    if view.box is not None:
+        view = _materialised(view)
     reshaped = _reshaped(view.array, shape)
     if reshaped is not None:  # the first element stays where it was, so the offset does too
         return _View(view.flat, view.offset, shape, tuple(s // view.flat.itemsize for s in reshaped.strides),
@@ -659,6 +707,17 @@ def _in_shape(view: _View, shape: tuple[int, ...]) -> _View:
     target = scratch.reshape(view.shape)
     return _View(scratch.reshape(-1), 0, shape, _contiguous_strides(shape),
                  [*view.refresh, lambda: np.copyto(target, array)])
+
+
+def _materialised(view: _View) -> _View:
+    """A padded view as a zeroed scratch whose box is copied in on each call."""
+    scratch = np.zeros(view.shape, view.flat.dtype)
+    result = _View(scratch.reshape(-1), 0, view.shape, _contiguous_strides(view.shape))
+    if not view.blank:
+        inside = view.inside.array
+        target = scratch[tuple(slice(lo, hi) for lo, hi in view.box)]
+        result.refresh.append(lambda: np.copyto(target, inside))
+    return result
 
 
 def _flat(array: np.ndarray) -> tuple[np.ndarray, list[Step]]:
