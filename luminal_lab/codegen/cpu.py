@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -241,6 +241,28 @@ def _elementwise_nest(kinds: str, dtypes: Sequence[DType | None], rank: int, par
     segment.append(f"ro = out[{''.join(f'i{d}, ' for d in range(inner))}e0:]")
     loops = _segments(kinds, inner, parallel and rank == 1, segment, body(values, "ro[i]"))
     return lines + [f"{indent}{line}" for line in hoisted + loops]
+
+
+# what a step adds to a loop's work, in units of one element's load and store: measured with one thread on f32 in
+# cache, an add takes 0.12 ns an element, a reciprocal 0.18, a square root 0.21, exp2 and exp 0.27, sin 0.30, log2 1.16
+EXTRA_COST = {"Recip": 0.5, "Sqrt": 1.0, "Exp2": 1.5, "Exp": 1.5, "Sin": 1.5, "Log2": 9.0}
+
+
+def loop_work(elements: int, ops: Iterable[str], passes: int = 1) -> float:
+    """A loop's work in element loads: ``passes`` over ``elements``, and what its ``ops`` add at each element (what
+    decides whether it runs in parallel)."""
+    return elements * (passes + sum(EXTRA_COST.get(op, 0.0) for op in ops))
+
+
+def region_work(body: RegionBody, elements: int) -> float:
+    """``loop_work`` of a region over ``elements``: an elementwise region is one pass; a row region makes one per
+    reduction along the row and one for an end along it."""
+    if body.rows is None:
+        return loop_work(elements, (op for op, _ in body.steps))
+    along = [i for i, (op, (operand, *_)) in enumerate(body.steps)
+             if op in REDUCE_KERNELS and body.extent(operand) is not None]
+    passes = len(along) + (body.extent(body.result) is not None)
+    return loop_work(elements, (op for op, _ in body.steps), max(passes, 1))
 
 
 def _index(rank: int) -> str:

@@ -19,7 +19,10 @@ Elementwise ops, casts, reductions, fused regions and Gather run as generated so
 with ``numba.njit`` and cached by source (``cache``); each kernel's operands are passed as flat
 buffers with offsets and strides (and a padded operand's box), the axes every operand steps
 through alike merged first (and only where each box stays one box).
-Kernels of ``PARALLEL_THRESHOLD`` elements or more get a ``prange`` variant. Casts to or from
+Kernels of ``PARALLEL_THRESHOLD`` elements or more get a ``prange`` variant; an elementwise op or a
+region counts its work (``codegen.cpu.loop_work``: its passes over the elements and what its
+transcendentals cost beyond them), so a 44K-element SiLU region runs in parallel and a plain add
+of as many does not. Casts to or from
 f16 and bf16 and Scatter are numpy host ops. A ``Matmul`` kernel (a contraction the e-graph
 recognised) runs as one BLAS call into its buffer when its views have rows or columns
 (``luminal_lab.hlir.contraction``; float products through torch's BLAS), else as one loop
@@ -42,8 +45,10 @@ from ..codegen.cpu import (
     contract_source,
     elementwise_source,
     gather_source,
+    loop_work,
     reduce_source,
     region_source,
+    region_work,
     row_region_source,
     take_source,
 )
@@ -65,7 +70,7 @@ from ..llir.regions import RegionBody, find_regions
 from .base import Plan, Runtime, Slot, Step, host_memory_available
 from .cache import KernelCache, kernel_cache
 
-PARALLEL_THRESHOLD = 1 << 16  # elements; below it numba's thread start-up costs more than it saves
+PARALLEL_THRESHOLD = 1 << 16  # element loads of work; below it numba's thread start-up costs more than it saves
 _HALF = (DType.F16, DType.BF16)
 
 
@@ -559,7 +564,8 @@ class _Planner:
         if out.size == 0:
             return self._sequence(views, [])
         rank, kinds, args = _loop_operands(out, views)
-        source = elementwise_source(kernel.op, dtype, kernel.dtype, kinds, rank, out.size >= PARALLEL_THRESHOLD)
+        source = elementwise_source(kernel.op, dtype, kernel.dtype, kinds, rank,
+                                    loop_work(out.size, [kernel.op]) >= PARALLEL_THRESHOLD)
         return self._loop(kernel, source, args, list(enumerate(views, 1)), views)
 
     def _region(self, end: Kernel) -> Step:
@@ -573,7 +579,7 @@ class _Planner:
         if out.size == 0:
             return self._sequence(views, [])
         rank, kinds, args = _loop_operands(out, views)
-        source = region_source(body, kinds, rank, out.size >= PARALLEL_THRESHOLD)
+        source = region_source(body, kinds, rank, region_work(body, out.size) >= PARALLEL_THRESHOLD)
         return self._loop(end, source, args, list(enumerate(views, 1)), views)
 
     def _row_region(self, end: Kernel, body: RegionBody) -> Step:
@@ -596,8 +602,8 @@ class _Planner:
                         + [self.size(e) for e in body.lengths], np.int64)
         args = [_numba_view(out.reshape(dims)), *(_numba_view(v.flat) for v in views), meta]
         kinds = "".join("b" if body.extent(f"x{j}") is None else _kind(s[-1]) for j, s in enumerate(strides[1:]))
-        work = max(int(np.prod(rows)) * along, max((v.size for v in views), default=0))
-        source = row_region_source(body, kinds, len(dims) - 1, work >= PARALLEL_THRESHOLD)
+        elements = max(int(np.prod(rows)) * along, max((v.size for v in views), default=0))
+        source = row_region_source(body, kinds, len(dims) - 1, region_work(body, elements) >= PARALLEL_THRESHOLD)
         return self._loop(end, source, args, list(enumerate(views, 1)), views)
 
     def _reduce(self, kernel: Kernel) -> Step:

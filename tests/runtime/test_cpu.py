@@ -8,6 +8,7 @@ written to the home directory.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -350,6 +351,33 @@ def test_large_kernels_run_in_parallel_and_agree() -> None:
     check_graph(g, {"x": rng.standard_normal((rows, 128), np.float32), "y": rng.standard_normal(128, np.float32),
                     "ids": rng.integers(0, 100, rows, dtype=np.int32),
                     "table": rng.standard_normal((100, 64), np.float32)})
+
+
+def test_a_loop_runs_in_parallel_by_its_work_not_its_size() -> None:
+    """At half ``PARALLEL_THRESHOLD`` elements a plain sum runs on one thread, a SiLU region (an exp2 and a
+    reciprocal at each element) and a softmax row region (three passes along its rows) in parallel; all agree with
+    the reference."""
+    n = PARALLEL_THRESHOLD // 2
+    g = ll.Graph()
+    x, y = g.tensor((n // 64, 64), "x"), g.tensor((n // 64, 64), "y")
+    (x + y).output("sum")
+    (x * (1 / (1 + (x * -1.4426950408889634).exp2()))).output("silu")
+    x.softmax(-1).output("softmax")
+    comp = ll.compile(g)
+    comp.genome = comp.choice_space().fused_genome()
+    runtime = CPURuntime(comp.llir())
+    plan = runtime.plan()
+    parallel = {}
+    for kid, step in plan.steps:
+        kernel = comp.llir().kernels[kid]
+        if kernel.op in ("Add", "FusionEnd"):
+            source = inspect.getsource(step.function.py_func)
+            label = kernel.op if kernel.op == "Add" else "row" if "acc" in source or "key" in source else "silu"
+            parallel[label] = "numba.prange" in source
+    assert parallel == {"Add": False, "silu": True, "row": True}
+    rng = np.random.default_rng(5)
+    check_graph(g, {"x": rng.standard_normal((n // 64, 64), np.float32),
+                    "y": rng.standard_normal((n // 64, 64), np.float32)})
 
 
 MODELS = {
