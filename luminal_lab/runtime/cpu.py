@@ -18,13 +18,12 @@ copied in on each call. Each kernel is then a closure over fixed arrays.
 Elementwise ops, casts, reductions, fused regions and Gather run as generated source compiled
 with ``numba.njit`` and cached by source (``cache``); each kernel's operands are passed as flat
 buffers with offsets and strides (and a padded operand's box), the axes every operand steps
-through alike merged first (and only where each box stays one box).
-Kernels of ``PARALLEL_THRESHOLD`` elements or more get a ``prange`` variant; an elementwise op or a
-region counts its work (``codegen.cpu.loop_work``: its passes over the elements and what its
+through alike merged first (and only where each box stays one box). Kernels of
+``PARALLEL_THRESHOLD`` elements or more get a ``prange`` variant; an elementwise op or a region
+counts its work instead (``codegen.cpu.loop_work``: its passes over the elements and what its
 transcendentals cost beyond them), so a 44K-element SiLU region runs in parallel and a plain add
-of as many does not. Casts to or from
-f16 and bf16 and Scatter are numpy host ops. A ``Matmul`` kernel (a contraction the e-graph
-recognised) runs as one BLAS call into its buffer when its views have rows or columns
+of as many does not. Casts to or from f16 and bf16 and Scatter are numpy host ops. A ``Matmul``
+kernel (a contraction the e-graph recognised) runs as one BLAS call into its buffer when its views have rows or columns
 (``luminal_lab.hlir.contraction``; float products through torch's BLAS), else as one loop
 nest of dot products. Its GPU implementations (``MatmulTiled``, ``MatmulTensorCore``) run the same way
 here: the CPU has one matmul.
