@@ -1417,9 +1417,10 @@ def stack(tensors: Sequence[GraphTensor], axis: int = 0) -> GraphTensor:
 def where(condition: GraphTensor, a: TensorLike, b: TensorLike) -> GraphTensor:
     """``a`` where ``condition`` holds, else ``b``: a Gather from ``concat(b, a)``, exact for inf and nan.
 
-    Each operand is copied into the output's shape (``a`` and ``b`` always, even when already laid out so, and the
-    condition as its cast to i32 from bool), so the e-graph's select rule finds each one behind one Cast of the
-    output's layout and reads what that Cast reads instead (``luminal_lab.egraph.ops``)."""
+    Where the size is a number, each operand is copied into the output's shape (``a`` and ``b`` always, even when
+    already laid out so, and the condition as its cast to i32 from bool), so the e-graph's select rule finds each one
+    behind one Cast of the output's layout and reads what that Cast reads instead (``luminal_lab.egraph.ops``). A
+    symbolic size gets no select, so only what is not laid out already is copied."""
     if not isinstance(condition, GraphTensor):
         raise TypeError("where needs a GraphTensor condition")
     if isinstance(a, GraphTensor) or isinstance(b, GraphTensor):
@@ -1428,9 +1429,13 @@ def where(condition: GraphTensor, a: TensorLike, b: TensorLike) -> GraphTensor:
     dtype = dt.promote(a.dtype, b.dtype)
     shape = broadcast_shapes(broadcast_shapes(condition.shape, a.shape), b.shape)
     count = numel(shape)
-    flat_a, flat_b = (x.cast(dtype).broadcast_to(shape)._apply(Op.CAST, arg=dtype).reshape(count) for x in (a, b))
+    if count.is_num:
+        flat_a, flat_b = (x.cast(dtype).broadcast_to(shape)._apply(Op.CAST, arg=dtype).reshape(count) for x in (a, b))
+        picked = condition.cast(dt.bool_).broadcast_to(shape).cast(dt.i32)
+    else:
+        flat_a, flat_b = (x.cast(dtype).broadcast_to(shape).contiguous().reshape(count) for x in (a, b))
+        picked = condition.cast(dt.bool_).cast(dt.i32).broadcast_to(shape)
     both = concat([flat_b, flat_a], 0)
-    picked = condition.cast(dt.bool_).broadcast_to(shape).cast(dt.i32)
     offset = condition._index_scalar(count)
     positions = condition.graph.iota(Expr.z(), count).reshape(shape)
     return (picked * offset + positions)._apply(Op.GATHER, both)

@@ -79,6 +79,24 @@ def test_the_gather_stays_a_choice_and_agrees() -> None:
     torch.testing.assert_close(comp.run(**values), expected, rtol=0, atol=0, equal_nan=True)
 
 
+def test_a_symbolic_size_keeps_the_gather_and_copies_only_what_it_must() -> None:
+    """Over ``[s, 6]`` the select rule does not apply (it checks the concat holds ``2n`` for a number ``n``): the
+    Gather runs, copying only ``b``, a broadcast row (``a`` is laid out already), and agrees with torch."""
+    g = ll.Graph()
+    c, a = g.tensor(("s", 6), name="c", dtype=ll.bool), g.tensor(("s", 6), name="a")
+    b = g.tensor((6,), name="b")
+    ll.where(c, a, b).output("y")
+    comp = ll.compile(g)
+    comp.genome = comp.choice_space().smallest_genome()
+    assert "Select" not in _computing(comp.llir())
+    assert [n.sources[0][0].arg for n in comp.graph.live_nodes() if n.op == ll.Op.CAST and n.arg == ll.f32] == ["b"]
+    generator = torch.Generator().manual_seed(2)
+    values = {"c": torch.rand(5, 6, generator=generator) > 0.5, "a": torch.randn(5, 6, generator=generator),
+              "b": torch.tensor(SPECIAL)}
+    expected = torch.where(values["c"], values["a"], values["b"])
+    torch.testing.assert_close(comp.run(**values), expected, rtol=0, atol=0, equal_nan=True)
+
+
 def test_a_condition_that_is_not_bool_selects_where_it_is_nonzero() -> None:
     """A float condition is cast to bool first (NaN is true, -0.0 false); the select reads that bool."""
     comp = ll.compile(_where_graph(condition_dtype=ll.f32))
