@@ -259,9 +259,8 @@ def region_work(body: RegionBody, elements: int) -> float:
     reduction along the row and one for an end along it."""
     if body.rows is None:
         return loop_work(elements, (op for op, _ in body.steps))
-    along = [i for i, (op, (operand, *_)) in enumerate(body.steps)
-             if op in REDUCE_KERNELS and body.extent(operand) is not None]
-    passes = len(along) + (body.extent(body.result) is not None)
+    passes = sum(op in REDUCE_KERNELS and body.extent(names[0]) is not None for op, names in body.steps)
+    passes += body.extent(body.result) is not None
     return loop_work(elements, (op for op, _ in body.steps), max(passes, 1))
 
 
@@ -427,7 +426,7 @@ def row_region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -
     each per-row value is computed once; the end last (a pass where it runs along the row, reading back what the
     last reduction's pass kept in ``out``, ``_kept``)."""
     dtype, arity = body.dtype, len(kinds)
-    lines = ["def kernel(out, " + "".join(f"x{j}, " for j in range(arity)) + "meta):", *_prologue(kinds, rank + 1)]
+    lines = [f"def kernel({_arguments(kinds)}):", *_prologue(kinds, rank + 1)]
     lines += [f"    n{e} = meta[{arity * (rank + 2) + e}]" for e in range(len(body.lengths))]
     lines += _outer(rank, parallel, kinds, 1)
     row: list[str] = []

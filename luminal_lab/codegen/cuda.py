@@ -202,8 +202,10 @@ def _step(body: RegionBody, i: int, indent: str) -> str:
     op, names = body.steps[i]
     if op in UNARY_KERNELS:
         value = unary(op, body.dtype, *names)
+    elif op in TERNARY_KERNELS:
+        value = select(*names)
     else:
-        value = select(*names) if op in TERNARY_KERNELS else binary(op, body.dtype, *names)
+        value = binary(op, body.dtype, *names)
     return f"{indent}const {compute_type(body.dtype)} t{i} = {convert(value, body.dtype, body.dtype)};"
 
 

@@ -28,12 +28,12 @@ Select     shape, view of the condition, view of a, view of b, out strides (a
 
 Selects: ``where(c, a, b)`` lowers to a ``Gather`` over ``concat(b, a)`` (``n`` elements each, read
 flat) at ``c * n + iota``, which is exact for every value but moves three tensors' worth of data.
-``where`` copies each operand into the output's layout on the way (``a`` and ``b`` as they are, the
-condition as its cast from bool to int), and a ``Gather`` of that form gets a ``KernelSelect``
-alternative in its e-class reading what those copies read, through their views: the bool
-condition, ``a`` and ``b`` (a broadcast constant stays a constant). ``n`` must be a number (the
-rule checks that the concat holds ``2n``); a symbolic size keeps the Gather. A select is elementwise, so it
-fuses (``fusion``): the masked scores of attention join their softmax's row region.
+Where ``n`` is a number, ``where`` copies each operand into the output's layout on the way (``a``
+and ``b`` as they are, the condition as its cast from bool to int), and a ``Gather`` of that form
+(the rule checks that the concat holds ``2n``) gets a ``KernelSelect`` alternative in its e-class
+reading what those copies read, through their views: the bool condition, ``a`` and ``b`` (a
+broadcast constant stays a constant). A symbolic size keeps the Gather. A select is elementwise,
+so it fuses (``fusion``): the masked scores of attention join their softmax's row region.
 
 Contractions: a ``KernelSumReduce`` that reads a ``KernelMul``'s output in the product's own
 layout with the reduced dim last (the product's out strides are the reduction's kept strides

@@ -15,6 +15,7 @@ from luminal_lab.codegen.cuda import llir_sources
 from luminal_lab.codegen.ptx import compile_ptx
 from luminal_lab.core.ops import IN_REGION
 from luminal_lab.llir.regions import find_regions
+from tests.helpers.models import LlamaBlock, llama_inputs
 
 DTYPES = {ll.f32: torch.float32, ll.f64: torch.float64, ll.f16: torch.float16, ll.bf16: torch.bfloat16,
           ll.i32: torch.int32}
@@ -146,6 +147,19 @@ def test_masked_fill_then_softmax_from_torch_is_one_row_region() -> None:
     got = comp.run(scores, mask)
     torch.testing.assert_close(got, Weights()(scores, mask), rtol=1e-5, atol=1e-6)
     assert (got[..., torch.from_numpy(np.triu(np.ones((5, 7), bool), 1))] == 0).all()
+
+
+def test_a_llama_blocks_masked_attention_row_is_one_region() -> None:
+    """The block divides its scores by sqrt(d) (a reciprocal and a product) before ``masked_fill`` and softmax: one
+    region of 11 ops that counts 25 by paths into its end, within ``MAX_REGION_OPS``; it matches the block."""
+    model, inputs = LlamaBlock(64, 4, 128, 16).eval(), llama_inputs(1, 16, 64)
+    comp = ll.compile(model, inputs)
+    comp.genome = comp.choice_space().fused_genome()
+    llir = comp.llir()
+    assert ["Recip", "Mul", "Select", "MaxReduce", "Mul", "Add", "Mul", "Exp2", "SumReduce", "Recip", "Mul"] in [
+        region.op_names(llir) for region in find_regions(llir)]
+    with torch.no_grad():
+        torch.testing.assert_close(comp.run(*inputs), model(*inputs), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES), ids=lambda d: d.value)
