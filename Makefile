@@ -56,16 +56,18 @@ notebooks: setup
 	$(BIN)/python scripts/execute_notebooks.py
 
 ## The whole test suite: the extension's unit tests, pytest (browser tests in JupyterLab included), the notebooks
-## against their stored outputs (nbval), then the linter. pytest runs one worker per core (at most 4: each may hold
-## an egglog e-graph), a test module per worker at a time, and lists the slowest tests last.
+## against their stored outputs (nbval), the GPU check's dry run (scripts/gpu-check: what it carries to a GPU machine is
+## complete), then the linter. pytest runs one worker per core (at most 4: each may hold an egglog e-graph), a test
+## module per worker at a time, and lists the slowest tests last.
 test: setup
 	cd extension && npm test
 	$(BIN)/python -m pytest -q -rs -n auto --maxprocesses 4 --dist loadfile --durations=30
 	$(BIN)/python -m pytest -q --nbval notebooks/ --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
-	$(BIN)/ruff check luminal_lab tests benchmarks scripts
+	$(BIN)/python scripts/gpu-check
+	$(BIN)/ruff check luminal_lab tests benchmarks scripts scripts/gpu-check
 
 lint: setup
-	$(BIN)/ruff check luminal_lab tests benchmarks scripts
+	$(BIN)/ruff check luminal_lab tests benchmarks scripts scripts/gpu-check
 
 ## Benchmarks: JSON figures under benchmarks/results/ (benchmarks/gpu.py measures only where a GPU is present).
 bench: setup

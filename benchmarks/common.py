@@ -23,9 +23,10 @@ def median_ms(fn: Callable[[], object], repeats: int = 50, warmup: int = 3) -> f
     return statistics.median(times) * 1e3
 
 
-def write_result(path: Path, result: dict) -> None:
-    """Write ``result`` as JSON to ``path`` (folders made as needed) and print it."""
+def write_result(path: Path, result: dict, show: bool = True) -> None:
+    """Write ``result`` as JSON to ``path`` (folders made as needed) and print it (unless not ``show``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(result, indent=2) + "\n"
     path.write_text(text)
-    print(text, end="")
+    if show:
+        print(text, end="")

@@ -84,11 +84,18 @@ def main() -> dict:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "torch_compile.json")
+    parser.add_argument("--devices", nargs="+", choices=["cpu", "cuda"],
+                        help="the devices to measure on (default: the CPU, and CUDA where a GPU is present)")
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure(*args.child)))
         return {}
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    devices = args.devices or ["cpu", "cuda"]
+    if "cuda" in devices and not torch.cuda.is_available():
+        print("benchmarks/torch_compile.py: torch has no CUDA device here; CUDA not measured")
+        devices.remove("cuda")
+    if not devices:
+        return {}
     result: dict = {"model": {"family": "LlamaModel (transformers)", **CONFIG, "seq": SEQ, "batch": 1},
                     "torch": torch.__version__, "devices": {}}
     for device in devices:

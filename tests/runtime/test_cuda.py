@@ -30,6 +30,8 @@ from tests.helpers import matmul_twin
 from tests.helpers.fuzz import graphs
 from tests.helpers.llir import llir_of
 from tests.helpers.models import MLP, mlp_inputs
+from tests.helpers.rows import PATTERNS, fused_pattern
+from tests.helpers.rows import inputs as row_inputs
 
 GPU = cuda_available()
 needs_gpu = pytest.mark.skipif(not GPU, reason=f"needs a CUDA GPU through numba-cuda: {cuda_unavailable_reason()}")
@@ -372,3 +374,25 @@ def test_device_resident_calls_keep_data_on_the_gpu() -> None:
     torch.testing.assert_close(twice, got)
     profile = comp.profile(device="cuda", trials=3)
     assert 0 < profile.total <= profile.call and profile.copies >= 0
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("dtype", [ll.f32, ll.f16, ll.bf16], ids=lambda d: d.value)
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+def test_row_regions_run_on_the_gpu_a_block_or_a_warp_per_row(pattern: str, dtype) -> None:
+    """Each row pattern as one ``k_row_region``, a block and a warp per row, on rows held in registers (31, 1000), in
+    shared memory (1500) and re-read (10000), against the reference runtime."""
+    torch_dtype = {ll.f32: torch.float32, ll.f16: torch.float16, ll.bf16: torch.bfloat16}[dtype]
+    tolerance = 1e-4 if dtype == ll.f32 else 3e-2
+    for shape in ((7, 31), (9, 1000), (2, 1500), (1, 10000)):
+        comp, _ = fused_pattern(pattern, *shape, dtype)
+        space = comp.choice_space()
+        arrays = {name: to_numpy(value) for name, value in row_inputs(pattern, *shape, torch_dtype).items()}
+        (expected,) = ll.ReferenceRuntime(comp.graph).run(arrays).values()
+        for schedule, genome in (("block", comp.genome), ("warp", space.warp_per_row(comp.genome))):
+            llir = extract(genome)
+            assert [k.name for k in llir_sources(llir)].count("k_row_region") == 1
+            (got,) = CUDARuntime(llir).run(arrays)
+            np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), rtol=tolerance,
+                                       atol=tolerance, equal_nan=True, err_msg=f"{shape}, a {schedule} per row")
