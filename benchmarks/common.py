@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,3 +34,17 @@ def write_result(path: Path, result: dict, show: bool = True) -> None:
     path.write_text(text)
     if show:
         print(text, end="")
+
+
+def in_fresh_process(script: str, args: list[str], caches: str | None = None) -> dict:
+    """Run ``script --child ARGS`` in a fresh Python and return the JSON its last line prints. Its kernel, genome and
+    inductor caches are under ``caches`` (a fresh temporary folder when None: everything compiles cold)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = caches or scratch
+        env = dict(os.environ, LUMINAL_LAB_KERNEL_CACHE=os.path.join(folder, "kernels"),
+                   LUMINAL_LAB_GENOME_CACHE=os.path.join(folder, "genomes"),
+                   TORCHINDUCTOR_CACHE_DIR=os.path.join(folder, "inductor"))
+        done = subprocess.run([sys.executable, script, "--child", *args], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{Path(script).name} {' '.join(args)} failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

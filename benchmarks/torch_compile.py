@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +24,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import median_ms, write_result  # noqa: E402
+from benchmarks.common import in_fresh_process, median_ms, write_result  # noqa: E402
 
 CONFIG = {"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2, "num_attention_heads": 4,
           "num_key_value_heads": 4, "vocab_size": 1024, "max_position_embeddings": 128}
@@ -69,17 +67,6 @@ def measure(backend: str, device: str) -> dict:
                 "max_abs_diff": float((out - expected).abs().max())}
 
 
-def in_fresh_process(backend: str, device: str, caches: str) -> dict:
-    env = dict(os.environ, LUMINAL_LAB_KERNEL_CACHE=os.path.join(caches, "kernels"),
-               LUMINAL_LAB_GENOME_CACHE=os.path.join(caches, "genomes"), TORCHINDUCTOR_CACHE_DIR=os.path.join(
-                   caches, "inductor"))
-    done = subprocess.run([sys.executable, __file__, "--child", backend, device], env=env, capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{backend} on {device} failed:\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def main() -> dict:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
@@ -102,8 +89,8 @@ def main() -> dict:
         figures = {}
         for backend in ("eager", "inductor", "luminal_lab"):
             with tempfile.TemporaryDirectory() as caches:
-                cold = in_fresh_process(backend, device, caches)
-                warm = in_fresh_process(backend, device, caches)
+                cold = in_fresh_process(__file__, [backend, device], caches)
+                warm = in_fresh_process(__file__, [backend, device], caches)
             figures[backend] = {"first_call_cold_s": cold["first_call_s"], "first_call_warm_s": warm["first_call_s"],
                                 "ms": warm["ms"], "max_abs_diff": warm["max_abs_diff"]}
         ours = figures["luminal_lab"]["ms"]

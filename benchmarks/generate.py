@@ -1,0 +1,131 @@
+"""Greedy generation with a KV cache: a 2-layer Llama (a ``transformers`` config, d=256, grouped-query attention,
+random weights, the library's defaults) through torch eager, inductor and luminal_lab, measured in one run.
+
+Writes benchmarks/results/generate.json. For each backend, in a fresh process with empty caches, ``model.forward`` is
+compiled (inductor: ``torch.compile(dynamic=True)``; luminal_lab: ``torch.compile(backend="luminal_lab")`` with its
+default options) and a prompt of ``PROMPT`` tokens is prefilled into a ``DynamicCache``, then ``STEPS`` tokens are
+decoded one at a time, greedily:
+
+- ``first_generation_s``: the first whole generation, compilation (and luminal_lab's search) included;
+- ``compile_s``: what that first generation took beyond a warm one (the compile-and-search time);
+- ``ttft_ms``: the prefill of a warm generation (time to first token, compilation excluded), the median of ``ROUNDS``;
+- ``decode_tokens_per_s``: decode steps per second of a warm generation (median of ``ROUNDS``), and ``step_ms``, each
+  step's median time;
+- ``programs``: how many programs luminal_lab compiled for the whole generation (prefill and decode);
+- ``tokens_match_eager``: whether the generated tokens equal eager's.
+
+Ratios against eager and inductor: above 1, luminal_lab is faster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import in_fresh_process, write_result  # noqa: E402
+
+CONFIG = {"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "vocab_size": 1024, "max_position_embeddings": 128}
+PROMPT, STEPS, ROUNDS = 64, 32, 5
+BACKENDS = ("eager", "inductor", "luminal_lab")
+
+
+def build(device: str) -> tuple[torch.nn.Module, torch.Tensor]:
+    """The model (seeded weights, transformers' defaults: cache on, default attention) and the prompt's token ids."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(**CONFIG)).eval().to(device)
+    ids = torch.randint(0, CONFIG["vocab_size"], (1, PROMPT), generator=torch.Generator().manual_seed(1))
+    return model, ids.to(device)
+
+
+def generate(model: torch.nn.Module, ids: torch.Tensor, sync) -> tuple[list[int], float, list[float]]:
+    """Greedy: the prefill, then ``STEPS`` decode steps; the tokens, the prefill's seconds and each step's."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    start = time.perf_counter()
+    logits = model(input_ids=ids, cache=cache, use_cache=True).logits
+    token = logits[:, -1:].argmax(-1)
+    sync()
+    prefill = time.perf_counter() - start
+    tokens, steps = [int(token)], []
+    for _ in range(STEPS):
+        start = time.perf_counter()
+        logits = model(input_ids=token, cache=cache, use_cache=True).logits
+        token = logits[:, -1:].argmax(-1)
+        sync()
+        steps.append(time.perf_counter() - start)
+        tokens.append(int(token))
+    return tokens, prefill, steps
+
+
+def measure(backend: str, device: str) -> dict:
+    """In this process: the first generation (compilation included), then ``ROUNDS`` warm ones."""
+    model, ids = build(device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    with torch.no_grad():
+        if backend == "inductor":
+            model.forward = torch.compile(model.forward, dynamic=True)
+        elif backend == "luminal_lab":
+            model.forward = torch.compile(model.forward, backend="luminal_lab")
+        start = time.perf_counter()
+        tokens, _, _ = generate(model, ids, sync)
+        first = time.perf_counter() - start
+        warm = [generate(model, ids, sync) for _ in range(ROUNDS)]
+    ttft = statistics.median(prefill for _, prefill, _ in warm)
+    decode = statistics.median(sum(steps) for _, _, steps in warm)
+    figures = {"tokens": tokens, "first_generation_s": first, "compile_s": first - ttft - decode, "ttft_ms": ttft * 1e3,
+               "decode_tokens_per_s": STEPS / decode,
+               "step_ms": [statistics.median(steps[i] for _, _, steps in warm) * 1e3 for i in range(STEPS)]}
+    if backend == "luminal_lab":
+        import luminal_lab as ll
+
+        figures["programs"] = len(ll.programs(model.forward))
+    return figures
+
+
+def main() -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "generate.json")
+    parser.add_argument("--devices", nargs="+", choices=["cpu", "cuda"],
+                        help="the devices to measure on (default: the CPU, and CUDA where a GPU is present)")
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(*args.child)))
+        return {}
+    devices = [d for d in args.devices or ["cpu", "cuda"] if d == "cpu" or torch.cuda.is_available()]
+    if not devices:
+        print("benchmarks/generate.py: torch has no CUDA device here; nothing measured")
+        return {}
+    result: dict = {"model": {"family": "LlamaForCausalLM (transformers)", **CONFIG}, "prompt": PROMPT,
+                    "decode_steps": STEPS, "torch": torch.__version__, "devices": {}}
+    for device in devices:
+        figures = {backend: in_fresh_process(__file__, [backend, device]) for backend in BACKENDS}
+        eager, inductor, ours = figures["eager"], figures["inductor"], figures["luminal_lab"]
+        reference = eager["tokens"]
+        for backend in BACKENDS:
+            figures[backend]["tokens_match_eager"] = figures[backend].pop("tokens") == reference
+        ours["decode_vs_eager"] = ours["decode_tokens_per_s"] / eager["decode_tokens_per_s"]
+        ours["decode_vs_inductor"] = ours["decode_tokens_per_s"] / inductor["decode_tokens_per_s"]
+        ours["ttft_vs_eager"] = eager["ttft_ms"] / ours["ttft_ms"]
+        ours["ttft_vs_inductor"] = inductor["ttft_ms"] / ours["ttft_ms"]
+        ours["first_generation_vs_inductor"] = inductor["first_generation_s"] / ours["first_generation_s"]
+        result["devices"][device] = figures
+    write_result(args.out, result)
+    return result
+
+
+if __name__ == "__main__":
+    main()
