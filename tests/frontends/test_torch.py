@@ -346,6 +346,10 @@ OPS: dict[str, tuple[Callable, tuple]] = {
                          a.flatten(), a[:1].squeeze(0)), (_x(3, 4),)),
     "cat_stack": (lambda a, b: (torch.cat([a, b], 1), torch.cat([a, a, b], 0), torch.stack([a, b], -1)),
                   (_x(3, 4), _x(3, 4, seed=1))),
+    # torch.cat skips a 1-D empty operand whatever the others' rank (transformers' empty KV cache), promoting with it
+    "cat_legacy_empty": (lambda e, a, b: (torch.cat([e, a], -2), torch.cat([a, e, b], 1),
+                                          torch.cat([torch.zeros(0, dtype=torch.float64), a], 0), torch.cat([e, e]),
+                                          torch.cat([e, a.flatten()])), (torch.empty(0), _x(3, 4), _x(3, 2, seed=1))),
     "split_chunk_unbind": (lambda a: (*a.split(2, 1), *a.split([1, 3], 1), *a.chunk(2, 0), *a.unbind(0)),
                            (_x(3, 4),)),
     "pad": (lambda a: (F.pad(a, (1, 2)), F.pad(a, (0, 0, 2, 1), value=-1.5), F.pad(a, (-1, 1))), (_x(3, 4),)),
