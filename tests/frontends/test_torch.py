@@ -269,6 +269,22 @@ def test_new_shapes_recompile_and_symbolic_sizes_are_bound(dynamo_calls: list[in
     assert all(any(entry[0] is int for entry in key) for key in programs[1].programs)  # the bound symbolic size
 
 
+def test_sizes_a_dynamic_graph_returns_come_back(dynamo_calls: list[int]) -> None:
+    """Under a dynamic graph dynamo returns a size it computes as a graph output; each program, specialised to its
+    shapes, returns it as a number (transformers' sliding-window cache returns its length so)."""
+
+    def grown(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+        return x.softmax(-1), x.shape[0] + 1
+
+    compiled = torch.compile(grown, backend="luminal_lab", options=FUSED_ONLY)
+    for rows in (2, 3, 5):
+        x = torch.randn(rows, 4)
+        got, size = compiled(x)
+        torch.testing.assert_close(got, x.softmax(-1), **F32)
+        assert size == rows + 1
+    assert len(dynamo_calls) == 3
+
+
 # ---- single ops against eager ------------------------------------------------------------------
 def _x(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
