@@ -15,8 +15,9 @@ from torch import nn
 
 VOCAB = 128
 PROMPT = 6
-# token ids inside the vocabulary (a config's defaults, e.g. GPT-2's 50256, lie outside it)
-SPECIAL = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
+# token ids inside the vocabulary (a config's defaults, e.g. GPT-2's 50256, lie outside it); no end-of-sequence
+# token, so that generation runs for as many tokens as asked
+SPECIAL = {"bos_token_id": 1, "eos_token_id": None, "pad_token_id": 0}
 
 
 def _seeded(build: Callable[[], nn.Module], seed: int) -> nn.Module:
