@@ -122,6 +122,8 @@ class Boundary:
     def pack(self, results: dict[str, Any]) -> Any:
         """The outputs as the program returns them: torch tensors, in its order and structure."""
         tensors = [_tensor(results[name]) for name in self.signature.outputs]
+        for position, value in sorted(self.signature.constants.items()):
+            tensors.insert(position, value)
         if self.signature.out_spec is not None:
             import torch.utils._pytree as pytree
 

@@ -182,7 +182,8 @@ class DynamoProgram:
         bound = _Bound(self.gm, args)
         with fx_traceback.preserve_node_meta():
             exported = export_core_aten(bound, tensors)
-            translated = translate(exported, bound, names, tensors, weights=self.weight_names(args))
+            translated = translate(exported, bound, names, tensors, weights=self.weight_names(args),
+                                   constant_outputs=True)
             program = Compiled.of_torch(translated, fusion=self.options.fusion, rolling=self.options.rolling)
         position = {name: i for i, name in enumerate(self.input_names)}
         feed = _Feed([position[name] for name in program.signature.inputs],
@@ -278,13 +279,15 @@ def programs(compiled: Any) -> list[Compiled]:
     """The ``Compiled`` programs behind ``compiled``, a ``torch.compile``-d module or function (or a module compiled
     in place), one per graph and input signature, in the order they were made: ``comp.workbench()``,
     ``comp.pipeline()`` and ``comp.profiler()`` work on each. A module's programs are those compiled from its
-    ``forward`` (on this module, or after a graph break, on any module of its class)."""
+    ``forward`` (on this module, or after a graph break, on any module of its class); a compiled bound method's
+    (``model.forward = torch.compile(model.forward)``) are those compiled on its object or on none."""
     target = getattr(compiled, "_orig_mod", None) or getattr(compiled, "_torchdynamo_orig_callable", None) \
         or compiled
-    owner = target if isinstance(target, torch.nn.Module) else None
-    code = type(target).forward.__code__ if owner is not None else getattr(target, "__code__", None)
+    module = target if isinstance(target, torch.nn.Module) else None
+    code = type(target).forward.__code__ if module is not None else getattr(target, "__code__", None)
     if code is None:
         raise TypeError(f"ll.programs takes a torch.compile-d module or function, not {type(compiled).__name__}")
+    owner = module if module is not None else getattr(target, "__self__", None)  # a bound method's object
     codes = _resumptions(code)
     made = sorted((p for p in _MADE if p.code in codes and (p.owner is None or p.owner is owner)),
                   key=lambda p: p.serial)

@@ -274,6 +274,21 @@ def _select(cx: Context, x: GraphTensor, dim: int, index: int) -> GraphTensor:
     return x.slice(axis, index, index + 1).squeeze(axis)
 
 
+def _legacy_empty(x: GraphTensor) -> bool:
+    """A 1-D tensor of size 0, which ``torch.cat`` skips whatever the other operands' rank (its legacy rule: an empty
+    cache ``torch.empty(0)`` concatenated with keys of shape ``[b, h, s, d]``)."""
+    return x.ndim == 1 and x.shape[0].is_num and x.shape[0].value == 0
+
+
+def _cat(cx: Context, tensors: Sequence[GraphTensor], dim: int = 0) -> GraphTensor:
+    """``torch.cat``: the legacy empty operands skipped (``dim`` counts in the others' rank), the result in torch's
+    promoted dtype (empty operands take part in the promotion; ``_conform`` casts), empty when all are skipped."""
+    kept = [t for t in tensors if not _legacy_empty(t)]
+    if not kept:
+        return _fill(cx, 0)
+    return concat(kept, dim)
+
+
 def _split(cx: Context, x: GraphTensor, split_size: int, dim: int = 0) -> list[GraphTensor]:
     size = x.shape[x._axis(dim)].value
     return [x.slice(dim, start, start + split_size) for start in range(0, max(size, 1), split_size)]
@@ -1023,7 +1038,7 @@ TABLE: dict[Any, Translation] = {
     aten.split.Tensor: _split,
     aten.split_with_sizes.default: _split_with_sizes,
     aten.unbind.int: _unbind,
-    aten.cat.default: lambda cx, tensors, dim=0: concat(list(tensors), dim),
+    aten.cat.default: _cat,
     aten.repeat.default: _repeat,
     aten.flip.default: _flip,
     aten.constant_pad_nd.default: _constant_pad_nd,

@@ -70,14 +70,16 @@ def from_torch(program: torch.nn.Module | Callable, example_inputs: Sequence, **
 
 def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None = None,
               input_names: Sequence[str] | None = None, example_inputs: Sequence | None = None, *,
-              weights: Collection[str] = ()) -> TorchProgram:
+              weights: Collection[str] = (), constant_outputs: bool = False) -> TorchProgram:
     """The ``TorchProgram`` of a core-aten ``ExportedProgram`` (of ``module``).
 
     User inputs are named after their placeholders, or ``input_names`` (in order) when given;
     ``example_inputs`` become the default inputs of profiling and search. The user inputs named in
     ``weights`` become weights holding their example input's value, except those the program mutates
     in place (which stay inputs, so the mutation is written back to the caller's tensor); the
-    program then takes the other user inputs, positionally.
+    program then takes the other user inputs, positionally. With ``constant_outputs``, a Python number among the
+    user outputs (a size computed from the shapes the program is specialised to, such as a cache's length) is returned
+    as it is; without, it is refused.
     """
     _check_supported(ep.graph)
     if weights and example_inputs is None:
@@ -109,7 +111,7 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
     for node in ep.graph.nodes:
         if node.op == "call_function":
             env[node] = _translate_node(g, node, env)
-    outputs, mutated_inputs, mutated_weights = _mark_outputs(g, ep, env)
+    outputs, mutated_inputs, mutated_weights, constants = _mark_outputs(g, ep, env, constant_outputs)
     if not g.outputs:
         raise UnsupportedOpError("non-tensor output", detail="the program returns no tensor (only Python values), "
                                  "so there is nothing to compile")
@@ -119,7 +121,7 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
         in_spec = None
         example_inputs = [value for i, value in enumerate(example_inputs) if i not in held]
     signature = Signature(list(user_inputs.values()), outputs, in_spec, ep.call_spec.out_spec, mutated_inputs,
-                          mutated_weights)
+                          mutated_weights, constants)
     return TorchProgram(g, signature, module, example_inputs)
 
 
@@ -172,14 +174,19 @@ def _conform(result: Any, val: Any, node: torch.fx.Node) -> Any:
     return result
 
 
-def _mark_outputs(g: Graph, ep: torch.export.ExportedProgram,
-                  env: dict) -> tuple[list[str], dict[str, str], dict[str, str]]:
-    """Mark every output (user outputs and in-place mutations), keeping torch's order."""
+def _mark_outputs(g: Graph, ep: torch.export.ExportedProgram, env: dict, constant_outputs: bool = False
+                  ) -> tuple[list[str], dict[str, str], dict[str, str], dict[int, Any]]:
+    """Mark every output (user outputs and in-place mutations), keeping torch's order; with ``constant_outputs``, the
+    Python numbers among the user outputs by position."""
     specs = ep.graph_signature
     outputs: list[str] = []
     mutated_inputs: dict[str, str] = {}
     mutated_weights: dict[str, str] = {}
+    constants: dict[int, Any] = {}
     for spec, value in zip(specs.output_specs, ep.graph.output_node().args[0], strict=True):
+        if constant_outputs and spec.kind == OutputKind.USER_OUTPUT and isinstance(value, (int, float, bool)):
+            constants[len(outputs) + len(constants)] = value
+            continue
         if not isinstance(value, torch.fx.Node) or not isinstance(env.get(value), GraphTensor):
             shown = getattr(spec.arg, "value", value)
             raise UnsupportedOpError(f"{type(shown).__name__} output",
@@ -195,7 +202,7 @@ def _mark_outputs(g: Graph, ep: torch.export.ExportedProgram,
             raise UnsupportedOpError(f"{spec.kind.name.lower()} output", detail=f"{spec.target or name} "
                                      "(only user outputs, input and buffer mutations are supported)")
         env[value].output(name)
-    return outputs, mutated_inputs, mutated_weights
+    return outputs, mutated_inputs, mutated_weights, constants
 
 
 def _unique(name: str, taken) -> str:

@@ -321,6 +321,8 @@ class Signature:
     order; ``in_spec``/``out_spec`` are torch pytree specs when the program came from torch.
     ``mutated_inputs`` and ``mutated_weights`` map an output to the user input or weight it
     is written back to after each call (in-place mutations in the original program).
+    ``constants`` maps a position among the returned values to a Python value returned there
+    as it is (a size a torch program computes, fixed by the shapes it was specialised to).
     """
 
     inputs: list[str]
@@ -329,6 +331,7 @@ class Signature:
     out_spec: Any = None
     mutated_inputs: dict[str, str] = field(default_factory=dict)
     mutated_weights: dict[str, str] = field(default_factory=dict)
+    constants: dict[int, Any] = field(default_factory=dict)
 
     @classmethod
     def of_graph(cls, graph: Graph) -> Signature:

@@ -322,6 +322,18 @@ def test_programs_of_a_compiled_function_and_of_something_else() -> None:
         ll.programs(3)
 
 
+def test_programs_of_a_compiled_forward_method() -> None:
+    """``model.forward = torch.compile(model.forward, ...)``, as for ``model.generate``: the frame dynamo compiles has
+    the model as ``self``, which is the bound method's object."""
+    model = MLP().eval()
+    model.forward = torch.compile(model.forward, backend="luminal_lab", options={"generations": 0, "cache_dir": False})
+    (x,) = mlp_inputs()
+    with torch.no_grad():
+        got = model(x)
+    (comp,) = ll.programs(model.forward)
+    torch.testing.assert_close(comp(x), (got,))  # a dynamo graph returns a tuple
+
+
 # ---- several models in one process -----------------------------------------------------------------
 def test_models_compiled_one_after_another_all_match() -> None:
     """As in a notebook: a decoder layer, then a batch-norm model, then the first again, in one process."""

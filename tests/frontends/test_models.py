@@ -57,6 +57,22 @@ def test_model_matches_eager_through_torch_compile(name: str) -> None:
     assert graphs == 1, f"dynamo split the model into {graphs} graphs"
 
 
+def test_a_second_model_after_a_decoder_layer_through_torch_compile() -> None:
+    """torch.compile wraps every module's call in one frame, so the CNN's input, of another shape than the decoder
+    layer's, comes marked dynamic (automatic dynamic shapes), and its head then fixes every size: dynamo hands the
+    backend concrete tensors, whose export shares dynamo's shape environment. Its guards (on dynamo's names) once
+    reached a generated ``_guards_fn``: ``NameError: name 'L' is not defined``."""
+    torch._dynamo.reset()
+    try:
+        for name in ("decoder_layer", "conv1d_cnn"):
+            model, inputs = MODELS[name]()
+            with torch.no_grad():
+                got = torch.compile(model, backend="luminal_lab", options={"generations": 0})(*inputs)
+            torch.testing.assert_close(got, eager(model, inputs), **TOL, msg=lambda m, n=name: f"{n}: {m}")
+    finally:
+        torch._dynamo.reset()
+
+
 def test_torch_compile_meets_the_encoder_layers_fast_path() -> None:
     """Under no_grad dynamo's graph holds torch's fused kernel itself, which the export then decomposes."""
     model, inputs = MODELS["encoder_layer"]()

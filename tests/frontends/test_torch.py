@@ -269,6 +269,22 @@ def test_new_shapes_recompile_and_symbolic_sizes_are_bound(dynamo_calls: list[in
     assert all(any(entry[0] is int for entry in key) for key in programs[1].programs)  # the bound symbolic size
 
 
+def test_sizes_a_dynamic_graph_returns_come_back(dynamo_calls: list[int]) -> None:
+    """Under a dynamic graph dynamo returns a size it computes as a graph output; each program, specialised to its
+    shapes, returns it as a number (transformers' sliding-window cache returns its length so)."""
+
+    def grown(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+        return x.softmax(-1), x.shape[0] + 1
+
+    compiled = torch.compile(grown, backend="luminal_lab", options=FUSED_ONLY)
+    for rows in (2, 3, 5):
+        x = torch.randn(rows, 4)
+        got, size = compiled(x)
+        torch.testing.assert_close(got, x.softmax(-1), **F32)
+        assert size == rows + 1
+    assert len(dynamo_calls) == 3
+
+
 # ---- single ops against eager ------------------------------------------------------------------
 def _x(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
@@ -346,6 +362,10 @@ OPS: dict[str, tuple[Callable, tuple]] = {
                          a.flatten(), a[:1].squeeze(0)), (_x(3, 4),)),
     "cat_stack": (lambda a, b: (torch.cat([a, b], 1), torch.cat([a, a, b], 0), torch.stack([a, b], -1)),
                   (_x(3, 4), _x(3, 4, seed=1))),
+    # torch.cat skips a 1-D empty operand whatever the others' rank (transformers' empty KV cache), promoting with it
+    "cat_legacy_empty": (lambda e, a, b: (torch.cat([e, a], -2), torch.cat([a, e, b], 1),
+                                          torch.cat([torch.zeros(0, dtype=torch.float64), a], 0), torch.cat([e, e]),
+                                          torch.cat([e, a.flatten()])), (torch.empty(0), _x(3, 4), _x(3, 2, seed=1))),
     "split_chunk_unbind": (lambda a: (*a.split(2, 1), *a.split([1, 3], 1), *a.chunk(2, 0), *a.unbind(0)),
                            (_x(3, 4),)),
     "pad": (lambda a: (F.pad(a, (1, 2)), F.pad(a, (0, 0, 2, 1), value=-1.5), F.pad(a, (-1, 1))), (_x(3, 4),)),

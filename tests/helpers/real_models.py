@@ -118,6 +118,20 @@ def small_cnn() -> Built:
     return _seeded(build, 0), (_activations(2, 3, 16, 16),)
 
 
+def conv1d_cnn() -> Built:
+    """Conv1d, BatchNorm1d (eval, non-trivial running statistics), ReLU, AvgPool1d (stride 1) and a Linear head over
+    the flattened channels and positions, so the head fixes the input's length."""
+
+    def build() -> nn.Module:
+        model = nn.Sequential(nn.Conv1d(3, 8, 3, padding=1), nn.BatchNorm1d(8), nn.ReLU(), nn.AvgPool1d(2, stride=1),
+                              nn.Flatten(), nn.Linear(8 * (SEQUENCE - 1), 5))
+        model[1].running_mean.uniform_(-0.5, 0.5)
+        model[1].running_var.uniform_(0.5, 2.0)
+        return model
+
+    return _seeded(build, 0), (_activations(2, 3, SEQUENCE),)
+
+
 MODELS: dict[str, Callable[[], Built]] = {
     "llama": llama_causal_lm,
     "gpt2": gpt2_model,
@@ -126,4 +140,5 @@ MODELS: dict[str, Callable[[], Built]] = {
     "decoder_layer": decoder_layer,
     "multihead_attention": multihead_attention,
     "cnn": small_cnn,
+    "conv1d_cnn": conv1d_cnn,
 }

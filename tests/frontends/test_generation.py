@@ -1,0 +1,69 @@
+"""Greedy ``model.generate`` of transformers' causal LMs (their defaults: ``use_cache=True``, sdpa attention) with
+``model.forward = torch.compile(model.forward, backend="luminal_lab")``: the same tokens as eager, with the default
+``DynamicCache``, a static cache, a sliding window shorter than the sequence, and a batch padded on the left.
+
+Each sequence length a ``DynamicCache`` reaches is a program of its own (specialised to its sizes) until dynamic
+shapes are one program, so these are slow: about 100 to 150 s a model for 16 tokens on two cores."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+from torch import nn
+
+import luminal_lab as ll
+from tests.helpers.causal_lms import CAUSAL_LMS, llama, mistral, prompt
+
+FUSED = {"generations": 0}
+# eager's greedy choice must win by this much at every step, or a rounding difference could flip it
+MARGIN = 1e-3
+
+
+@pytest.fixture
+def fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def greedy_matches_eager(model: nn.Module, ids: torch.Tensor, new_tokens: int, **options) -> None:
+    """Generate greedily, eagerly and then with the forward compiled, and compare the tokens."""
+    with torch.no_grad():
+        eager = model.generate(ids, max_new_tokens=new_tokens, do_sample=False, return_dict_in_generate=True,
+                               output_logits=True, **options)
+        top2 = torch.stack(eager.logits).topk(2, dim=-1).values
+        margin = (top2[..., 0] - top2[..., 1]).min().item()
+        assert margin > MARGIN, f"eager's greedy choice wins by only {margin:.2e}; pick another seed"
+        model.forward = torch.compile(model.forward, backend="luminal_lab", options=FUSED)
+        got = model.generate(ids, max_new_tokens=new_tokens, do_sample=False, **options)
+    assert got.shape == eager.sequences.shape == (ids.shape[0], ids.shape[1] + new_tokens)
+    assert got.tolist() == eager.sequences.tolist()
+    assert ll.programs(model.forward)  # luminal_lab ran it, with no fallback
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_greedy_generation_matches_eager(name: str, fresh_dynamo: None) -> None:
+    greedy_matches_eager(CAUSAL_LMS[name](), prompt(), 16)
+
+
+@pytest.mark.slow
+def test_greedy_generation_with_a_static_cache(fresh_dynamo: None) -> None:
+    """The cache's tensors are updated in place (``index_copy_``), as inputs the program writes back to; every
+    decode step has the same shapes, so one program serves them all."""
+    greedy_matches_eager(llama(), prompt(), 16, cache_implementation="static")
+
+
+@pytest.mark.slow
+def test_greedy_generation_with_a_sliding_window_shorter_than_the_sequence(fresh_dynamo: None) -> None:
+    greedy_matches_eager(mistral(sliding_window=4), prompt(), 8)
+
+
+@pytest.mark.slow
+def test_batched_greedy_generation_with_left_padding(fresh_dynamo: None) -> None:
+    ids = prompt(batch=2)
+    mask = torch.ones_like(ids)
+    mask[0, :2] = 0
+    greedy_matches_eager(llama(), ids.masked_fill(mask == 0, 0), 8, attention_mask=mask)
