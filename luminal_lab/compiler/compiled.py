@@ -189,7 +189,7 @@ class Compiled:
         if device == "cuda":
             bindings = self.boundary.bind(values)
             tensors = {name: (to_torch(value) if isinstance(value, np.ndarray) else value).to("cuda")
-                       for name, value in values.items()}
+                       for name, value in self.boundary.tensors(values).items()}
             outputs = self._runtime(self.genome, device).run_device(tensors, self.graph.weights, bindings)
         else:
             arrays, bindings = self.boundary.check(values)

@@ -15,7 +15,7 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,7 @@ import torch.utils._pytree as pytree
 
 from ..core import dtypes as dt
 from ..core.errors import UnsupportedOpError
+from ..core.symbolic import Expr
 from ..hlir.graph import Graph
 from ..hlir.tensor import (
     GraphTensor,
@@ -37,6 +38,7 @@ from ..hlir.tensor import (
     where,
 )
 from .origins import user_frame
+from .symbols import Sizes
 
 aten = torch.ops.aten
 
@@ -51,18 +53,21 @@ def dtype_of(val: torch.Tensor, node: torch.fx.Node) -> dt.DType:
 
 @dataclass(frozen=True)
 class Context:
-    """What a translation may need besides its arguments: the graph and torch's recorded value."""
+    """What a translation may need besides its arguments: the graph, torch's recorded value, and how torch's sizes
+    become expressions."""
 
     graph: Graph
     node: torch.fx.Node
+    sizes: Sizes = field(default_factory=Sizes)
 
     @property
     def val(self) -> torch.Tensor:
         return self.node.meta["val"]
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(int(d) for d in self.val.shape)
+    def shape(self) -> tuple[int | Expr, ...]:
+        """torch's shape of the result: ints, and expressions for symbolic sizes."""
+        return self.sizes.shape(self.val.shape)
 
     @property
     def dtype(self) -> dt.DType:
@@ -1094,5 +1099,8 @@ TABLE: dict[Any, Translation] = {
     aten.arange.start_step: _arange,
     # checks that export inserts; nothing to compute
     aten._assert_tensor_metadata.default: _no_op,
+    aten._assert_scalar.default: _no_op,  # a check of sizes torch's guards already made
+    aten.sym_constrain_range_for_size.default: _no_op,
+    aten.sym_constrain_range.default: _no_op,
     **POOLING,
 }

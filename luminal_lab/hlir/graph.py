@@ -96,6 +96,10 @@ class Graph:
         self.inputs: dict[str, InputSpec] = {}
         self.outputs: dict[str, Node] = {}
         self.weights: dict[str, np.ndarray] = {}
+        # a torch program's shapes: its size arguments (a name and the variable it binds, or the number it must be)
+        # and the sizes torch was asked to keep dynamic but specialised ("x[1]": 4); the summary shows both
+        self.size_inputs: dict[str, Expr] = {}
+        self.specialised: dict[str, int] = {}
         self._origin: list[str] = []
         self._constants: dict[tuple, Node] = {}
 
@@ -321,6 +325,8 @@ class Signature:
     order; ``in_spec``/``out_spec`` are torch pytree specs when the program came from torch.
     ``mutated_inputs`` and ``mutated_weights`` map an output to the user input or weight it
     is written back to after each call (in-place mutations in the original program).
+    ``sizes`` maps the inputs that are integers, not tensors (a torch program's symbolic size
+    arguments), to the expression each gives: a variable it binds, or a number it must equal.
     """
 
     inputs: list[str]
@@ -329,6 +335,7 @@ class Signature:
     out_spec: Any = None
     mutated_inputs: dict[str, str] = field(default_factory=dict)
     mutated_weights: dict[str, str] = field(default_factory=dict)
+    sizes: dict[str, Expr] = field(default_factory=dict)
 
     @classmethod
     def of_graph(cls, graph: Graph) -> Signature:
