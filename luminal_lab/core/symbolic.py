@@ -434,6 +434,15 @@ def div(a: ExprLike, b: ExprLike) -> Expr:
         remaining = list(a.args)
         remaining.remove(b)
         return mul(*remaining)
+    if a.op in ("mul", "var") and b.op in ("mul", "var"):  # (c*x*y) / (d*y) == (c/d)*x when d divides c
+        (ca, fa), (cb, fb) = _split_coefficient(a), _split_coefficient(b)
+        remaining = list(fa.args if fa.op == "mul" else (fa,))
+        wanted = list(fb.args if fb.op == "mul" else (fb,))
+        if cb > 0 and ca % cb == 0 and all(f in remaining for f in wanted) and \
+                all(remaining.count(f) >= wanted.count(f) for f in wanted):
+            for f in wanted:
+                remaining.remove(f)
+            return mul(ca // cb, *remaining)
     return Expr("div", (a, b))
 
 

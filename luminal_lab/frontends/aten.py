@@ -24,7 +24,7 @@ import torch.utils._pytree as pytree
 
 from ..core import dtypes as dt
 from ..core.errors import UnsupportedOpError
-from ..core.symbolic import Expr
+from ..core.symbolic import Expr, mul
 from ..hlir.graph import Graph
 from ..hlir.tensor import (
     GraphTensor,
@@ -105,6 +105,11 @@ def scalar_opmath(fn: Translation) -> Translation:
         scalar = any(isinstance(a, (int, float)) for a in args[:2])
         return (widened if scalar else fn)(cx, *args, **kwargs)
     return wrapped
+
+
+def _size(d: Expr) -> int | Expr:
+    """A size as an int where it is a number, else the expression (a symbolic size, evaluated when the graph runs)."""
+    return d.value if d.is_num else d
 
 
 def _dims(dim: int | Sequence[int] | None) -> list[int] | None:
@@ -261,7 +266,9 @@ def _addmm(cx: Context, bias: GraphTensor, a: GraphTensor, b: GraphTensor, *, be
 
 
 def _view(cx: Context, x: GraphTensor, shape: Sequence[int]) -> GraphTensor:
-    return x.reshape(list(shape))
+    """A reshape to torch's recorded shape (a ``-1`` resolved as torch resolved it, symbolic sizes as torch wrote
+    them)."""
+    return x.reshape(list(cx.shape))
 
 
 def _squeeze(cx: Context, x: GraphTensor, dim: int | Sequence[int] | None = None) -> GraphTensor:
@@ -336,18 +343,18 @@ def _index_tensors(cx: Context, x: GraphTensor,
     wrapped = []
     for axis, i in zip(axes, tensors, strict=True):
         i = i.cast(dt.i64)
-        wrapped.append(where(i.lt(0), i + x.shape[axis].value, i).broadcast_to(shape))
+        wrapped.append(where(i.lt(0), i + _size(x.shape[axis]), i).broadcast_to(shape))
     return axes, wrapped
 
 
 def _flat_index(x: GraphTensor, axes: list[int], tensors: list[GraphTensor]) -> tuple[GraphTensor, GraphTensor]:
     """``x`` with its indexed axes moved to the front and merged into one, and the index into that axis."""
     rest = [a for a in range(x.ndim) if a not in axes]
-    sizes = [x.shape[a].value for a in axes]
-    flat = x.permute(axes + rest).reshape([math.prod(sizes)] + [x.shape[a] for a in rest])
+    sizes = [x.shape[a] for a in axes]
+    flat = x.permute(axes + rest).reshape([_size(mul(*sizes))] + [x.shape[a] for a in rest])
     combined = tensors[-1]
     for k in range(len(tensors) - 2, -1, -1):
-        combined = combined + tensors[k] * math.prod(sizes[k + 1:])
+        combined = combined + tensors[k] * _size(mul(1, *sizes[k + 1:]))
     return flat, combined
 
 
