@@ -40,7 +40,7 @@ from .export import FunctionModule, export_core_aten, parameter_names
 from .origins import user_frame
 from .symbols import Sizes
 
-OPTIONS = ("strict",)
+OPTIONS = ("strict", "dynamic_shapes")
 
 
 @dataclass
@@ -57,7 +57,9 @@ class TorchProgram:
 def from_torch(program: torch.nn.Module | Callable, example_inputs: Sequence, **options) -> TorchProgram:
     """Translate a module or function on ``example_inputs`` (positional; one tensor or a sequence) via torch.export.
 
-    Options: ``strict`` (bool, default False) is passed to ``torch.export.export``.
+    Options: ``strict`` (bool, default False) and ``dynamic_shapes`` (torch.export's, e.g.
+    ``{"x": {0: Dim.AUTO}}``: those sizes become symbolic dimensions, and int inputs size arguments)
+    are passed to ``torch.export.export``.
     Raises ``UnsupportedOpError`` naming the first aten op without a translation and the
     user's source line, before anything runs.
     """
@@ -72,7 +74,16 @@ def from_torch(program: torch.nn.Module | Callable, example_inputs: Sequence, **
         fail("from_torch", "example_inputs", example_inputs, "a tensor or a tuple of the program's inputs")
     example_inputs = tuple(example_inputs)
     names = None if isinstance(program, torch.nn.Module) else parameter_names(program, len(example_inputs))
-    exported = export_core_aten(module, example_inputs, strict=options.get("strict", False))
+    dynamic_shapes = options.get("dynamic_shapes")
+    if dynamic_shapes is not None and not isinstance(program, torch.nn.Module):  # FunctionModule takes *args
+        if isinstance(dynamic_shapes, dict):
+            if names is None or set(dynamic_shapes) - set(names):
+                fail("from_torch", "dynamic_shapes", dynamic_shapes, f"a dict keyed by the function's parameter "
+                     f"names {names} or a tuple with one entry per example input")
+            dynamic_shapes = [dynamic_shapes.get(name) for name in names]
+        dynamic_shapes = (tuple(dynamic_shapes),)
+    exported = export_core_aten(module, example_inputs, strict=options.get("strict", False),
+                                dynamic_shapes=dynamic_shapes)
     return translate(exported, module, names, example_inputs)
 
 
@@ -120,6 +131,7 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
             env[node] = g.weight(spec.target, np.array(to_numpy(value), copy=True))
         else:
             raise UnsupportedOpError(f"{spec.kind.name.lower()} input", detail=f"{node.name} cannot be translated")
+    g.dynamic = bool(g.size_inputs) or any(not d.is_num for spec in g.inputs.values() for d in spec.node.shape)
     for node in ep.graph.nodes:
         if node.op == "call_function":
             env[node] = sizes(node.meta["val"]) if _is_size(node) else _translate_node(g, node, env, sizes)

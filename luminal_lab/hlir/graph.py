@@ -96,8 +96,10 @@ class Graph:
         self.inputs: dict[str, InputSpec] = {}
         self.outputs: dict[str, Node] = {}
         self.weights: dict[str, np.ndarray] = {}
-        # a torch program's shapes: its size arguments (a name and the variable it binds, or the number it must be)
-        # and the sizes torch was asked to keep dynamic but specialised ("x[1]": 4); the summary shows both
+        # a torch program's shapes: whether torch gave it symbolic sizes (the summary then says where each symbolic
+        # dimension comes from), its size arguments (a name and the variable it binds, or the number it must be) and
+        # the sizes torch was asked to keep dynamic but specialised ("x[1]": 4), which the summary lists
+        self.dynamic = False
         self.size_inputs: dict[str, Expr] = {}
         self.specialised: dict[str, int] = {}
         self._origin: list[str] = []

@@ -118,7 +118,7 @@ def _dims(stage: HLIRStage) -> list[str]:
         if size.op == "var":
             found.setdefault(size.args[0], []).append(name)
     parts = []
-    if found:
+    if found and graph.dynamic:
         parts.append("symbolic " + ", ".join(f"{var} = {', '.join(where)}" for var, where in sorted(found.items())))
     if graph.specialised:
         parts.append("specialised " + ", ".join(f"{where}={size}" for where, size in graph.specialised.items()))
