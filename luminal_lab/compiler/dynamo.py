@@ -220,6 +220,7 @@ class DynamoProgram:
         self.feeds: dict[tuple, _Feed] = {}
         self.pins: dict[tuple, list[tuple[tuple[int, int | None], ...]]] = {}
         self.input_names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        self.from_module = {n.name for n in gm.graph.nodes if n.op == "placeholder" and _read_from_module(n)}
         self.dynamism = _Dynamism.of(gm)
         self.code, self.owner = _compiling_frame()
         self.serial = next(_SERIAL)
@@ -337,10 +338,10 @@ class DynamoProgram:
         # _buffers however the module was reached (self, a decorator's arguments, a global). Matching the compiled
         # frame's self by identity would miss a module whose forward a decorator wraps (transformers' models). A
         # Parameter is known by its class too, in a graph without that metadata. Any other tensor stays an input: a
-        # caller may rewrite one through a numpy view, which moves no version counter.
-        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
-        return {node.name for node, a in zip(placeholders, args, strict=True)
-                if isinstance(a, torch.nn.Parameter) or (isinstance(a, torch.Tensor) and _read_from_module(node))}
+        # caller may rewrite one through a numpy view, which moves no version counter. Dynamo drops that metadata once
+        # the backend returns, so it is read when the program is made (``from_module``), for a later compile.
+        return {name for name, a in zip(self.input_names, args, strict=True)
+                if isinstance(a, torch.nn.Parameter) or (isinstance(a, torch.Tensor) and name in self.from_module)}
 
     def choose_genome(self, program: Compiled, inputs: list[torch.Tensor], device: str, signature: tuple) -> None:
         """The cached best genome of ``program``, else the most-fused one searched from (then cached)."""

@@ -32,14 +32,15 @@ def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
 
 
 class Scores(nn.Module):
-    """``x @ w`` then softmax over the last axis."""
+    """``x @ w`` then softmax over the last axis (a parameter and a buffer, both the program's weights)."""
 
     def __init__(self):
         super().__init__()
         self.w = nn.Parameter(_randn(8, 6, seed=1))
+        self.register_buffer("scale", _randn(6, seed=2))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (x @ self.w).softmax(-1)
+        return (x @ self.w * self.scale).softmax(-1)
 
 
 def _symbolic(program: ll.Compiled, name: str) -> list[str]:
@@ -55,7 +56,7 @@ def test_every_length_runs_one_program_after_the_first() -> None:
     programs = ll.programs(fast)
     assert len(programs) == 2  # the first call's static program, then the dynamic one
     dynamic = programs[-1]
-    (name,) = dynamic.signature.inputs
+    (name,) = dynamic.signature.inputs  # the parameter and the buffer are weights, as in the static program
     assert _symbolic(dynamic, name)[0].startswith("s") and _symbolic(dynamic, name)[1] == "8"
     assert f"symbolic {_symbolic(dynamic, name)[0]} = {name}[0]" in dynamic.hlir.summary()
     # the reference runtime and the compiled kernels run it at a length it never saw
