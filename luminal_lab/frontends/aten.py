@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
@@ -180,7 +179,7 @@ def _arg_extreme(x: GraphTensor, dim: int | None, keepdim: bool, largest: bool) 
     extreme = x.max(axis, keepdim=True) if largest else x.min(axis, keepdim=True)
     size = x.shape[axis]
     positions = x.graph.arange(size, dtype=dt.i64).reshape([size if i == axis else 1 for i in range(x.ndim)])
-    candidates = where(x.eq(extreme), positions, x.graph.constant(size.value, dt.i64))
+    candidates = where(x.eq(extreme), positions, x.graph.constant(_size(size), dt.i64))
     return candidates.min(axis, keepdim)
 
 
@@ -280,9 +279,12 @@ def _slice(cx: Context, x: GraphTensor, dim: int = 0, start: int | None = None, 
     return x.slice(dim, start, end, step)
 
 
-def _select(cx: Context, x: GraphTensor, dim: int, index: int) -> GraphTensor:
+def _select(cx: Context, x: GraphTensor, dim: int, index: int | Expr) -> GraphTensor:
+    """Element ``index`` of an axis; a symbolic index is in range (torch checks it), so it is not clamped."""
     axis = x._axis(dim)
-    index = index + x.shape[axis].value if index < 0 else index
+    index = index + _size(x.shape[axis]) if isinstance(index, int) and index < 0 else index
+    if isinstance(index, Expr):
+        return x._view(x.tracker.slice(axis, index, index + 1)).squeeze(axis)
     return x.slice(axis, index, index + 1).squeeze(axis)
 
 
@@ -291,9 +293,10 @@ def _split(cx: Context, x: GraphTensor, split_size: int, dim: int = 0) -> list[G
     return [x.slice(dim, start, start + split_size) for start in range(0, max(size, 1), split_size)]
 
 
-def _split_with_sizes(cx: Context, x: GraphTensor, sizes: Sequence[int], dim: int = 0) -> list[GraphTensor]:
-    starts = [0, *np.cumsum(sizes).tolist()]
-    return [x.slice(dim, int(a), int(b)) for a, b in itertools.pairwise(starts)]
+def _split_with_sizes(cx: Context, x: GraphTensor, sizes: Sequence[int | Expr],
+                      dim: int = 0) -> list[GraphTensor]:
+    starts = [0, *itertools.accumulate(sizes)]
+    return [x.slice(dim, a, b) for a, b in itertools.pairwise(starts)]
 
 
 def _unbind(cx: Context, x: GraphTensor, dim: int = 0) -> list[GraphTensor]:
@@ -310,8 +313,8 @@ def _repeat(cx: Context, x: GraphTensor, repeats: Sequence[int]) -> GraphTensor:
 
 def _flip(cx: Context, x: GraphTensor, dims: Sequence[int]) -> GraphTensor:
     for axis in x._axes(dims):
-        size = x.shape[axis].value
-        if size > 1:
+        size = _size(x.shape[axis])
+        if not isinstance(size, int) or size > 1:
             x = x.take(x.graph.arange(size, start=size - 1, step=-1), axis=axis)
     return x
 
@@ -713,9 +716,9 @@ def _upsample_linear(cx: Context, x: GraphTensor, output_size: Sequence[int] | N
     return out
 
 
-def _select_scatter(cx: Context, x: GraphTensor, src: GraphTensor, dim: int, index: int) -> GraphTensor:
+def _select_scatter(cx: Context, x: GraphTensor, src: GraphTensor, dim: int, index: int | Expr) -> GraphTensor:
     axis = x._axis(dim)
-    index = index + x.shape[axis].value if index < 0 else index
+    index = index + _size(x.shape[axis]) if isinstance(index, int) and index < 0 else index
     return x.slice_scatter(src.unsqueeze(axis), axis, index, index + 1)
 
 

@@ -54,7 +54,10 @@ class Sizes:
         return tuple(self(d) for d in dims)
 
     def _name(self, symbol: sympy.Symbol) -> str:
-        return self.names.get(symbol.name, symbol.name)
+        if symbol.name in self.names:
+            return self.names[symbol.name]
+        # a symbol left with its own name keeps apart from one renamed to that name
+        return symbol.name if symbol.name not in self.names.values() else f"{symbol.name}_torch"
 
     def expr(self, e: sympy.Basic) -> Expr:
         """The expression of a sympy integer expression (sizes, their arithmetic and comparisons)."""

@@ -1388,6 +1388,8 @@ def _clamp_bound(bound: ExprLike | None, size: Expr, default: ExprLike) -> Expr:
     if not size.is_num:
         if bound < 0:
             return max_(size + bound, 0)
+        if bound >= 2**62:  # torch's "to the end" (sys.maxsize)
+            return size
         return min_(as_expr(bound), size)
     n = size.value
     if bound < 0:

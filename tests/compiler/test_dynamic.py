@@ -175,3 +175,44 @@ def test_ll_compile_takes_dynamic_shapes() -> None:
         x = _randn(length, 8, seed=length)
         torch.testing.assert_close(comp(x, length // 2), masked(x, length // 2), **TOL)
         torch.testing.assert_close(comp.run_reference(x, length // 2), masked(x, length // 2), **TOL)
+
+
+def causal_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """A causal mask built from the length (full, triu), added to the scores."""
+    mask = torch.full((q.shape[0], q.shape[0]), float("-inf")).triu(1)
+    return (q @ k.transpose(0, 1) / 8 ** 0.5 + mask).softmax(-1)
+
+
+def tril_mask(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    keep = torch.ones(q.shape[0], q.shape[0], dtype=torch.bool).tril()
+    return (q @ k.T).masked_fill(~keep, -1e9).softmax(-1)
+
+
+def cat_and_split(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    both = torch.cat([x, y], dim=0)
+    a, b = both.split([x.shape[0], y.shape[0]], dim=0)
+    return a * 2 + b, both.sum(0)
+
+
+def along_the_length(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (torch.zeros_like(x) + x.new_ones(x.shape[0], 1) * x.mean(0), x.flip(0), x.cumsum(0),
+            x.transpose(0, 1).contiguous().view(-1))
+
+
+def last_and_steps(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return x[-1] + y[x.shape[0] - 1], x[1:] - x[:-1], x.unsqueeze(0).repeat(2, 1, 1)
+
+
+def extremes(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return x.argmax(0), x.max(dim=0).values, x.topk(2, dim=1).values
+
+
+@pytest.mark.parametrize("fn", [causal_scores, tril_mask, cat_and_split, along_the_length, last_and_steps, extremes],
+                         ids=lambda fn: fn.__name__)
+def test_ops_over_a_symbolic_length_match_eager(fn) -> None:
+    fast = torch.compile(fn, backend="luminal_lab", options=FAST)
+    for length in (3, 5, 8):
+        x, y = _randn(length, 8, seed=length), _randn(length, 8, seed=length + 1)
+        torch.testing.assert_close(fast(x, y), fn(x, y), **TOL)
+    programs = ll.programs(fast)
+    assert len(programs) == 2 and "symbolic s" in programs[-1].hlir.summary()
