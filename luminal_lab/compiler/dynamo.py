@@ -414,13 +414,16 @@ def _resumptions(code: Any) -> set[Any]:
 
 def programs(compiled: Any) -> list[Compiled]:
     """The ``Compiled`` programs behind ``compiled``, a ``torch.compile``-d module or function (or a module compiled
-    in place), one per graph and input signature, in the order they were made: ``comp.workbench()``,
-    ``comp.pipeline()`` and ``comp.profiler()`` work on each. A module's programs are those compiled from its
+    in place, or its bound ``forward``), one per graph and input signature (a dynamic graph's one program serving
+    every size), in the order they were made: ``comp.workbench()``, ``comp.pipeline()`` and ``comp.profiler()`` work
+    on each. A module's programs are those compiled from its
     ``forward`` (on this module, or after a graph break, on any module of its class)."""
     target = getattr(compiled, "_orig_mod", None) or getattr(compiled, "_torchdynamo_orig_callable", None) \
         or compiled
-    owner = target if isinstance(target, torch.nn.Module) else None
-    code = type(target).forward.__code__ if owner is not None else getattr(target, "__code__", None)
+    module = isinstance(target, torch.nn.Module)
+    owner = target if module else getattr(target, "__self__", None)  # a module's bound forward: the module
+    owner = owner if isinstance(owner, torch.nn.Module) else None
+    code = type(target).forward.__code__ if module else getattr(target, "__code__", None)
     if code is None:
         raise TypeError(f"ll.programs takes a torch.compile-d module or function, not {type(compiled).__name__}")
     codes = _resumptions(code)

@@ -216,3 +216,31 @@ def test_ops_over_a_symbolic_length_match_eager(fn) -> None:
         torch.testing.assert_close(fast(x, y), fn(x, y), **TOL)
     programs = ll.programs(fast)
     assert len(programs) == 2 and "symbolic s" in programs[-1].hlir.summary()
+
+
+@pytest.mark.xfail(reason="needs the kv-cache branch: aten cat of transformers' empty KV cache; remove this mark "
+                          "once both are merged", strict=False)
+def test_gpt2_generates_with_the_cache_in_three_programs() -> None:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=96, n_embd=32, n_layer=1, n_head=4, n_positions=32,
+                                     bos_token_id=0, eos_token_id=None, pad_token_id=0)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = transformers.GPT2LMHeadModel(config).eval()
+    ids = torch.randint(1, 96, (1, 5), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = model.generate(ids, max_new_tokens=12, do_sample=False)
+        model.forward = torch.compile(model.forward, backend="luminal_lab", options=FAST)
+        got = model.generate(ids, max_new_tokens=12, do_sample=False)
+    assert torch.equal(got, expected)
+    # the prefill, the first decode step, then one program for every cache length
+    assert len(ll.programs(model.forward)) == 3
+
+
+def test_a_compiled_bound_forward_finds_its_programs() -> None:
+    model = Scores()
+    model.forward = torch.compile(model.forward, backend="luminal_lab", options=FAST)  # as for model.generate
+    for length in LENGTHS:
+        x = _randn(length, 8, seed=length)
+        torch.testing.assert_close(model(x), Scores.forward(model, x), **TOL)
+    assert len(ll.programs(model.forward)) == 2
