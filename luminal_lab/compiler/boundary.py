@@ -2,7 +2,8 @@
 
 The boundary is strict: every input's dtype must equal the graph's declared dtype (else
 ``DTypeBoundaryError``, before any work) and its shape must fit the declared shape, which
-also binds the symbolic dimensions (else ``ShapeError``). Nothing is cast on the way in or out.
+also binds the symbolic dimensions (else ``ShapeError``), as does each size argument (an int input of a torch
+program exported with dynamic shapes, ``Signature.sizes``). Nothing is cast on the way in or out.
 Inputs come positionally, by keyword, or (for a torch program) in the pytree structure it was
 exported with; outputs go back as torch tensors in the program's structure, and in-place
 mutations of inputs and buffers are written back after each call.
@@ -19,6 +20,7 @@ from ..core import dtypes as dt
 from ..core.arrays import to_numpy, to_torch
 from ..core.errors import ArgumentError, DTypeBoundaryError, ShapeError
 from ..core.shape_tracker import format_shape
+from ..core.symbolic import Expr
 from ..hlir.graph import Graph, Signature
 
 
@@ -44,7 +46,8 @@ class Boundary:
             if spec != self.signature.in_spec:
                 raise ArgumentError(f"the inputs are not structured as at compile time:\n  got {spec}\n"
                                     f"  expected {self.signature.in_spec}")
-            return dict(zip(names, [v for v in flat if _is_array(v)]))
+            sizes = self.signature.sizes
+            return dict(zip(names, [v for v in flat if _is_array(v) or (sizes and _is_size(v))]))
         unknown = sorted(set(named) - set(names))
         if unknown:
             raise ArgumentError(f"unknown input name(s) {unknown}; the program's inputs are {names}")
@@ -60,14 +63,21 @@ class Boundary:
         return {**dict(zip(names, inputs)), **{name: named[name] for name in names[len(inputs):]}}
 
     def check(self, values: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-        """Check the inputs' dtypes and shapes, bind the symbolic dimensions, and convert to numpy."""
+        """Check the inputs' dtypes and shapes, bind the symbolic dimensions, and convert to numpy (the size arguments,
+        which only bind, are left out)."""
         bindings = self.bind(values)
-        return {name: to_numpy(value) for name, value in values.items()}, bindings
+        return {name: to_numpy(value) for name, value in values.items() if name not in self.signature.sizes}, bindings
+
+    def tensors(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` without the size arguments."""
+        return {name: value for name, value in values.items() if name not in self.signature.sizes}
 
     def bind(self, values: Mapping[str, Any]) -> dict[str, int]:
         """Check the inputs' dtypes and shapes and bind the symbolic dimensions; the values stay where they are."""
         import torch
 
+        bindings: dict[str, int] = self._bind_sizes(values)
+        values = self.tensors(values)
         declared = {name: self.graph.inputs[name].node for name in values}
         for name, value in values.items():
             if isinstance(value, torch.Tensor):
@@ -83,7 +93,6 @@ class Boundary:
                 raise DTypeBoundaryError(f"input {name!r} is {got} but the graph declares "
                                          f"{declared[name].dtype.value}; nothing is cast implicitly, cast it before "
                                          "the call")
-        bindings: dict[str, int] = {}
         for name, value in values.items():
             dims = declared[name].shape
             shape = tuple(value.shape)
@@ -104,6 +113,19 @@ class Boundary:
                                  f"{format_shape(dims)} = {expected} with {bindings}")
         return bindings
 
+    def _bind_sizes(self, values: Mapping[str, Any]) -> dict[str, int]:
+        """The variables the size arguments bind; a size that must be a number is checked."""
+        bindings: dict[str, int] = {}
+        for name, expr in self.signature.sizes.items():
+            value = values[name]
+            if not _is_size(value):
+                raise ShapeError(f"input {name!r} is a size (an int), got {type(value).__name__} {value!r}")
+            if expr.op == "var":
+                bindings[expr.args[0]] = int(value)
+            elif expr.is_num and expr.value != int(value):
+                raise ShapeError(f"input {name!r} is {value} but the program was specialised to {expr.value}")
+        return bindings
+
     def write_back(self, values: dict[str, Any], results: dict[str, Any]) -> None:
         """Write in-place mutations back: into the caller's inputs, the graph's weights and the module's buffers.
         ``results`` are numpy arrays, or torch tensors (a device-resident call)."""
@@ -119,11 +141,12 @@ class Boundary:
                 buffer = self.module.get_buffer(weight)
                 buffer.copy_(_tensor(results[output]))
 
-    def pack(self, results: dict[str, Any]) -> Any:
-        """The outputs as the program returns them: torch tensors, in its order and structure."""
+    def pack(self, results: dict[str, Any], bindings: Mapping[str, int]) -> Any:
+        """The outputs as the program returns them: torch tensors, in its order and structure, and any sizes it
+        returns (``Signature.constants``) as numbers at ``bindings``."""
         tensors = [_tensor(results[name]) for name in self.signature.outputs]
         for position, value in sorted(self.signature.constants.items()):
-            tensors.insert(position, value)
+            tensors.insert(position, int(value.evaluate(bindings)) if isinstance(value, Expr) else value)
         if self.signature.out_spec is not None:
             import torch.utils._pytree as pytree
 
@@ -147,6 +170,10 @@ def _is_array(value) -> bool:
     import torch
 
     return isinstance(value, (np.ndarray, torch.Tensor))
+
+
+def _is_size(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def _torch_dtype_name(dtype) -> str:

@@ -189,14 +189,14 @@ class Compiled:
         if device == "cuda":
             bindings = self.boundary.bind(values)
             tensors = {name: (to_torch(value) if isinstance(value, np.ndarray) else value).to("cuda")
-                       for name, value in values.items()}
+                       for name, value in self.boundary.tensors(values).items()}
             outputs = self._runtime(self.genome, device).run_device(tensors, self.graph.weights, bindings)
         else:
             arrays, bindings = self.boundary.check(values)
             outputs = self._runtime(self.genome, device).run(arrays, self.graph.weights, bindings)
         results = dict(zip(self.graph.outputs, outputs))
         self.boundary.write_back(values, results)
-        return self.boundary.pack(results)
+        return self.boundary.pack(results, bindings)
 
     __call__ = run
 
@@ -206,7 +206,7 @@ class Compiled:
         arrays, bindings = self.boundary.check(values)
         results = self._reference.run(arrays, bindings)
         self.boundary.write_back(values, results)
-        return self.boundary.pack(results)
+        return self.boundary.pack(results, bindings)
 
     def profile(self, genome: Genome | None = None, device: str = "cpu", inputs: Sequence | None = None,
                 warmup: int = 2, trials: int = 10) -> Profile:

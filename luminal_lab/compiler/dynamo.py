@@ -1,22 +1,31 @@
 """``torch.compile(model, backend="luminal_lab", options={...})``: the TorchDynamo backend.
 
-The backend is registered through the ``torch_dynamo_backends`` entry point, so torch
-finds it by name without importing luminal_lab first. Dynamo hands over an FX
-``GraphModule`` and example inputs; each distinct set of input shapes and dtypes (and
-values of non-tensor arguments, such as the symbolic sizes dynamo passes once it treats a
-dimension as dynamic) is compiled through the same torch.export path as ``ll.compile``,
-specialised to those values, and cached. The module's parameters and buffers, which dynamo passes
-as arguments on every call, become the program's weights: each is handed to the runtime (and copied
-in) only when its tensor changed since the last call (another tensor, other memory, or an in-place
-update that moved torch's version counter, which one through ``.data`` does not). The other tensors,
-and a buffer the graph mutates in place (so that the mutation is written back to it), are the
-program's inputs.
+The backend is registered through the ``torch_dynamo_backends`` entry point, so torch finds it by name without
+importing luminal_lab first. Dynamo hands over an FX ``GraphModule`` and example inputs; the graph is compiled through
+the same torch.export path as ``ll.compile``, on the first call's arguments.
+
+Sizes dynamo treats as dynamic (after a second shape, with ``dynamic=True``, or ``torch._dynamo.mark_dynamic``: the
+SymInts in its placeholders' example values) are exported as dynamic (``Dim.AUTO``) and become the HLIR's symbolic
+dimensions, named as dynamo names them (``s77``): one program, one e-graph, one search and one cached genome then serve
+every size, the runtime planning per binding. A SymInt argument is computed inside the program from the tensor size
+it names, or else is a size argument of the program (``Signature.sizes``) that binds its variable at each call. A size
+torch must specialise (a guard, such as equality to a constant) stays a number, and the HLIR summary lists the
+symbolic dimensions and the specialised sizes; a program whose export specialised a size dynamo left dynamic serves
+only that size, another size getting another program. A graph without dynamic sizes is compiled per input shapes and
+dtypes (and values of other arguments).
+
+The module's parameters and buffers, which dynamo passes as arguments on every call, become the program's weights:
+each is handed to the runtime (and copied in) only when its tensor changed since the last call (another tensor, other
+memory, or an in-place update that moved torch's version counter, which one through ``.data`` does not). The other
+tensors, and a buffer the graph mutates in place (so that the mutation is written back to it), are the program's
+inputs.
 
 Each program gets its genome once: the best genome cached on disk for it (``search.genome_cache``: keyed by the
-e-graph, the input signature, the device and the library version), else the most-fused genome improved by a short
-measured search (``BackendOptions``), which is then cached. The device follows the inputs: CPU tensors run on the
-CPU runtime, CUDA tensors on the CUDA runtime (device-resident), and results come back on the inputs' device.
-``programs(compiled)`` finds the ``Compiled`` programs behind a compiled module or function.
+e-graph, the input signature without its dynamic sizes, the device and the library version), else the most-fused
+genome improved by a short measured search (``BackendOptions``) on the first call's inputs, which is then cached. The
+device follows the inputs: CPU tensors run on the CPU runtime, CUDA tensors on the CUDA runtime (device-resident), and
+results come back on the inputs' device. ``programs(compiled)`` finds the ``Compiled`` programs behind a compiled
+module or function.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import functools
 import itertools
 import os
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -34,12 +43,14 @@ import torch
 import torch.fx.traceback as fx_traceback
 import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensor
+from torch.export.graph_signature import InputKind
 
 from ..core.arguments import fail, flag, integer, one_of, seconds
 from ..core.arrays import to_numpy
 from ..core.errors import ArgumentError, LuminalError, Refused
 from ..frontends.export import export_core_aten
 from ..frontends.translate import translate
+from ..hlir.graph import Graph
 from ..runtime import DEVICES, check_device
 from ..search.genome_cache import GenomeCache, program_key
 from .compiled import Compiled
@@ -87,19 +98,87 @@ class BackendOptions:
 
 
 class _Bound(torch.nn.Module):
-    """The dynamo graph with its non-tensor arguments fixed, taking only the tensors."""
+    """The dynamo graph taking its tensors and its size arguments (``sizes``: positions of the dynamic ints that no
+    tensor size gives), each other argument fixed to its value or, where ``derived`` says so (``position: (tensor
+    position, axis)``), computed from a tensor's size."""
 
-    def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any]):
+    def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any], sizes: Collection[int] = (),
+                 derived: Mapping[int, tuple[int, int]] | None = None):
         super().__init__()
         self.gm = gm
-        self.constants = [None if isinstance(a, torch.Tensor) else a for a in args]
-        self.is_tensor = [isinstance(a, torch.Tensor) for a in args]
+        self.derived = dict(derived or {})
+        self.is_input = [isinstance(a, torch.Tensor) or i in sizes for i, a in enumerate(args)]
+        self.constants = [None if given or i in self.derived else a
+                          for i, (a, given) in enumerate(zip(args, self.is_input, strict=True))]
 
-    def forward(self, *tensors: torch.Tensor):
-        given = iter(tensors)
-        args = [next(given) if t else c for t, c in zip(self.is_tensor, self.constants, strict=True)]
+    def forward(self, *inputs: torch.Tensor | int):
+        given = iter(inputs)
+        args = [next(given) if t else c for t, c in zip(self.is_input, self.constants, strict=True)]
+        for position, (tensor, axis) in self.derived.items():
+            args[position] = args[tensor].shape[axis]
         # an Interpreter (under preserve_node_meta) hands each dynamo node's stack trace on to export
         return torch.fx.Interpreter(self.gm).run(*args)
+
+
+@dataclass(frozen=True)
+class _Dynamism:
+    """Which sizes dynamo made symbolic in a graph, read from its placeholders' example values: per tensor argument
+    the symbol of each dynamic axis (``{position: {axis: "s77"}}``), the SymInt arguments' symbols
+    (``{position: "s86"}``), and the sizes its guards specialised (``{(position, axis or None): value}``)."""
+
+    axes: dict[int, dict[int, str]]
+    scalars: dict[int, str]
+    specialised: dict[tuple[int, int | None], int]
+
+    @classmethod
+    def of(cls, gm: torch.fx.GraphModule) -> _Dynamism:
+        axes: dict[int, dict[int, str]] = {}
+        scalars: dict[int, str] = {}
+        specialised: dict[tuple[int, int | None], int] = {}
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        for position, node in enumerate(placeholders):
+            value = node.meta.get("example_value")
+            if isinstance(value, torch.Tensor):
+                for axis, size in enumerate(value.shape):
+                    symbol = _symbol(size)
+                    if isinstance(symbol, str):
+                        axes.setdefault(position, {})[axis] = symbol
+                    elif isinstance(size, torch.SymInt):
+                        specialised[(position, axis)] = symbol
+            elif isinstance(value, torch.SymInt):
+                symbol = _symbol(value)
+                if isinstance(symbol, str):
+                    scalars[position] = symbol
+                else:
+                    specialised[(position, None)] = symbol
+        return cls(axes, scalars, specialised)
+
+    @property
+    def dynamic(self) -> bool:
+        return bool(self.axes or self.scalars)
+
+    def key(self, args: Sequence[Any]) -> tuple:
+        """``_key`` with the dynamic sizes left out (``None``): one key for every size."""
+        def entry(position: int, a: Any) -> tuple:
+            if isinstance(a, torch.Tensor):
+                axes = self.axes.get(position, {})
+                return tuple(None if i in axes else d for i, d in enumerate(a.shape)), a.dtype, a.device
+            return (type(a), None if position in self.scalars else a)
+
+        return tuple(entry(i, a) for i, a in enumerate(args))
+
+
+def _symbol(size: Any) -> str | int:
+    """A dynamo size's symbol (``"s77"``), or its value where it is a number (given, or specialised by a guard)."""
+    if not isinstance(size, torch.SymInt):
+        return int(size)
+    node = size.node
+    expr = node.shape_env.replace(node.expr) if node.shape_env is not None else node.expr
+    if expr.is_number:
+        return int(expr)
+    if expr.is_Symbol:
+        return expr.name
+    return int(node.hint) if node.hint is not None else int(size)  # an expression of symbols: taken as a size
 
 
 @dataclass
@@ -127,9 +206,11 @@ class _Feed:
 class DynamoProgram:
     """What the backend returns to dynamo: runs the graph through luminal_lab.
 
-    ``programs`` maps an input key (shapes, dtypes, devices, non-tensor values) to its ``Compiled`` program, for
-    looking at in a notebook (``ll.programs(compiled_model)`` collects them); ``feeds`` maps it to which arguments
-    are the program's inputs and which its weights.
+    ``programs`` maps an input key (shapes, dtypes, devices, non-tensor values; the dynamic sizes left out, and the
+    values of those the program's export specialised added) to its ``Compiled`` program, for looking at in a
+    notebook (``ll.programs(compiled_model)`` collects them); ``feeds`` maps it to which arguments are the program's
+    inputs (tensors and size arguments) and which its weights; ``pins`` maps a key without the specialised values
+    to the ``(position, axis)`` lists of the sizes its programs' exports specialised.
     """
 
     def __init__(self, gm: torch.fx.GraphModule, options: BackendOptions | None = None):
@@ -137,20 +218,36 @@ class DynamoProgram:
         self.options = options or BackendOptions()
         self.programs: dict[tuple, Compiled] = {}
         self.feeds: dict[tuple, _Feed] = {}
+        self.pins: dict[tuple, list[tuple[tuple[int, int | None], ...]]] = {}
         self.input_names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        self.from_module = {n.name for n in gm.graph.nodes if n.op == "placeholder" and _read_from_module(n)}
+        self.dynamism = _Dynamism.of(gm)
         self.code, self.owner = _compiling_frame()
         self.serial = next(_SERIAL)
 
+    def key(self, args: Sequence[Any]) -> tuple:
+        """The key of the program that serves ``args`` (one not compiled yet: the key without pinned sizes)."""
+        if not self.dynamism.dynamic:
+            return _key(args)
+        open_key = self.dynamism.key(args)
+        for pins in self.pins.get(open_key, ()):
+            key = open_key + tuple(_size_at(args, pin) for pin in pins)
+            if key in self.programs:
+                return key
+        return open_key
+
     def __call__(self, *args: Any) -> Any:
         where, device = self.device_of(args)
-        key = _key(args)
-        program = self.programs.get(key) or self.compile_for(args)
+        key = self.key(args)
+        program = self.programs.get(key)
+        if program is None:
+            key, program = self.compile_for(args)
         feed = self.feeds[key]
         feed.refresh(program.graph.weights, args)
-        tensors = [args[position] for position in feed.inputs]
+        inputs = [args[position] for position in feed.inputs]
         if device == "cpu":
-            tensors = [t.cpu() for t in tensors]
-        result = program.run(*tensors, device=device)
+            inputs = [t.cpu() if isinstance(t, torch.Tensor) else t for t in inputs]
+        result = program.run(*inputs, device=device)
         # the genome is chosen: the idle egglog worker goes (it restarts, replaying, if the e-graph is used again)
         program.egraph.close()
         return pytree.tree_map_only(torch.Tensor, lambda t: t.to(where) if t.device != where else t, result)
@@ -172,27 +269,68 @@ class DynamoProgram:
         check_device(device)
         return where, device
 
-    def compile_for(self, args: Sequence[Any]) -> Compiled:
-        """Compile (and cache) the program for concrete ``args``, with its genome; its inputs and weights keep
-        dynamo's placeholder names, the parameters and buffers among ``args`` being its weights (``weight_names``)
-        but for those it mutates in place, which stay inputs."""
+    def compile_for(self, args: Sequence[Any]) -> tuple[tuple, Compiled]:
+        """Compile (and cache) the program for concrete ``args``, with its genome, and return it with its key: for
+        a static graph specialised to ``args``, else with dynamo's dynamic sizes symbolic. Its inputs and weights
+        keep dynamo's placeholder names, the parameters and buffers among ``args`` being its weights
+        (``weight_names``) but for those it mutates in place, which stay inputs."""
         _, device = self.device_of(args)
-        tensors = tuple(a for a in args if isinstance(a, torch.Tensor))
-        names = [name for name, a in zip(self.input_names, args, strict=True) if isinstance(a, torch.Tensor)]
-        bound = _Bound(self.gm, args)
+        dynamism = self.dynamism
+        weights = self.weight_names(args)
+        derived = _derived(dynamism, args) if dynamism.dynamic else {}
+        sizes = [i for i in dynamism.scalars if i not in derived]
+        bound = _Bound(self.gm, args, sizes, derived)
+        given = [i for i, is_input in enumerate(bound.is_input) if is_input]
+        inputs = tuple(args[i] for i in given)
+        names = [self.input_names[i] for i in given]
+        dynamic_shapes = None
+        if dynamism.dynamic:  # the sizes dynamo made symbolic, on the inputs (weights keep their shapes)
+            auto = torch.export.Dim.AUTO
+            dynamic_shapes = tuple(auto if i in sizes else
+                                   {axis: auto for axis in dynamism.axes.get(i, {})} if names[k] not in weights
+                                   else None for k, i in enumerate(given))
         with fx_traceback.preserve_node_meta():
-            exported = export_core_aten(bound, tensors)
-            translated = translate(exported, bound, names, tensors, weights=self.weight_names(args),
+            exported = export_core_aten(bound, inputs, dynamic_shapes=(dynamic_shapes,) if dynamic_shapes else None)
+            symbols = _renames(exported, dynamism, given) if dynamism.dynamic else None
+            translated = translate(exported, bound, names, inputs, weights=weights, symbols=symbols,
                                    constant_outputs=True)
+            key = _key(args)
+            if dynamism.dynamic:
+                pins = self.note_specialised(translated.graph, given)
+                key = dynamism.key(args) + tuple(_size_at(args, pin) for pin in pins)
+                self.pins.setdefault(dynamism.key(args), []).append(pins)
             program = Compiled.of_torch(translated, fusion=self.options.fusion, rolling=self.options.rolling)
         position = {name: i for i, name in enumerate(self.input_names)}
         feed = _Feed([position[name] for name in program.signature.inputs],
                      {name: position[name] for name, spec in program.graph.inputs.items()
                       if spec.is_weight and name in position})
-        self.choose_genome(program, [args[i].detach().cpu() for i in feed.inputs], device, _key(args))
-        self.programs[_key(args)] = program
-        self.feeds[_key(args)] = feed
-        return program
+        example = [args[i].detach().cpu() if isinstance(args[i], torch.Tensor) else args[i] for i in feed.inputs]
+        self.choose_genome(program, example, device, key)
+        self.programs[key] = program
+        self.feeds[key] = feed
+        return key, program
+
+    def note_specialised(self, graph: Graph, given: list[int]) -> tuple:
+        """Record in ``graph.specialised`` the sizes dynamo's guards specialised and those the export specialised of
+        the ones dynamo left dynamic; return the latter's ``(position, axis)`` (the program serves only their
+        values)."""
+        dynamism = self.dynamism
+        pins = []
+        for (position, axis), value in dynamism.specialised.items():
+            graph.specialised[self.input_names[position] + ("" if axis is None else f"[{axis}]")] = value
+        for position in given:
+            name = self.input_names[position]
+            if position in dynamism.scalars and name in graph.size_inputs and graph.size_inputs[name].is_num:
+                graph.specialised[name] = graph.size_inputs[name].value
+                pins.append((position, None))
+            if name not in graph.inputs or graph.inputs[name].is_weight:
+                continue
+            shape = graph.inputs[name].node.shape
+            for axis in dynamism.axes.get(position, {}):
+                if shape[axis].is_num:
+                    graph.specialised[f"{name}[{axis}]"] = shape[axis].value
+                    pins.append((position, axis))
+        return tuple(pins)
 
     def weight_names(self, args: Sequence[Any]) -> set[str]:
         """The placeholders whose ``args`` are parameters or buffers: tensors dynamo read from a module's
@@ -201,10 +339,10 @@ class DynamoProgram:
         # _buffers however the module was reached (self, a decorator's arguments, a global). Matching the compiled
         # frame's self by identity would miss a module whose forward a decorator wraps (transformers' models). A
         # Parameter is known by its class too, in a graph without that metadata. Any other tensor stays an input: a
-        # caller may rewrite one through a numpy view, which moves no version counter.
-        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
-        return {node.name for node, a in zip(placeholders, args, strict=True)
-                if isinstance(a, torch.nn.Parameter) or (isinstance(a, torch.Tensor) and _read_from_module(node))}
+        # caller may rewrite one through a numpy view, which moves no version counter. Dynamo drops that metadata once
+        # the backend returns, so it is read when the program is made (``from_module``), for a later compile.
+        return {name for name, a in zip(self.input_names, args, strict=True)
+                if isinstance(a, torch.nn.Parameter) or (isinstance(a, torch.Tensor) and name in self.from_module)}
 
     def choose_genome(self, program: Compiled, inputs: list[torch.Tensor], device: str, signature: tuple) -> None:
         """The cached best genome of ``program``, else the most-fused one searched from (then cached)."""
@@ -277,17 +415,18 @@ def _resumptions(code: Any) -> set[Any]:
 
 def programs(compiled: Any) -> list[Compiled]:
     """The ``Compiled`` programs behind ``compiled``, a ``torch.compile``-d module or function (or a module compiled
-    in place), one per graph and input signature, in the order they were made: ``comp.workbench()``,
+    in place, or its bound ``forward``: ``model.forward = torch.compile(model.forward)``), one per graph and input
+    signature (a dynamic graph's one program serving every size), in the order they were made: ``comp.workbench()``,
     ``comp.pipeline()`` and ``comp.profiler()`` work on each. A module's programs are those compiled from its
-    ``forward`` (on this module, or after a graph break, on any module of its class); a compiled bound method's
-    (``model.forward = torch.compile(model.forward)``) are those compiled on its object or on none."""
+    ``forward`` (on this module, or after a graph break, on any module of its class)."""
     target = getattr(compiled, "_orig_mod", None) or getattr(compiled, "_torchdynamo_orig_callable", None) \
         or compiled
-    module = target if isinstance(target, torch.nn.Module) else None
-    code = type(target).forward.__code__ if module is not None else getattr(target, "__code__", None)
+    module = isinstance(target, torch.nn.Module)
+    owner = target if module else getattr(target, "__self__", None)  # a module's bound forward: the module
+    owner = owner if isinstance(owner, torch.nn.Module) else None
+    code = type(target).forward.__code__ if module else getattr(target, "__code__", None)
     if code is None:
         raise TypeError(f"ll.programs takes a torch.compile-d module or function, not {type(compiled).__name__}")
-    owner = module if module is not None else getattr(target, "__self__", None)  # a bound method's object
     codes = _resumptions(code)
     made = sorted((p for p in _MADE if p.code in codes and (p.owner is None or p.owner is owner)),
                   key=lambda p: p.serial)
@@ -306,6 +445,39 @@ def _read_from_module(placeholder: torch.fx.Node) -> bool:
     return source is not None and is_from_unspecialized_param_buffer_source(source)
 
 
+def _derived(dynamism: _Dynamism, args: Sequence[Any]) -> dict[int, tuple[int, int]]:
+    """The SymInt arguments a tensor argument's size gives: ``{position: (tensor position, axis)}``."""
+    found = {}
+    for position, symbol in dynamism.scalars.items():
+        for tensor, axes in dynamism.axes.items():
+            axis = next((a for a, s in axes.items() if s == symbol), None)
+            if axis is not None:
+                found[position] = (tensor, axis)
+                break
+    return found
+
+
+def _renames(exported: torch.export.ExportedProgram, dynamism: _Dynamism, given: list[int]) -> dict[str, str]:
+    """The export's size symbols renamed to dynamo's (``{"s17": "s77"}``), matched by input and axis."""
+    names = {}
+    placeholders = [n for n in exported.graph.nodes if n.op == "placeholder"]
+    users = [n for n, spec in zip(placeholders, exported.graph_signature.input_specs, strict=True)
+             if spec.kind == InputKind.USER_INPUT]
+    for node, position in zip(users, given, strict=True):
+        value = node.meta.get("val")
+        pairs = ([(value, dynamism.scalars.get(position))] if not isinstance(value, torch.Tensor) else
+                 [(value.shape[axis], symbol) for axis, symbol in dynamism.axes.get(position, {}).items()])
+        for size, symbol in pairs:
+            if isinstance(size, torch.SymInt) and symbol is not None and size.node.expr.is_Symbol:
+                names.setdefault(size.node.expr.name, symbol)
+    return names
+
+
+def _size_at(args: Sequence[Any], pin: tuple[int, int | None]) -> int:
+    position, axis = pin
+    return int(args[position]) if axis is None else int(args[position].shape[axis])
+
+
 def _key(args: Sequence[Any]) -> tuple:
     return tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else (type(a), a) for a in args)
 
@@ -321,8 +493,8 @@ def luminal_lab_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     """TorchDynamo backend: compile ``gm`` with luminal_lab (``options``: ``BackendOptions``); unsupported ops raise
     here, at compile time.
 
-    When the example inputs are symbolic (dynamic shapes), compilation waits for the
-    first call, which brings concrete values.
+    When the example inputs are symbolic (dynamic shapes), compilation waits for the first call, whose concrete
+    values the weights take and the search runs on; the program it makes keeps the dynamic sizes symbolic.
     """
     program = DynamoProgram(gm, BackendOptions.of(options))
     _MADE.add(program)

@@ -15,15 +15,15 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
 from ..core import dtypes as dt
 from ..core.errors import UnsupportedOpError
+from ..core.symbolic import Expr, mul
 from ..hlir.graph import Graph
 from ..hlir.tensor import (
     GraphTensor,
@@ -37,6 +37,7 @@ from ..hlir.tensor import (
     where,
 )
 from .origins import user_frame
+from .symbols import Sizes
 
 aten = torch.ops.aten
 
@@ -51,18 +52,21 @@ def dtype_of(val: torch.Tensor, node: torch.fx.Node) -> dt.DType:
 
 @dataclass(frozen=True)
 class Context:
-    """What a translation may need besides its arguments: the graph and torch's recorded value."""
+    """What a translation may need besides its arguments: the graph, torch's recorded value, and how torch's sizes
+    become expressions."""
 
     graph: Graph
     node: torch.fx.Node
+    sizes: Sizes = field(default_factory=Sizes)
 
     @property
     def val(self) -> torch.Tensor:
         return self.node.meta["val"]
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(int(d) for d in self.val.shape)
+    def shape(self) -> tuple[int | Expr, ...]:
+        """torch's shape of the result: ints, and expressions for symbolic sizes."""
+        return self.sizes.shape(self.val.shape)
 
     @property
     def dtype(self) -> dt.DType:
@@ -100,6 +104,11 @@ def scalar_opmath(fn: Translation) -> Translation:
         scalar = any(isinstance(a, (int, float)) for a in args[:2])
         return (widened if scalar else fn)(cx, *args, **kwargs)
     return wrapped
+
+
+def _size(d: Expr) -> int | Expr:
+    """A size as an int where it is a number, else the expression (a symbolic size, evaluated when the graph runs)."""
+    return d.value if d.is_num else d
 
 
 def _dims(dim: int | Sequence[int] | None) -> list[int] | None:
@@ -170,7 +179,7 @@ def _arg_extreme(x: GraphTensor, dim: int | None, keepdim: bool, largest: bool) 
     extreme = x.max(axis, keepdim=True) if largest else x.min(axis, keepdim=True)
     size = x.shape[axis]
     positions = x.graph.arange(size, dtype=dt.i64).reshape([size if i == axis else 1 for i in range(x.ndim)])
-    candidates = where(x.eq(extreme), positions, x.graph.constant(size.value, dt.i64))
+    candidates = where(x.eq(extreme), positions, x.graph.constant(_size(size), dt.i64))
     return candidates.min(axis, keepdim)
 
 
@@ -256,7 +265,9 @@ def _addmm(cx: Context, bias: GraphTensor, a: GraphTensor, b: GraphTensor, *, be
 
 
 def _view(cx: Context, x: GraphTensor, shape: Sequence[int]) -> GraphTensor:
-    return x.reshape(list(shape))
+    """A reshape to torch's recorded shape (a ``-1`` resolved as torch resolved it, symbolic sizes as torch wrote
+    them)."""
+    return x.reshape(list(cx.shape))
 
 
 def _squeeze(cx: Context, x: GraphTensor, dim: int | Sequence[int] | None = None) -> GraphTensor:
@@ -268,9 +279,12 @@ def _slice(cx: Context, x: GraphTensor, dim: int = 0, start: int | None = None, 
     return x.slice(dim, start, end, step)
 
 
-def _select(cx: Context, x: GraphTensor, dim: int, index: int) -> GraphTensor:
+def _select(cx: Context, x: GraphTensor, dim: int, index: int | Expr) -> GraphTensor:
+    """Element ``index`` of an axis; a symbolic index is in range (torch checks it), so it is not clamped."""
     axis = x._axis(dim)
-    index = index + x.shape[axis].value if index < 0 else index
+    index = index + _size(x.shape[axis]) if isinstance(index, int) and index < 0 else index
+    if isinstance(index, Expr):
+        return x._view(x.tracker.slice(axis, index, index + 1)).squeeze(axis)
     return x.slice(axis, index, index + 1).squeeze(axis)
 
 
@@ -294,9 +308,10 @@ def _split(cx: Context, x: GraphTensor, split_size: int, dim: int = 0) -> list[G
     return [x.slice(dim, start, start + split_size) for start in range(0, max(size, 1), split_size)]
 
 
-def _split_with_sizes(cx: Context, x: GraphTensor, sizes: Sequence[int], dim: int = 0) -> list[GraphTensor]:
-    starts = [0, *np.cumsum(sizes).tolist()]
-    return [x.slice(dim, int(a), int(b)) for a, b in itertools.pairwise(starts)]
+def _split_with_sizes(cx: Context, x: GraphTensor, sizes: Sequence[int | Expr],
+                      dim: int = 0) -> list[GraphTensor]:
+    starts = [0, *itertools.accumulate(sizes)]
+    return [x.slice(dim, a, b) for a, b in itertools.pairwise(starts)]
 
 
 def _unbind(cx: Context, x: GraphTensor, dim: int = 0) -> list[GraphTensor]:
@@ -313,8 +328,8 @@ def _repeat(cx: Context, x: GraphTensor, repeats: Sequence[int]) -> GraphTensor:
 
 def _flip(cx: Context, x: GraphTensor, dims: Sequence[int]) -> GraphTensor:
     for axis in x._axes(dims):
-        size = x.shape[axis].value
-        if size > 1:
+        size = _size(x.shape[axis])
+        if not isinstance(size, int) or size > 1:
             x = x.take(x.graph.arange(size, start=size - 1, step=-1), axis=axis)
     return x
 
@@ -346,18 +361,18 @@ def _index_tensors(cx: Context, x: GraphTensor,
     wrapped = []
     for axis, i in zip(axes, tensors, strict=True):
         i = i.cast(dt.i64)
-        wrapped.append(where(i.lt(0), i + x.shape[axis].value, i).broadcast_to(shape))
+        wrapped.append(where(i.lt(0), i + _size(x.shape[axis]), i).broadcast_to(shape))
     return axes, wrapped
 
 
 def _flat_index(x: GraphTensor, axes: list[int], tensors: list[GraphTensor]) -> tuple[GraphTensor, GraphTensor]:
     """``x`` with its indexed axes moved to the front and merged into one, and the index into that axis."""
     rest = [a for a in range(x.ndim) if a not in axes]
-    sizes = [x.shape[a].value for a in axes]
-    flat = x.permute(axes + rest).reshape([math.prod(sizes)] + [x.shape[a] for a in rest])
+    sizes = [x.shape[a] for a in axes]
+    flat = x.permute(axes + rest).reshape([_size(mul(*sizes))] + [x.shape[a] for a in rest])
     combined = tensors[-1]
     for k in range(len(tensors) - 2, -1, -1):
-        combined = combined + tensors[k] * math.prod(sizes[k + 1:])
+        combined = combined + tensors[k] * _size(mul(1, *sizes[k + 1:]))
     return flat, combined
 
 
@@ -716,9 +731,9 @@ def _upsample_linear(cx: Context, x: GraphTensor, output_size: Sequence[int] | N
     return out
 
 
-def _select_scatter(cx: Context, x: GraphTensor, src: GraphTensor, dim: int, index: int) -> GraphTensor:
+def _select_scatter(cx: Context, x: GraphTensor, src: GraphTensor, dim: int, index: int | Expr) -> GraphTensor:
     axis = x._axis(dim)
-    index = index + x.shape[axis].value if index < 0 else index
+    index = index + _size(x.shape[axis]) if isinstance(index, int) and index < 0 else index
     return x.slice_scatter(src.unsqueeze(axis), axis, index, index + 1)
 
 
@@ -1109,5 +1124,8 @@ TABLE: dict[Any, Translation] = {
     aten.arange.start_step: _arange,
     # checks that export inserts; nothing to compute
     aten._assert_tensor_metadata.default: _no_op,
+    aten._assert_scalar.default: _no_op,  # a check of sizes torch's guards already made
+    aten.sym_constrain_range_for_size.default: _no_op,
+    aten.sym_constrain_range.default: _no_op,
     **POOLING,
 }

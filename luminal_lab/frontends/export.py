@@ -1,6 +1,10 @@
 """``torch.export`` of a module or function on example tensors, decomposed to core aten (torch's fused
 inference fast paths included, through ``fast_paths``).
 
+With ``dynamic_shapes`` (torch.export's: ``Dim.AUTO``, ``Dim.DYNAMIC`` or named ``Dim``s per
+input), the sizes marked stay symbolic where torch can keep them so, and int inputs are
+allowed (their values become symbolic too).
+
 Non-strict export normally keeps only the frames of ``forward`` methods in a node's stack trace;
 here it keeps every user frame, so an op written in a helper points at its own line. A plain
 function is wrapped into a module; its parameter names become the inputs' names. The decomposition
@@ -14,6 +18,7 @@ import contextlib
 import inspect
 import warnings
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 from torch.fx.proxy import TracerBase
@@ -22,15 +27,18 @@ from ..core.errors import LuminalError
 from .fast_paths import DECOMPOSITIONS
 
 
-def export_core_aten(module: torch.nn.Module, example_inputs: tuple,
-                     strict: bool = False) -> torch.export.ExportedProgram:
-    """``torch.export`` on tensor inputs, decomposed to core aten, with every user frame in the stack traces."""
+def export_core_aten(module: torch.nn.Module, example_inputs: tuple, strict: bool = False,
+                     dynamic_shapes: Any = None) -> torch.export.ExportedProgram:
+    """``torch.export`` on tensor inputs (and int inputs, with ``dynamic_shapes``), decomposed to core aten, with every
+    user frame in the stack traces."""
     for position, value in enumerate(example_inputs):
+        if dynamic_shapes is not None and isinstance(value, int) and not isinstance(value, bool):
+            continue
         if not isinstance(value, torch.Tensor):
             raise LuminalError(f"example input {position} is a {type(value).__name__}; only tensors can be inputs "
                                "(bind other arguments first, e.g. with functools.partial)")
     with _all_user_frames(), _no_guards_fn():
-        exported = torch.export.export(module, example_inputs, strict=strict)
+        exported = torch.export.export(module, example_inputs, strict=strict, dynamic_shapes=dynamic_shapes)
         with warnings.catch_warnings():  # torch's own deepcopy of its pytree specs warns about itself
             warnings.filterwarnings("ignore", r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning)
             return exported.run_decompositions({**torch.export.default_decompositions(), **DECOMPOSITIONS})

@@ -9,6 +9,12 @@ torch recorded (and cast to torch's dtype where the tensor API's promotion diffe
 torch's order, with in-place mutations of inputs and buffers as extra outputs written back after
 each call. The result, a ``TorchProgram``, is what ``ll.compile`` and the ``torch.compile`` backend
 compile.
+
+A program exported with dynamic shapes keeps them: torch's symbolic sizes (``symbols.Sizes``)
+become the HLIR's symbolic dimensions, in input shapes and in the arguments of views, slices and
+iotas; the SymInt arithmetic between them (``sym_size``, ``operator.sub``, ...) is not translated
+op by op but read from the value torch recorded, and an int input becomes a size argument
+(``Signature.sizes``) that binds its variable at every call.
 """
 
 from __future__ import annotations
@@ -26,13 +32,15 @@ from torch.export.graph_signature import InputKind, OutputKind
 from ..core.arguments import fail
 from ..core.arrays import to_numpy
 from ..core.errors import ArgumentError, LuminalError, UnsupportedOpError
+from ..core.symbolic import Expr, as_expr
 from ..hlir.graph import Graph, Signature
 from ..hlir.tensor import GraphTensor
 from .aten import TABLE, Context, dtype_of
 from .export import FunctionModule, export_core_aten, parameter_names
 from .origins import user_frame
+from .symbols import Sizes
 
-OPTIONS = ("strict",)
+OPTIONS = ("strict", "dynamic_shapes")
 
 
 @dataclass
@@ -49,7 +57,9 @@ class TorchProgram:
 def from_torch(program: torch.nn.Module | Callable, example_inputs: Sequence, **options) -> TorchProgram:
     """Translate a module or function on ``example_inputs`` (positional; one tensor or a sequence) via torch.export.
 
-    Options: ``strict`` (bool, default False) is passed to ``torch.export.export``.
+    Options: ``strict`` (bool, default False) and ``dynamic_shapes`` (torch.export's, e.g.
+    ``{"x": {0: Dim.AUTO}}``: those sizes become symbolic dimensions, and int inputs size arguments)
+    are passed to ``torch.export.export``.
     Raises ``UnsupportedOpError`` naming the first aten op without a translation and the
     user's source line, before anything runs.
     """
@@ -64,27 +74,38 @@ def from_torch(program: torch.nn.Module | Callable, example_inputs: Sequence, **
         fail("from_torch", "example_inputs", example_inputs, "a tensor or a tuple of the program's inputs")
     example_inputs = tuple(example_inputs)
     names = None if isinstance(program, torch.nn.Module) else parameter_names(program, len(example_inputs))
-    exported = export_core_aten(module, example_inputs, strict=options.get("strict", False))
+    dynamic_shapes = options.get("dynamic_shapes")
+    if dynamic_shapes is not None and not isinstance(program, torch.nn.Module):  # FunctionModule takes *args
+        if isinstance(dynamic_shapes, dict):
+            if names is None or set(dynamic_shapes) - set(names):
+                fail("from_torch", "dynamic_shapes", dynamic_shapes, f"a dict keyed by the function's parameter "
+                     f"names {names} or a tuple with one entry per example input")
+            dynamic_shapes = [dynamic_shapes.get(name) for name in names]
+        dynamic_shapes = (tuple(dynamic_shapes),)
+    exported = export_core_aten(module, example_inputs, strict=options.get("strict", False),
+                                dynamic_shapes=dynamic_shapes)
     return translate(exported, module, names, example_inputs)
 
 
 def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None = None,
               input_names: Sequence[str] | None = None, example_inputs: Sequence | None = None, *,
-              weights: Collection[str] = (), constant_outputs: bool = False) -> TorchProgram:
+              weights: Collection[str] = (), symbols: dict[str, str] | None = None,
+              constant_outputs: bool = False) -> TorchProgram:
     """The ``TorchProgram`` of a core-aten ``ExportedProgram`` (of ``module``).
 
     User inputs are named after their placeholders, or ``input_names`` (in order) when given;
     ``example_inputs`` become the default inputs of profiling and search. The user inputs named in
     ``weights`` become weights holding their example input's value, except those the program mutates
     in place (which stay inputs, so the mutation is written back to the caller's tensor); the
-    program then takes the other user inputs, positionally. With ``constant_outputs``, a Python number among the
-    user outputs (a size computed from the shapes the program is specialised to, such as a cache's length) is returned
-    as it is; without, it is refused.
+    program then takes the other user inputs, positionally. ``symbols`` renames torch's size symbols
+    (``{"s17": "s77"}``) in the HLIR's dimensions. With ``constant_outputs``, a size among the user outputs (a
+    number, or a symbolic size: a cache's length, say) is returned as a number; without, it is refused.
     """
     _check_supported(ep.graph)
     if weights and example_inputs is None:
         fail("translate", "example_inputs", example_inputs, "the user inputs' values, which the weights hold")
     g = Graph()
+    sizes = Sizes(symbols)
     specs = ep.graph_signature
     mutated = {spec.target for spec in specs.output_specs if spec.kind == OutputKind.USER_INPUT_MUTATION}
     env: dict[torch.fx.Node, Any] = {}
@@ -95,12 +116,16 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
     for node, spec in zip(placeholders, specs.input_specs, strict=True):
         if spec.kind == InputKind.USER_INPUT:
             name = input_names[position] if input_names else node.name
-            if name in weights and node.name not in mutated:
+            val = node.meta["val"]
+            if not isinstance(val, torch.Tensor):  # an int input: a size argument
+                env[node] = sizes(val)
+                g.size_inputs[name] = as_expr(env[node])
+                user_inputs[node.name] = name
+            elif name in weights and node.name not in mutated:
                 env[node] = g.weight(name, np.array(to_numpy(example_inputs[position]), copy=True))
                 held.add(position)
             else:
-                env[node] = g.tensor(tuple(node.meta["val"].shape), name=name,
-                                     dtype=dtype_of(node.meta["val"], node))
+                env[node] = g.tensor(sizes.shape(val.shape), name=name, dtype=dtype_of(val, node))
                 user_inputs[node.name] = name
             position += 1
         elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
@@ -108,9 +133,10 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
             env[node] = g.weight(spec.target, np.array(to_numpy(value), copy=True))
         else:
             raise UnsupportedOpError(f"{spec.kind.name.lower()} input", detail=f"{node.name} cannot be translated")
+    g.dynamic = bool(g.size_inputs) or any(not d.is_num for spec in g.inputs.values() for d in spec.node.shape)
     for node in ep.graph.nodes:
         if node.op == "call_function":
-            env[node] = _translate_node(g, node, env)
+            env[node] = sizes(node.meta["val"]) if _is_size(node) else _translate_node(g, node, env, sizes)
     outputs, mutated_inputs, mutated_weights, constants = _mark_outputs(g, ep, env, constant_outputs)
     if not g.outputs:
         raise UnsupportedOpError("non-tensor output", detail="the program returns no tensor (only Python values), "
@@ -121,13 +147,13 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
         in_spec = None
         example_inputs = [value for i, value in enumerate(example_inputs) if i not in held]
     signature = Signature(list(user_inputs.values()), outputs, in_spec, ep.call_spec.out_spec, mutated_inputs,
-                          mutated_weights, constants)
+                          mutated_weights, constants, dict(g.size_inputs))
     return TorchProgram(g, signature, module, example_inputs)
 
 
 def _check_supported(graph: torch.fx.Graph) -> None:
     """Raise for the first op with no translation (listing any others), before building anything."""
-    missing = [n for n in graph.nodes if n.op == "call_function" and lookup(n.target) is None]
+    missing = [n for n in graph.nodes if n.op == "call_function" and lookup(n.target) is None and not _is_size(n)]
     if missing:
         others = sorted({str(n.target) for n in missing[1:]} - {str(missing[0].target)})
         detail = "no translation" + (f"; also untranslated here: {', '.join(others)}" if others else "")
@@ -141,7 +167,15 @@ def lookup(target) -> Callable | None:
     return TABLE.get(target) or TABLE.get(getattr(target, "overloadpacket", None))
 
 
-def _translate_node(g: Graph, node: torch.fx.Node, env: dict) -> Any:
+def _is_size(node: torch.fx.Node) -> bool:
+    """Whether a node computes a size (``sym_size``, SymInt arithmetic): its value is read from torch's record."""
+    val = node.meta.get("val")
+    if isinstance(val, (torch.SymInt, torch.SymBool)):
+        return True
+    return isinstance(val, int) and node.target is not operator.getitem and lookup(node.target) is None
+
+
+def _translate_node(g: Graph, node: torch.fx.Node, env: dict, sizes: Sizes) -> Any:
     args, kwargs = pytree.tree_map(lambda a: env[a] if isinstance(a, torch.fx.Node) else a, (node.args, node.kwargs))
     if node.target is operator.getitem:
         return args[0][args[1]]
@@ -149,43 +183,51 @@ def _translate_node(g: Graph, node: torch.fx.Node, env: dict) -> Any:
     label = str(node.target) + (f" @ {where}" if where else "")
     with g.origin(label):
         try:
-            result = lookup(node.target)(Context(g, node), *args, **kwargs)
+            result = lookup(node.target)(Context(g, node, sizes), *args, **kwargs)
         except UnsupportedOpError:
             raise
         except Exception as error:
             raise LuminalError(f"translating {node.target} ({node.name}) failed: {error}"
                                + (f"\n  from {where}" if where else "")) from error
-        return _conform(result, node.meta.get("val"), node)
+        return _conform(result, node.meta.get("val"), node, sizes)
 
 
-def _conform(result: Any, val: Any, node: torch.fx.Node) -> Any:
+def _conform(result: Any, val: Any, node: torch.fx.Node, sizes: Sizes) -> Any:
     """Check ``result`` against torch's recorded value; cast to torch's dtype where promotion differs."""
     if isinstance(val, torch.Tensor):
         if not isinstance(result, GraphTensor):
             raise LuminalError(f"{node.target} ({node.name}): the translation gave {type(result).__name__}, "
                                "expected a tensor")
-        expected = [int(d) for d in val.shape]
-        got = [d.value if d.is_num else str(d) for d in result.shape]
-        if got != expected:
-            raise LuminalError(f"{node.target} ({node.name}): the translation has shape {got}, torch has {expected}")
+        expected = sizes.shape(val.shape)
+        got = [d.value if d.is_num else d for d in result.shape]
+        if got != list(expected):
+            if not sizes.agree(got, expected):
+                raise LuminalError(f"{node.target} ({node.name}): the translation has shape {_shown(got)}, torch "
+                                   f"has {_shown(expected)}")
+            result = result.as_shape(expected)  # torch's way of writing the same sizes
         return result.cast(dtype_of(val, node))
     if isinstance(val, (list, tuple)):
-        return type(result)(_conform(r, v, node) for r, v in zip(result, val, strict=True))
+        return type(result)(_conform(r, v, node, sizes) for r, v in zip(result, val, strict=True))
     return result
+
+
+def _shown(shape) -> list:
+    return [d if isinstance(d, int) else str(d) for d in shape]
 
 
 def _mark_outputs(g: Graph, ep: torch.export.ExportedProgram, env: dict, constant_outputs: bool = False
                   ) -> tuple[list[str], dict[str, str], dict[str, str], dict[int, Any]]:
     """Mark every output (user outputs and in-place mutations), keeping torch's order; with ``constant_outputs``, the
-    Python numbers among the user outputs by position."""
+    sizes among the user outputs by position (numbers, or expressions of the symbolic dimensions)."""
     specs = ep.graph_signature
     outputs: list[str] = []
     mutated_inputs: dict[str, str] = {}
     mutated_weights: dict[str, str] = {}
     constants: dict[int, Any] = {}
     for spec, value in zip(specs.output_specs, ep.graph.output_node().args[0], strict=True):
-        if constant_outputs and spec.kind == OutputKind.USER_OUTPUT and isinstance(value, (int, float, bool)):
-            constants[len(outputs) + len(constants)] = value
+        size = value if isinstance(value, (int, float, bool)) else env.get(value)
+        if constant_outputs and spec.kind == OutputKind.USER_OUTPUT and isinstance(size, (int, float, bool, Expr)):
+            constants[len(outputs) + len(constants)] = size
             continue
         if not isinstance(value, torch.fx.Node) or not isinstance(env.get(value), GraphTensor):
             shown = getattr(spec.arg, "value", value)

@@ -96,6 +96,12 @@ class Graph:
         self.inputs: dict[str, InputSpec] = {}
         self.outputs: dict[str, Node] = {}
         self.weights: dict[str, np.ndarray] = {}
+        # a torch program's shapes: whether torch gave it symbolic sizes (the summary then says where each symbolic
+        # dimension comes from), its size arguments (a name and the variable it binds, or the number it must be) and
+        # the sizes torch was asked to keep dynamic but specialised ("x[1]": 4), which the summary lists
+        self.dynamic = False
+        self.size_inputs: dict[str, Expr] = {}
+        self.specialised: dict[str, int] = {}
         self._origin: list[str] = []
         self._constants: dict[tuple, Node] = {}
 
@@ -321,8 +327,11 @@ class Signature:
     order; ``in_spec``/``out_spec`` are torch pytree specs when the program came from torch.
     ``mutated_inputs`` and ``mutated_weights`` map an output to the user input or weight it
     is written back to after each call (in-place mutations in the original program).
-    ``constants`` maps a position among the returned values to a Python value returned there
-    as it is (a size a torch program computes, fixed by the shapes it was specialised to).
+    ``constants`` maps a position among the returned values to a size returned there as a number: a
+    Python number, or an expression of the symbolic dimensions evaluated at the call's binding (a size a
+    torch program computes, such as a cache's length).
+    ``sizes`` maps the inputs that are integers, not tensors (a torch program's symbolic size
+    arguments), to the expression each gives: a variable it binds, or a number it must equal.
     """
 
     inputs: list[str]
@@ -332,6 +341,7 @@ class Signature:
     mutated_inputs: dict[str, str] = field(default_factory=dict)
     mutated_weights: dict[str, str] = field(default_factory=dict)
     constants: dict[int, Any] = field(default_factory=dict)
+    sizes: dict[str, Expr] = field(default_factory=dict)
 
     @classmethod
     def of_graph(cls, graph: Graph) -> Signature:

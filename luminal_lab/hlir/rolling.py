@@ -197,6 +197,7 @@ class _Roller:
         first_id, last_id = self.run[0].id, self.run[period - 1].id  # copy 0's first and last ops
         later_params = {p.id for nodes in self.params.values() for p in nodes[1:]}
         out = Graph()
+        out.dynamic, out.size_inputs, out.specialised = full.dynamic, dict(full.size_inputs), dict(full.specialised)
         new: dict[int, Node] = {}
         carried_in: dict[int, Node] = {}  # carried position -> its LoopIn marker
         shared_in: dict[int, Node] = {}  # full id of a shared computed node -> its LoopIn marker

@@ -8,6 +8,7 @@ never turns into ``nan``), ``maximum`` is a ``MaxReduce`` over a stacked pair.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -144,6 +145,14 @@ class GraphTensor:
             tracker = self.contiguous().tracker.reshape(dims)
             return GraphTensor(self.graph, self.contiguous().node, tracker)
         return self._view(tracker)
+
+    def as_shape(self, shape: Sequence[ExprLike]) -> GraphTensor:
+        """This view with its sizes written as ``shape``, each equal to the old size at every binding (a frontend's
+        spelling of a symbolic size, such as ``s - 1`` for ``min(s - 1, s)``)."""
+        dims = tuple(as_expr(d) for d in shape)
+        if len(dims) != self.ndim:
+            raise ShapeError(f"as_shape {format_shape(dims)}: the view has shape {format_shape(self.shape)}")
+        return self._view(dataclasses.replace(self.tracker, dims=dims))
 
     def permute(self, *axes) -> GraphTensor:
         axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
@@ -1344,6 +1353,8 @@ def _as_tensor(value: TensorLike, like: GraphTensor) -> GraphTensor:
         return like.graph.constant(value, dt.i64 if like.dtype == dt.bool_ else like.dtype)
     if isinstance(value, float):
         return like.graph.constant(value, like.dtype if like.dtype.is_float else dt.f32)
+    if isinstance(value, Expr):  # a symbolic size, evaluated when the graph runs
+        return like.graph.constant(value, dt.i64 if like.dtype == dt.bool_ else like.dtype)
     raise TypeError(f"cannot use {type(value).__name__} {value!r} as a tensor operand")
 
 
@@ -1377,6 +1388,8 @@ def _clamp_bound(bound: ExprLike | None, size: Expr, default: ExprLike) -> Expr:
     if not size.is_num:
         if bound < 0:
             return max_(size + bound, 0)
+        if bound >= 2**62:  # torch's "to the end" (sys.maxsize)
+            return size
         return min_(as_expr(bound), size)
     n = size.value
     if bound < 0:

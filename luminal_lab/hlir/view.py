@@ -101,7 +101,28 @@ def summary(stage: HLIRStage) -> str:
     if stage.layer:
         ids, copies = stage.layer
         parts.append(f"layer ×{copies} rolled: {sum(n.id in ids for n in stage.nodes)} nodes")
+    parts.extend(_dims(stage))
     return " | ".join(parts)
+
+
+def _dims(stage: HLIRStage) -> list[str]:
+    """Where the symbolic dimensions come from (``symbolic s77 = x[0], y[0]``) and which sizes torch specialised."""
+    graph = stage.graph
+    found: dict[str, list[str]] = {}
+    for spec in stage.inputs:
+        if not spec.is_weight:
+            for axis, dim in enumerate(spec.node.shape):
+                if dim.op == "var":
+                    found.setdefault(dim.args[0], []).append(f"{spec.name}[{axis}]")
+    for name, size in graph.size_inputs.items():
+        if size.op == "var":
+            found.setdefault(size.args[0], []).append(name)
+    parts = []
+    if found and graph.dynamic:
+        parts.append("symbolic " + ", ".join(f"{var} = {', '.join(where)}" for var, where in sorted(found.items())))
+    if graph.specialised:
+        parts.append("specialised " + ", ".join(f"{where}={size}" for where, size in graph.specialised.items()))
+    return parts
 
 
 def to_json(stage: HLIRStage) -> dict[str, Any]:

@@ -250,7 +250,7 @@ def test_backend_is_found_by_name_without_importing_luminal_lab() -> None:
     assert done.stdout.strip().endswith("ok")
 
 
-def test_new_shapes_recompile_and_symbolic_sizes_are_bound(dynamo_calls: list[int]) -> None:
+def test_a_dynamic_graph_is_one_symbolic_program_and_its_sizes_are_bound(dynamo_calls: list[int]) -> None:
     programs: list[DynamoProgram] = []
 
     def capture(gm: torch.fx.GraphModule, example_inputs: list) -> DynamoProgram:
@@ -265,8 +265,11 @@ def test_new_shapes_recompile_and_symbolic_sizes_are_bound(dynamo_calls: list[in
         x = torch.randn(rows, 4)
         torch.testing.assert_close(compiled(x), scaled(x), **F32)
     assert len(dynamo_calls) == 4
-    assert [len(p.programs) for p in programs] == [1, 2]  # 2 rows (static), then 3 and 5 under a dynamic graph
-    assert all(any(entry[0] is int for entry in key) for key in programs[1].programs)  # the bound symbolic size
+    assert [len(p.programs) for p in programs] == [1, 1]  # 2 rows (static), then 3 and 5 under a dynamic graph
+    (program,) = programs[1].programs.values()
+    (name,) = program.signature.inputs
+    rows = program.graph.inputs[name].node.shape[0]
+    assert not rows.is_num  # one program for every row count, x.shape[0] read from x's size as it runs
 
 
 def test_sizes_a_dynamic_graph_returns_come_back(dynamo_calls: list[int]) -> None:

@@ -390,9 +390,9 @@ def test_row_regions_run_on_the_gpu_a_block_or_a_warp_per_row(pattern: str, dtyp
         space = comp.choice_space()
         arrays = {name: to_numpy(value) for name, value in row_inputs(pattern, *shape, torch_dtype).items()}
         (expected,) = ll.ReferenceRuntime(comp.graph).run(arrays).values()
-        for schedule, genome in (("block", comp.genome), ("warp", space.warp_per_row(comp.genome))):
+        for per_row, genome in (("block", comp.genome), ("warp", space.warp_per_row(comp.genome))):
             llir = extract(genome)
             assert [k.name for k in llir_sources(llir)].count("k_row_region") == 1
             (got,) = CUDARuntime(llir).run(arrays)
             np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), rtol=tolerance,
-                                       atol=tolerance, equal_nan=True, err_msg=f"{shape}, a {schedule} per row")
+                                       atol=tolerance, equal_nan=True, err_msg=f"{shape}, a {per_row} per row")
