@@ -3,7 +3,8 @@
 The boundary is strict: every input's dtype must equal the graph's declared dtype (else
 ``DTypeBoundaryError``, before any work) and its shape must fit the declared shape, which
 also binds the symbolic dimensions (else ``ShapeError``), as does each size argument (an int input of a torch
-program exported with dynamic shapes, ``Signature.sizes``). Nothing is cast on the way in or out.
+program exported with dynamic shapes, ``Signature.sizes``). The bindings of each input signature checked (dtypes,
+shapes, size arguments) are remembered, so a repeated call is not checked again. Nothing is cast on the way in or out.
 Inputs come positionally, by keyword, or (for a torch program) in the pytree structure it was
 exported with; outputs go back as torch tensors in the program's structure, and in-place
 mutations of inputs and buffers are written back after each call.
@@ -23,6 +24,8 @@ from ..core.shape_tracker import format_shape
 from ..core.symbolic import Expr
 from ..hlir.graph import Graph, Signature
 
+MEMO = 1024  # input signatures whose bindings a boundary remembers
+
 
 class Boundary:
     """How one compiled program meets its caller: its graph's inputs, its ``Signature``, and the module (if any)
@@ -33,6 +36,10 @@ class Boundary:
         self.signature = signature
         self.module = module
         self.positional = signature.in_spec is None or signature.in_spec == _positional_spec(len(signature.inputs))
+        count = len(signature.outputs) + len(signature.constants)
+        # outputs returned as a plain tuple (or list) of leaves need no pytree work
+        self.flat_out = next((kind for kind in (tuple, list) if signature.out_spec == _flat_spec(kind, count)), None)
+        self._bound: dict[tuple, dict[str, int]] = {}  # the bindings of each input signature seen (dtypes, shapes)
 
     def match(self, inputs: Sequence, named: Mapping[str, Any]) -> dict[str, Any]:
         """The call's values by input name: positional and keyword arguments, or a pytree as at compile time."""
@@ -73,7 +80,20 @@ class Boundary:
         return {name: value for name, value in values.items() if name not in self.signature.sizes}
 
     def bind(self, values: Mapping[str, Any]) -> dict[str, int]:
-        """Check the inputs' dtypes and shapes and bind the symbolic dimensions; the values stay where they are."""
+        """Check the inputs' dtypes and shapes and bind the symbolic dimensions; the values stay where they are. A
+        signature (each input's dtype and shape, each size argument's value) checked before is not checked again."""
+        try:
+            key = tuple(_signature(value) for value in values.values())
+            bindings = self._bound.get(key)
+        except TypeError:  # an unhashable value (a list, say): _check names what is wrong with it
+            key = bindings = None
+        if bindings is None:
+            bindings = self._check(values)
+            if key is not None and len(self._bound) < MEMO:
+                self._bound[key] = bindings
+        return dict(bindings)
+
+    def _check(self, values: Mapping[str, Any]) -> dict[str, int]:
         import torch
 
         bindings: dict[str, int] = self._bind_sizes(values)
@@ -147,6 +167,8 @@ class Boundary:
         tensors = [_tensor(results[name]) for name in self.signature.outputs]
         for position, value in sorted(self.signature.constants.items()):
             tensors.insert(position, int(value.evaluate(bindings)) if isinstance(value, Expr) else value)
+        if self.flat_out is not None:
+            return self.flat_out(tensors)
         if self.signature.out_spec is not None:
             import torch.utils._pytree as pytree
 
@@ -157,6 +179,19 @@ class Boundary:
 def _tensor(value: Any) -> Any:
     """A torch tensor as it is, or one over a numpy array."""
     return value if not isinstance(value, np.ndarray) else to_torch(value)
+
+
+def _signature(value: Any) -> tuple:
+    """What checking an input depends on: a tensor's or array's dtype and shape, a size argument's value."""
+    shape = getattr(value, "shape", None)
+    return (type(value), value) if shape is None else (value.dtype, tuple(shape))
+
+
+def _flat_spec(kind: type, count: int):
+    """The torch pytree spec of a ``kind`` (tuple or list) of ``count`` leaves."""
+    import torch.utils._pytree as pytree
+
+    return pytree.tree_flatten(kind(range(count)))[1]
 
 
 def _positional_spec(count: int):

@@ -24,8 +24,10 @@ Each program gets its genome once: the best genome cached on disk for it (``sear
 e-graph, the input signature without its dynamic sizes, the device and the library version), else the most-fused
 genome improved by a short measured search (``BackendOptions``) on the first call's inputs, which is then cached. The
 device follows the inputs: CPU tensors run on the CPU runtime, CUDA tensors on the CUDA runtime (device-resident), and
-results come back on the inputs' device. ``programs(compiled)`` finds the ``Compiled`` programs behind a compiled
-module or function.
+results come back on the inputs' device. Once a graph holds one program and its export pinned no size, every later
+call goes straight to it (``_Call``): dynamo's guards already hold the arguments to what it serves, so no key is
+built and no device looked up. ``programs(compiled)`` finds the ``Compiled`` programs behind a compiled module or
+function.
 """
 
 from __future__ import annotations
@@ -203,6 +205,28 @@ class _Feed:
                 self.seen[name] = (tensor, pointer, version)
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One program called with dynamo's arguments: its weights refreshed, its inputs picked out (and brought to the
+    CPU for the CPU runtime), and its results brought back to the inputs' device ``where``."""
+
+    program: Compiled
+    feed: _Feed
+    where: torch.device
+    device: str
+
+    def __call__(self, args: Sequence[Any]) -> Any:
+        feed = self.feed
+        feed.refresh(self.program.graph.weights, args)
+        inputs = [args[position] for position in feed.inputs]
+        if self.device == "cpu" and self.where.type != "cpu":
+            inputs = [t.cpu() if isinstance(t, torch.Tensor) else t for t in inputs]
+        result = self.program.run(*inputs, device=self.device)
+        if self.where.type == self.device == "cpu":
+            return result
+        return pytree.tree_map_only(torch.Tensor, lambda t: t.to(self.where) if t.device != self.where else t, result)
+
+
 class DynamoProgram:
     """What the backend returns to dynamo: runs the graph through luminal_lab.
 
@@ -224,6 +248,7 @@ class DynamoProgram:
         self.dynamism = _Dynamism.of(gm)
         self.code, self.owner = _compiling_frame()
         self.serial = next(_SERIAL)
+        self.only: _Call | None = None
 
     def key(self, args: Sequence[Any]) -> tuple:
         """The key of the program that serves ``args`` (one not compiled yet: the key without pinned sizes)."""
@@ -237,20 +262,20 @@ class DynamoProgram:
         return open_key
 
     def __call__(self, *args: Any) -> Any:
+        if self.only is not None:  # dynamo's guards hold the arguments to what the one program serves
+            return self.only(args)
         where, device = self.device_of(args)
         key = self.key(args)
         program = self.programs.get(key)
         if program is None:
             key, program = self.compile_for(args)
-        feed = self.feeds[key]
-        feed.refresh(program.graph.weights, args)
-        inputs = [args[position] for position in feed.inputs]
-        if device == "cpu":
-            inputs = [t.cpu() if isinstance(t, torch.Tensor) else t for t in inputs]
-        result = program.run(*inputs, device=device)
+        call = _Call(program, self.feeds[key], where, device)
+        result = call(args)
         # the genome is chosen: the idle egglog worker goes (it restarts, replaying, if the e-graph is used again)
         program.egraph.close()
-        return pytree.tree_map_only(torch.Tensor, lambda t: t.to(where) if t.device != where else t, result)
+        if len(self.programs) == 1 and not any(self.pins.values()):
+            self.only = call  # one program, no size its export pinned: every call dynamo makes goes to it
+        return result
 
     def device_of(self, args: Sequence[Any]) -> tuple[torch.device, str]:
         """The inputs' device and the runtime that runs them (the ``device`` option, else the inputs'); raises on

@@ -13,10 +13,9 @@ def to_numpy(value) -> np.ndarray:
         return value
     import torch
 
-    value = value.detach()
     if value.dtype == torch.bfloat16:
-        return value.contiguous().view(torch.int16).numpy(force=True).view(dt.bf16.numpy)
-    return value.numpy(force=True)
+        return value.detach().contiguous().view(torch.int16).numpy(force=True).view(dt.bf16.numpy)
+    return value.numpy(force=True)  # detached, on the CPU
 
 
 def to_torch(array: np.ndarray):

@@ -31,6 +31,22 @@ def test_dtype_boundary_is_strict_and_checked_first() -> None:
         comp.run([[1.0, 2.0]])
 
 
+def test_a_signature_checked_once_is_still_checked_for_every_other() -> None:
+    """The boundary remembers the bindings of each input signature it has checked; another dtype, shape or kind of
+    array is still checked, and each binding still comes from its own shape."""
+    comp = _graph_of(ll.f32)
+    for rows in (3, 5, 3):
+        torch.testing.assert_close(comp.run(torch.ones(rows, 2)), torch.full((rows, 2), 2.0))
+    np.testing.assert_array_equal(comp.run(np.ones((3, 2), np.float32)).numpy(), np.full((3, 2), 2.0, np.float32))
+    with pytest.raises(ll.DTypeBoundaryError, match="input 'x' is f64"):
+        comp.run(torch.ones(3, 2, dtype=torch.float64))
+    with pytest.raises(ll.DTypeBoundaryError, match="float64"):
+        comp.run(np.ones((3, 2)))
+    with pytest.raises(ll.ShapeError, match="input 'x'"):
+        comp.run(torch.ones(3, 4))
+    assert comp.boundary.bind({"x": torch.ones(7, 2)}) == {"s": 7}
+
+
 def test_outputs_keep_their_dtype() -> None:
     comp = _graph_of(ll.bf16)
     out = comp.run(torch.ones(4, 2, dtype=torch.bfloat16))
