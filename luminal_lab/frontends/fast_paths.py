@@ -8,6 +8,10 @@ them; ``DECOMPOSITIONS`` gives the export the same computation as the modules' p
 
 Masks follow the fused kernels: any nonzero (or true) entry hides a key, and mask type 1 is a
 ``[batch, keys]`` key padding mask.
+
+``F.scaled_dot_product_attention`` on the CPU runs ``aten._scaled_dot_product_flash_attention_for_cpu``,
+whose output is laid out as its query is; the decomposition here keeps that layout (torch's own lays it
+out as ``nn.MultiheadAttention``'s query only).
 """
 
 from __future__ import annotations
@@ -75,7 +79,29 @@ def transformer_encoder_layer_fwd(src: torch.Tensor, embed_dim: int, num_heads: 
     return norm(x + feed_forward(x), norm_weight_2, norm_bias_2)
 
 
+def scaled_dot_product_flash_attention_for_cpu(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                               dropout_p: float = 0.0, is_causal: bool = False, *,
+                                               attn_mask: torch.Tensor | None = None,
+                                               scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``aten._scaled_dot_product_flash_attention_for_cpu`` as torch's math path, its output laid out as the kernel
+    lays it out: as the query (``empty_like``).
+
+    Export leaves out a ``.contiguous()`` that found the kernel's output contiguous already, so a later ``view`` needs
+    that layout. torch's decomposition lays the output out as ``[L, N, H, E]``, which is the query's layout in
+    ``nn.MultiheadAttention``; with transformers' ``[N, L, H, E]`` queries and a batch of more than one, GPT-2's
+    ``view(-1, hidden)`` of the heads merged back then fails. The second output, which ``scaled_dot_product_attention``
+    drops, is the math path's attention weights, as in torch's decomposition, not the kernel's log-sum-exp.
+    """
+    output, weights = aten._scaled_dot_product_attention_math.default(
+        query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+        enable_gqa=query.size(1) != key.size(1))
+    order = sorted(range(query.ndim), key=lambda axis: -query.stride(axis))  # outermost first (a stable sort)
+    back = [order.index(axis) for axis in range(query.ndim)]
+    return output.permute(order).contiguous().permute(back), weights
+
+
 DECOMPOSITIONS = {
+    aten._scaled_dot_product_flash_attention_for_cpu.default: scaled_dot_product_flash_attention_for_cpu,
     aten._native_multi_head_attention.default: native_multi_head_attention,
     aten._transformer_encoder_layer_fwd.default: transformer_encoder_layer_fwd,
 }

@@ -393,6 +393,11 @@ OPS: dict[str, tuple[Callable, tuple]] = {
                (_x(4),)),
     "sdpa_causal": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
                     (_x(1, 2, 5, 4), _x(1, 2, 5, 4, seed=1), _x(1, 2, 5, 4, seed=2))),
+    # queries laid out [batch, sequence, heads, features] (transformers'), heads merged back by a view
+    "sdpa_heads_last": (lambda q, k, v: F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                                                       v.transpose(1, 2), is_causal=True)
+                        .transpose(1, 2).reshape(2, 5, -1).view(-1, 8),
+                        (_x(2, 5, 2, 4), _x(2, 5, 2, 4, seed=1), _x(2, 5, 2, 4, seed=2))),
 }
 
 
