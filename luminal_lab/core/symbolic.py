@@ -491,30 +491,13 @@ def _lattice(op: str, fold, operands) -> Expr:
                 items.append(item)
     if constants:
         items.append(Expr.num(fold(constants)))
-    if op in ("min", "max"):
-        items = _drop_decided(op, items)
     if len(items) == 1:
         return items[0]
     return Expr(op, tuple(sorted(items, key=Expr._sort_key)))
 
 
-def _drop_decided(op: str, items: list[Expr]) -> list[Expr]:
-    """``items`` of a min (max) without those another item is known to be at least (at most), from lower bounds
-    (variables are sizes, at least 1): ``min(s - 1, s)`` is ``s - 1``, ``min(0, s)`` is ``0``."""
-    kept: list[Expr] = []
-    for item in items:
-        for i, other in enumerate(kept):
-            if _at_least(other, item) or _at_least(item, other):
-                low, high = (item, other) if _at_least(other, item) else (other, item)
-                kept[i] = low if op == "min" else high
-                break
-        else:
-            kept.append(item)
-    return kept
-
-
-def _at_least(a: Expr, b: Expr) -> bool:
-    """Whether ``a >= b`` follows from lower bounds: ``a - b`` is at least 0."""
+def at_least(a: ExprLike, b: ExprLike) -> bool:
+    """Whether ``a >= b`` follows from lower bounds (variables are sizes, at least 1): ``a - b`` is at least 0."""
     low = add(a, mul(-1, b)).min_value()
     return low is not None and low >= 0
 

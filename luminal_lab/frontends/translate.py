@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from ..core.arguments import fail
 from ..core.arrays import to_numpy
@@ -136,7 +137,7 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
     g.dynamic = bool(g.size_inputs) or any(not d.is_num for spec in g.inputs.values() for d in spec.node.shape)
     for node in ep.graph.nodes:
         if node.op == "call_function":
-            env[node] = sizes(node.meta["val"]) if _is_size(node) else _translate_node(g, node, env, sizes)
+            env[node] = sizes(node.meta["val"]) if is_size(node) else _translate_node(g, node, env, sizes)
     outputs, mutated_inputs, mutated_weights, constants = _mark_outputs(g, ep, env, constant_outputs)
     if not g.outputs:
         raise UnsupportedOpError("non-tensor output", detail="the program returns no tensor (only Python values), "
@@ -153,7 +154,7 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
 
 def _check_supported(graph: torch.fx.Graph) -> None:
     """Raise for the first op with no translation (listing any others), before building anything."""
-    missing = [n for n in graph.nodes if n.op == "call_function" and lookup(n.target) is None and not _is_size(n)]
+    missing = [n for n in graph.nodes if n.op == "call_function" and lookup(n.target) is None and not is_size(n)]
     if missing:
         others = sorted({str(n.target) for n in missing[1:]} - {str(missing[0].target)})
         detail = "no translation" + (f"; also untranslated here: {', '.join(others)}" if others else "")
@@ -167,11 +168,12 @@ def lookup(target) -> Callable | None:
     return TABLE.get(target) or TABLE.get(getattr(target, "overloadpacket", None))
 
 
-def _is_size(node: torch.fx.Node) -> bool:
-    """Whether a node computes a size (``sym_size``, SymInt arithmetic): its value is read from torch's record."""
+def is_size(node: torch.fx.Node) -> bool:
+    """Whether a node computes a size (``sym_size``, SymInt arithmetic): its value is read from torch's record. A
+    value that depends on a tensor's data (an unbacked symbol, from ``.item()``) is not one: its op is refused."""
     val = node.meta.get("val")
     if isinstance(val, (torch.SymInt, torch.SymBool)):
-        return True
+        return not free_unbacked_symbols(val)
     return isinstance(val, int) and node.target is not operator.getitem and lookup(node.target) is None
 
 

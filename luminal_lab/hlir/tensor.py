@@ -19,7 +19,7 @@ from ..core.dtypes import DType
 from ..core.errors import ArgumentError, DTypeError, ShapeError
 from ..core.ops import LOG2_E, Op
 from ..core.shape_tracker import ONE, ShapeTracker, format_shape, numel
-from ..core.symbolic import Expr, ExprLike, add, and_, as_expr, div, gte, lt, max_, min_, mod, mul
+from ..core.symbolic import Expr, ExprLike, add, and_, as_expr, at_least, div, gte, lt, max_, min_, mod, mul
 
 if TYPE_CHECKING:
     from .graph import Graph, Node
@@ -1383,14 +1383,14 @@ def _clamp_bound(bound: ExprLike | None, size: Expr, default: ExprLike) -> Expr:
         return as_expr(default)
     if isinstance(bound, Expr):
         if not bound.is_num:
-            return min_(bound, size)
+            return bound if at_least(size, bound) else min_(bound, size)  # x[:s - 1] is s - 1 long
         bound = bound.value
     if not size.is_num:
         if bound < 0:
-            return max_(size + bound, 0)
-        if bound >= 2**62:  # torch's "to the end" (sys.maxsize)
+            return size + bound if at_least(size + bound, 0) else max_(size + bound, 0)
+        if bound >= 2**62 or at_least(bound, size):  # torch's "to the end" (sys.maxsize)
             return size
-        return min_(as_expr(bound), size)
+        return as_expr(bound) if at_least(size, bound) else min_(as_expr(bound), size)
     n = size.value
     if bound < 0:
         bound += n

@@ -175,6 +175,8 @@ def test_ll_compile_takes_dynamic_shapes() -> None:
         x = _randn(length, 8, seed=length)
         torch.testing.assert_close(comp(x, length // 2), masked(x, length // 2), **TOL)
         torch.testing.assert_close(comp.run_reference(x, length // 2), masked(x, length // 2), **TOL)
+    with pytest.raises(ll.ShapeError, match="input 'n' is a size"):
+        comp(_randn(4, 8), 2.5)
 
 
 def causal_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

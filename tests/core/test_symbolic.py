@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from luminal_lab.core.symbolic import Expr, and_, ceil_div, gte, lt, max_, min_, or_
+from luminal_lab.core.symbolic import Expr, and_, ceil_div, div, gte, lt, max_, min_, or_
 
 Z = Expr.z()
 S = Expr.var("s")
@@ -118,3 +118,12 @@ def test_bad_names_and_missing_bindings() -> None:
         (S + 1).evaluate({})
     with pytest.raises(ZeroDivisionError):
         S // 0
+
+
+def test_division_of_products_cancels_common_factors() -> None:
+    s, t = Expr.var("s"), Expr.var("t")
+    assert div(32 * s, 8 * s) == 4  # reshape(-1) of a [s, 32] view into [s, ?, 8]
+    assert div(6 * s * t, 3 * s) == 2 * t
+    assert div(s * s, s) == s
+    assert div(6 * s, 4 * s).op == "div"  # 4 does not divide 6: kept
+    assert div(s * t, 2 * s).op == "div"

@@ -27,7 +27,7 @@ from luminal_lab.compiler.compiled import Compiled
 from luminal_lab.core.errors import LuminalError, UnsupportedOpError
 from luminal_lab.frontends import from_torch, translate
 from luminal_lab.frontends.export import FunctionModule, export_core_aten
-from luminal_lab.frontends.translate import lookup
+from luminal_lab.frontends.translate import is_size, lookup
 
 # ops whose values torch leaves undefined (uninitialised memory): only their shapes and dtypes are compared
 UNDEFINED_VALUES = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty",
@@ -315,7 +315,7 @@ def _untranslated(exported: torch.export.ExportedProgram) -> dict[int, set[str]]
     """Entry index -> the untranslated aten ops in its part of the graph."""
     found: dict[int, set[str]] = {}
     for node in exported.graph.nodes:
-        if node.op == "call_function" and lookup(node.target) is None:
+        if node.op == "call_function" and lookup(node.target) is None and not is_size(node):
             stack = node.meta.get("nn_module_stack") or {}
             owners = [path for path, _ in stack.values() if path.startswith("s") and path[1:].isdigit()]
             found.setdefault(int(owners[0][1:]) if owners else -1, set()).add(str(node.target))
