@@ -80,9 +80,9 @@ class Sizes:
             return div(*args)
         if isinstance(e, (symfn.Mod, symfn.PythonMod, sympy.Mod)):
             return mod(*args)
-        if isinstance(e, sympy.Max):
+        if isinstance(e, (sympy.Max, symfn.Max)):
             return max_(*args)
-        if isinstance(e, sympy.Min):
+        if isinstance(e, (sympy.Min, symfn.Min)):
             return min_(*args)
         if isinstance(e, sympy.StrictLessThan):
             return lt(*args)

@@ -4,6 +4,9 @@ Summary (``text/plain``)::
 
     HLIR: 7 nodes (Add 1, Constant 1, Input 2, ...) | inputs a[s, 1] f32, b[1, 4] f32 | outputs c[s, 4] f32
 
+A torch program with symbolic sizes adds where each comes from and the sizes torch specialised
+(``| symbolic s77 = x[0], y[0], s86 = n | specialised x[1]=4``).
+
 JSON (see ``luminal_lab.core.stage`` for the envelope). Node ids are ``"h{node.id}"``; node ids
 are creation-order indices, so they are stable for the same build. Stage-specific fields:
 

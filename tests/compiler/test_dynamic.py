@@ -205,11 +205,18 @@ def last_and_steps(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]
     return x[-1] + y[x.shape[0] - 1], x[1:] - x[:-1], x.unsqueeze(0).repeat(2, 1, 1)
 
 
+def window(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The last three rows (a sliding window: torch's Max(0, s - 3)) and a narrowed copy."""
+    start = max(x.shape[0] - 3, 0)
+    return x[-3:] * 2, y[start:] + x[start:]
+
+
 def extremes(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return x.argmax(0), x.max(dim=0).values, x.topk(2, dim=1).values
 
 
-@pytest.mark.parametrize("fn", [causal_scores, tril_mask, cat_and_split, along_the_length, last_and_steps, extremes],
+@pytest.mark.parametrize("fn", [causal_scores, tril_mask, cat_and_split, along_the_length, last_and_steps, window,
+                                extremes],
                          ids=lambda fn: fn.__name__)
 def test_ops_over_a_symbolic_length_match_eager(fn) -> None:
     fast = torch.compile(fn, backend="luminal_lab", options=FAST)
