@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import warnings
 import weakref
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -249,6 +250,7 @@ class DynamoProgram:
         self.code, self.owner = _compiling_frame()
         self.serial = next(_SERIAL)
         self.only: _Call | None = None
+        self.per_shape: str | None = None  # why a dynamic graph is compiled per input shape (None: it is not)
 
     def key(self, args: Sequence[Any]) -> tuple:
         """The key of the program that serves ``args`` (one not compiled yet: the key without pinned sizes)."""
@@ -273,7 +275,7 @@ class DynamoProgram:
         result = call(args)
         # the genome is chosen: the idle egglog worker goes (it restarts, replaying, if the e-graph is used again)
         program.egraph.close()
-        if len(self.programs) == 1 and not any(self.pins.values()):
+        if len(self.programs) == 1 and not any(self.pins.values()) and self.per_shape is None:
             self.only = call  # one program, no size its export pinned: every call dynamo makes goes to it
         return result
 
@@ -298,7 +300,22 @@ class DynamoProgram:
         """Compile (and cache) the program for concrete ``args``, with its genome, and return it with its key: for
         a static graph specialised to ``args``, else with dynamo's dynamic sizes symbolic. Its inputs and weights
         keep dynamo's placeholder names, the parameters and buffers among ``args`` being its weights
-        (``weight_names``) but for those it mutates in place, which stay inputs."""
+        (``weight_names``) but for those it mutates in place, which stay inputs. A dynamic graph whose translation
+        needs a number where a size is symbolic (a pooling window over a dynamic size, say) is compiled per input
+        shape from then on, with a warning that says why (``per_shape``)."""
+        dynamism = self.dynamism
+        if dynamism.dynamic:
+            try:
+                return self._compile(args)
+            except LuminalError as error:  # an op that needs a number where dynamo left a size symbolic
+                self.per_shape = str(error).splitlines()[0]
+                self.dynamism = _Dynamism({}, {}, {})
+                self.pins.clear()
+                warnings.warn(f"luminal_lab: the graph's dynamic sizes cannot stay symbolic ({self.per_shape}); it is "
+                              "compiled per input shape instead", stacklevel=2)
+        return self._compile(args)
+
+    def _compile(self, args: Sequence[Any]) -> tuple[tuple, Compiled]:
         _, device = self.device_of(args)
         dynamism = self.dynamism
         weights = self.weight_names(args)

@@ -251,3 +251,21 @@ def test_a_compiled_bound_forward_finds_its_programs() -> None:
         x = _randn(length, 8, seed=length)
         torch.testing.assert_close(model(x), Scores.forward(model, x), **TOL)
     assert len(ll.programs(model.forward)) == 2
+
+
+def pooled(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.max_pool2d(x, 2).relu()
+
+
+def test_a_graph_whose_sizes_cannot_stay_symbolic_is_compiled_per_shape() -> None:
+    """Pooling needs its window count as a number: the dynamic graph dynamo hands over after a second size is compiled
+    per input shape, with a warning that says why, and every output still equals eager's."""
+    fast = torch.compile(pooled, backend="luminal_lab", options=FAST)
+    torch.testing.assert_close(fast(_randn(1, 2, 8, 8, seed=1)), pooled(_randn(1, 2, 8, 8, seed=1)), **TOL)
+    with pytest.warns(UserWarning, match="cannot stay symbolic .*compiled per input shape instead"):
+        x = _randn(1, 2, 10, 10, seed=2)
+        torch.testing.assert_close(fast(x), pooled(x), **TOL)
+    for size in (12, 10, 6):
+        x = _randn(1, 2, size, size, seed=size)
+        torch.testing.assert_close(fast(x), pooled(x), **TOL)
+    assert len(ll.programs(fast)) == 4  # 8 (static), then 10, 12 and 6, each its own
