@@ -275,7 +275,8 @@ class DynamoProgram:
         result = call(args)
         # the genome is chosen: the idle egglog worker goes (it restarts, replaying, if the e-graph is used again)
         program.egraph.close()
-        if len(self.programs) == 1 and not any(self.pins.values()) and self.per_shape is None:
+        pinned = any(pins for by_key in self.pins.values() for pins in by_key)
+        if len(self.programs) == 1 and not pinned and self.per_shape is None:
             self.only = call  # one program, no size its export pinned: every call dynamo makes goes to it
         return result
 
