@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -48,3 +49,27 @@ def in_fresh_process(script: str, args: list[str], caches: str | None = None) ->
     if done.returncode != 0:
         raise RuntimeError(f"{Path(script).name} {' '.join(args)} failed:\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def devices_to_measure(script: str, description: str, measure: Callable[[str, str], dict]
+                       ) -> tuple[argparse.Namespace, list[str]] | None:
+    """The command line of a benchmark that measures each backend in a fresh process: ``--out``, ``--devices``
+    (default: the CPU, and CUDA where torch has a device) and the hidden ``--child BACKEND DEVICE``, which runs
+    ``measure`` and prints its JSON. Returns the arguments and the devices left to measure on; None in a child, or
+    when no device is left."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=RESULTS / f"{Path(script).stem}.json")
+    parser.add_argument("--devices", nargs="+", choices=["cpu", "cuda"],
+                        help="the devices to measure on (default: the CPU, and CUDA where a GPU is present)")
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(*args.child)))
+        return None
+    import torch
+
+    devices = [d for d in args.devices or ["cpu", "cuda"] if d == "cpu" or torch.cuda.is_available()]
+    if not devices:
+        print(f"{Path(script).name}: torch has no CUDA device here; nothing measured")
+        return None
+    return args, devices

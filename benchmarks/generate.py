@@ -19,8 +19,6 @@ Ratios against eager and inductor: above 1, luminal_lab is faster.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 import time
@@ -31,7 +29,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import in_fresh_process, write_result  # noqa: E402
+from benchmarks.common import devices_to_measure, in_fresh_process, write_result  # noqa: E402
 
 CONFIG = {"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2, "num_attention_heads": 4,
           "num_key_value_heads": 2, "vocab_size": 1024, "max_position_embeddings": 128}
@@ -96,19 +94,10 @@ def measure(backend: str, device: str) -> dict:
 
 
 def main() -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "generate.json")
-    parser.add_argument("--devices", nargs="+", choices=["cpu", "cuda"],
-                        help="the devices to measure on (default: the CPU, and CUDA where a GPU is present)")
-    args = parser.parse_args()
-    if args.child:
-        print(json.dumps(measure(*args.child)))
+    options = devices_to_measure(__file__, __doc__.splitlines()[0], measure)
+    if options is None:
         return {}
-    devices = [d for d in args.devices or ["cpu", "cuda"] if d == "cpu" or torch.cuda.is_available()]
-    if not devices:
-        print("benchmarks/generate.py: torch has no CUDA device here; nothing measured")
-        return {}
+    args, devices = options
     result: dict = {"model": {"family": "LlamaForCausalLM (transformers)", **CONFIG}, "prompt": PROMPT,
                     "decode_steps": STEPS, "torch": torch.__version__, "devices": {}}
     for device in devices:

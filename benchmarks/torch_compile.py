@@ -12,8 +12,6 @@ the best genome cached), each on the CPU (and CUDA where a GPU is present):
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import tempfile
 import time
@@ -24,7 +22,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import in_fresh_process, median_ms, write_result  # noqa: E402
+from benchmarks.common import devices_to_measure, in_fresh_process, median_ms, write_result  # noqa: E402
 
 CONFIG = {"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2, "num_attention_heads": 4,
           "num_key_value_heads": 4, "vocab_size": 1024, "max_position_embeddings": 128}
@@ -68,21 +66,10 @@ def measure(backend: str, device: str) -> dict:
 
 
 def main() -> dict:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "torch_compile.json")
-    parser.add_argument("--devices", nargs="+", choices=["cpu", "cuda"],
-                        help="the devices to measure on (default: the CPU, and CUDA where a GPU is present)")
-    args = parser.parse_args()
-    if args.child:
-        print(json.dumps(measure(*args.child)))
+    options = devices_to_measure(__file__, __doc__, measure)
+    if options is None:
         return {}
-    devices = args.devices or ["cpu", "cuda"]
-    if "cuda" in devices and not torch.cuda.is_available():
-        print("benchmarks/torch_compile.py: torch has no CUDA device here; CUDA not measured")
-        devices.remove("cuda")
-    if not devices:
-        return {}
+    args, devices = options
     result: dict = {"model": {"family": "LlamaModel (transformers)", **CONFIG, "seq": SEQ, "batch": 1},
                     "torch": torch.__version__, "devices": {}}
     for device in devices:
