@@ -102,15 +102,15 @@ class BackendOptions:
 
 class _Bound(torch.nn.Module):
     """The dynamo graph taking its tensors and its size arguments (``sizes``: positions of the dynamic ints that no
-    tensor size gives), each other argument fixed to its value or, where ``derived`` says so (``position: (tensor
-    position, axis)``), computed from a tensor's size."""
+    tensor size gives), each other argument fixed to its value (a ``baked`` float's 0-d tensor too) or, where
+    ``derived`` says so (``position: (tensor position, axis)``), computed from a tensor's size."""
 
     def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any], sizes: Collection[int] = (),
-                 derived: Mapping[int, tuple[int, int]] | None = None):
+                 derived: Mapping[int, tuple[int, int]] | None = None, baked: Collection[int] = ()):
         super().__init__()
         self.gm = gm
         self.derived = dict(derived or {})
-        self.is_input = [isinstance(a, torch.Tensor) or i in sizes for i, a in enumerate(args)]
+        self.is_input = [(isinstance(a, torch.Tensor) and i not in baked) or i in sizes for i, a in enumerate(args)]
         self.constants = [None if given or i in self.derived else a
                           for i, (a, given) in enumerate(zip(args, self.is_input, strict=True))]
 
@@ -246,26 +246,33 @@ class DynamoProgram:
         self.pins: dict[tuple, list[tuple[tuple[int, int | None], ...]]] = {}
         self.input_names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
         self.from_module = {n.name for n in gm.graph.nodes if n.op == "placeholder" and _read_from_module(n)}
+        self.baked = [i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder") if _unspecialized(n)]
         self.dynamism = _Dynamism.of(gm)
         self.code, self.owner = _compiling_frame()
         self.serial = next(_SERIAL)
         self.only: _Call | None = None
+        self.only_floats: tuple = ()  # the baked floats' values that the one program serves
         self.per_shape: str | None = None  # why a dynamic graph is compiled per input shape (None: it is not)
 
     def key(self, args: Sequence[Any]) -> tuple:
-        """The key of the program that serves ``args`` (one not compiled yet: the key without pinned sizes)."""
+        """The key of the program that serves ``args`` (one not compiled yet: the key without pinned sizes), the
+        values of the baked floats last."""
         if not self.dynamism.dynamic:
-            return _key(args)
-        open_key = self.dynamism.key(args)
+            return _key(args) + self.floats(args)
+        open_key = self.dynamism.key(args) + self.floats(args)
         for pins in self.pins.get(open_key, ()):
             key = open_key + tuple(_size_at(args, pin) for pin in pins)
             if key in self.programs:
                 return key
         return open_key
 
+    def floats(self, args: Sequence[Any]) -> tuple:
+        """The values of the floats dynamo passes as 0-d tensors, which each program bakes in (``_unspecialized``)."""
+        return tuple(args[i].item() for i in self.baked)
+
     def __call__(self, *args: Any) -> Any:
-        if self.only is not None:  # dynamo's guards hold the arguments to what the one program serves
-            return self.only(args)
+        if self.only is not None and self.floats(args) == self.only_floats:
+            return self.only(args)  # dynamo's guards hold the other arguments to what the one program serves
         where, device = self.device_of(args)
         key = self.key(args)
         program = self.programs.get(key)
@@ -278,6 +285,7 @@ class DynamoProgram:
         pinned = any(pins for by_key in self.pins.values() for pins in by_key)
         if len(self.programs) == 1 and not pinned and self.per_shape is None:
             self.only = call  # one program, no size its export pinned: every call dynamo makes goes to it
+            self.only_floats = self.floats(args)
         return result
 
     def device_of(self, args: Sequence[Any]) -> tuple[torch.device, str]:
@@ -322,7 +330,7 @@ class DynamoProgram:
         weights = self.weight_names(args)
         derived = _derived(dynamism, args) if dynamism.dynamic else {}
         sizes = [i for i in dynamism.scalars if i not in derived]
-        bound = _Bound(self.gm, args, sizes, derived)
+        bound = _Bound(self.gm, args, sizes, derived, self.baked)
         given = [i for i, is_input in enumerate(bound.is_input) if is_input]
         inputs = tuple(args[i] for i in given)
         names = [self.input_names[i] for i in given]
@@ -337,11 +345,11 @@ class DynamoProgram:
             symbols = _renames(exported, dynamism, given) if dynamism.dynamic else None
             translated = translate(exported, bound, names, inputs, weights=weights, symbols=symbols,
                                    constant_outputs=True)
-            key = _key(args)
+            key = _key(args) + self.floats(args)
             if dynamism.dynamic:
                 pins = self.note_specialised(translated.graph, given)
-                key = dynamism.key(args) + tuple(_size_at(args, pin) for pin in pins)
-                self.pins.setdefault(dynamism.key(args), []).append(pins)
+                key = dynamism.key(args) + self.floats(args) + tuple(_size_at(args, pin) for pin in pins)
+                self.pins.setdefault(dynamism.key(args) + self.floats(args), []).append(pins)
             program = Compiled.of_torch(translated, fusion=self.options.fusion, rolling=self.options.rolling)
         position = {name: i for i, name in enumerate(self.input_names)}
         feed = _Feed([position[name] for name in program.signature.inputs],
@@ -486,6 +494,16 @@ def _read_from_module(placeholder: torch.fx.Node) -> bool:
 
     source = getattr(placeholder.meta.get("grapharg"), "source", None)
     return source is not None and is_from_unspecialized_param_buffer_source(source)
+
+
+def _unspecialized(placeholder: torch.fx.Node) -> bool:
+    """Whether the placeholder is a Python float that dynamo passes as a 0-d tensor (an unspecialized float, as with
+    ``dynamic=True``: a model's ``rms_norm_eps``, say), which the graph reads with ``.item()``. Export cannot take a
+    value it reads so as a number (attention's ``scale``), so a program bakes it in, and serves only that value."""
+    grapharg = placeholder.meta.get("grapharg")
+    value = placeholder.meta.get("example_value")
+    return (getattr(grapharg, "pass_arg_as_tensor", False) and isinstance(value, torch.Tensor) and value.ndim == 0
+            and value.dtype.is_floating_point)
 
 
 def _derived(dynamism: _Dynamism, args: Sequence[Any]) -> dict[int, tuple[int, int]]:

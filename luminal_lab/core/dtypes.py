@@ -63,6 +63,12 @@ class DType(enum.Enum):
         """The largest value: ``inf`` for floats, 1 for bool."""
         return math.inf if self.is_float else 1 if self == DType.BOOL else int(np.iinfo(self.numpy).max)
 
+    @property
+    def finite(self) -> tuple[float, float]:
+        """A float dtype's lowest finite value and its smallest positive normal one."""
+        info = ml_dtypes.finfo(self.numpy)
+        return float(info.min), float(info.smallest_normal)
+
     def wrap(self, value: int) -> int:
         """An integer as this int type stores it: wrapped modulo 2**bits into its range (torch's scalar rule)."""
         span = 1 << (8 * self.numpy.itemsize)

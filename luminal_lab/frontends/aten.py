@@ -1033,6 +1033,7 @@ TABLE: dict[Any, Translation] = {
     aten.logcumsumexp.default: opmath(lambda cx, x, dim: x.logcumsumexp(dim)),
     aten.cumsum.default: opmath(lambda cx, x, dim, dtype=None: _reduce_input(x, dtype).cumsum(dim)),
     aten._softmax.default: opmath(lambda cx, x, dim, half_to_float: x.softmax(dim)),
+    aten._safe_softmax.default: opmath(lambda cx, x, dim, dtype=None: _reduce_input(x, dtype).safe_softmax(dim)),
     aten._log_softmax.default: opmath(lambda cx, x, dim, half_to_float: x.log_softmax(dim)),
     aten.native_layer_norm.default: opmath(_native_layer_norm),
     aten.native_group_norm.default: opmath(_native_group_norm),

@@ -26,6 +26,10 @@ from torch.fx.proxy import TracerBase
 from ..core.errors import LuminalError
 from .fast_paths import DECOMPOSITIONS
 
+# ops translated as they are (``aten``), more cheaply than through torch's decomposition: ``_safe_softmax`` (attention's
+# softmax, 0 over a fully masked row) as one softmax whose row max and sum are clamped, not a where over every score
+UNDECOMPOSED = (torch.ops.aten._safe_softmax.default,)
+
 
 def export_core_aten(module: torch.nn.Module, example_inputs: tuple, strict: bool = False,
                      dynamic_shapes: Any = None) -> torch.export.ExportedProgram:
@@ -41,7 +45,11 @@ def export_core_aten(module: torch.nn.Module, example_inputs: tuple, strict: boo
         exported = torch.export.export(module, example_inputs, strict=strict, dynamic_shapes=dynamic_shapes)
         with warnings.catch_warnings():  # torch's own deepcopy of its pytree specs warns about itself
             warnings.filterwarnings("ignore", r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning)
-            return exported.run_decompositions({**torch.export.default_decompositions(), **DECOMPOSITIONS})
+            table = torch.export.default_decompositions()
+            for op in UNDECOMPOSED:
+                table.pop(op)
+            table.update(DECOMPOSITIONS)
+            return exported.run_decompositions(table)
 
 
 def parameter_names(fn: Callable, count: int) -> list[str] | None:

@@ -880,6 +880,17 @@ class GraphTensor:
         return e * e.sum(axis, keepdim=True).reciprocal()
 
     @high_level
+    def safe_softmax(self, axis: int = -1) -> GraphTensor:
+        """``softmax``, but 0 over a row that is all -inf (a query every key is masked from), as torch's
+        ``_safe_softmax`` in attention. The row's max is raised to the dtype's lowest finite value and its sum to the
+        smallest normal one: an ordinary row (its max finite, its sum at least 1) is computed exactly as ``softmax``,
+        and a row of -inf gets ``exp(-inf) = 0`` over a sum of 0, with no select over the row's length."""
+        x = self._float()
+        lowest, smallest = x.dtype.finite
+        e = (x - maximum(x.max(axis, keepdim=True), lowest)).exp()
+        return e * maximum(e.sum(axis, keepdim=True), smallest).reciprocal()
+
+    @high_level
     def log_softmax(self, axis: int = -1) -> GraphTensor:
         x = self._float()
         shifted = x - x.max(axis, keepdim=True)

@@ -3,7 +3,8 @@
 A ``Runtime`` runs one LLIR. For each binding of the symbolic dimensions it builds a ``Plan``
 once (``_build``, the device's own part): buffers, resolved reads, compiled kernels, and the
 steps that launch them in order. A call copies every input into its ``Slot`` and each weight
-only when it is first seen or the caller passes a different array, checking dtype and shape
+only when it is first seen or the caller passes a different array (a weight's slot is the runtime's, shared by
+all its plans), checking dtype and shape
 first (``DTypeBoundaryError``, ``ShapeError``; nothing is cast), runs the steps and reads the
 outputs back as fresh arrays in ``llir.outputs`` order. ``profile`` times whole runs by wall
 clock (``Profile.call``), the kernels back to back (``Profile.total``, what a search ranks by) and
@@ -127,6 +128,16 @@ class Runtime(ABC, Generic[P]):
         self.memory_budget = memory_budget  # bytes a plan's buffers may take; None: MEMORY_FRACTION of what is free
         self.plans: PlanCache[P] = PlanCache(self._planned)  # by sorted (dimension, size) pairs
         self._weights: dict[str, np.ndarray] = {}
+        self._weight_slots: dict[str, Slot] = {}  # a weight's slot, which every plan shares
+
+    def weight_slot(self, name: str, dtype: DType, shape: tuple[int, ...], allocate: Callable[[], Any]) -> Slot:
+        """The slot of weight ``name``, its buffer made by ``allocate`` the first time: every plan of this runtime
+        shares it (a weight's shape has no symbolic dimension), so a weight is copied in once, not once per binding,
+        and the plans of a generation's growing sizes all read the same memory."""
+        slot = self._weight_slots.get(name)
+        if slot is None:
+            slot = self._weight_slots[name] = Slot(name, allocate(), dtype, shape)
+        return slot
 
     def plan(self, bindings: Mapping[str, int] | None = None) -> P:
         """The plan for one binding of the symbolic dimensions (built, and its kernels compiled, on first use)."""

@@ -31,6 +31,8 @@ here: the CPU has one matmul.
 
 from __future__ import annotations
 
+import functools
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -69,6 +71,7 @@ from ..llir.regions import RegionBody, find_regions
 from .base import Plan, Runtime, Slot, Step, host_memory_available
 from .cache import KernelCache, kernel_cache
 
+ALIGN = 64  # bytes: where each buffer carved from the arena starts (a cache line)
 PARALLEL_THRESHOLD = 1 << 16  # element loads of work; below it numba's thread start-up costs more than it saves
 _HALF = (DType.F16, DType.BF16)
 
@@ -279,12 +282,20 @@ class CPURuntime(Runtime[CPUPlan]):
     def __init__(self, llir: LLIR, cache: KernelCache | None = None, memory_budget: int | None = None):
         super().__init__(llir, memory_budget)
         self.cache = cache or kernel_cache()
+        self._arena = np.zeros(0, np.uint8)
 
     def _free_memory(self) -> int:
         return host_memory_available()
 
     def _build(self, bindings: dict[str, int]) -> CPUPlan:
         return _Planner(self, bindings).plan()
+
+    def arena(self, size: int) -> np.ndarray:
+        """At least ``size`` bytes that every plan carves its rewritten buffers from (so one plan runs at a time);
+        grown by half again beyond what is asked, so that plans of growing sizes go on sharing it."""
+        if self._arena.size < size:
+            self._arena = np.zeros(size + size // 2, np.uint8)
+        return self._arena
 
     def _copy_in(self, plan: CPUPlan, slot: Slot, value: np.ndarray) -> None:
         """An input that only loop kernels read is read in place when C-contiguous; anything else is copied."""
@@ -327,6 +338,7 @@ class _Planner:
     """Builds one plan: buffers, views, compiled kernels and the steps that run them."""
 
     def __init__(self, runtime: CPURuntime, bindings: dict[str, int]):
+        self.runtime = runtime
         self.llir = runtime.llir
         self.cache = runtime.cache
         self.bindings = bindings
@@ -339,18 +351,45 @@ class _Planner:
         self.input_reads: dict[int, list[tuple[_Launch, int]]] = {kid: [] for kid in user_inputs}
         self.input_uses: Counter[int] = Counter()
         self.weight_names = set(runtime._weights)
+        self.shared: set[int] = set()  # the weights' kernels, whose buffers are the runtime's slots
         self.result = CPUPlan(buffers=self.buffers)
 
     def size(self, expr: Expr) -> int:
         return int(expr.evaluate(self.bindings))
 
-    def plan(self) -> CPUPlan:
+    def _allocate(self) -> None:
+        """Every kernel's buffer: a weight's is the runtime's own slot (``Runtime.weight_slot``); constants and
+        iotas, written once here, and a weight of symbolic shape get their own; every other buffer, which each run
+        rewrites (inputs copied in, kernels' outputs), is carved from the runtime's arena, the same memory for every
+        plan, so that a generation whose sizes grow by a token a step keeps its buffers in the cache."""
+        carved = []
         for kernel in self.llir.kernels:
-            if kernel.op in IN_REGION:
-                continue  # computed by its region's end
-            if kernel.op != "Output":
-                shape = tuple(self.size(d) for d in kernel.shape)
+            if kernel.op in IN_REGION or kernel.op == "Output":
+                continue
+            weight = kernel.op == "Input" and kernel.arg in self.weight_names
+            if weight and all(d.is_num for d in kernel.shape):
+                shape = tuple(d.value for d in kernel.shape)
+                slot = self.runtime.weight_slot(kernel.arg, kernel.dtype, shape,
+                                                functools.partial(np.zeros, shape, kernel.dtype.numpy))
+                self.buffers[kernel.id] = slot.buffer
+                self.result.weights.append(slot)
+                self.shared.add(kernel.id)
+                continue
+            shape = tuple(self.size(d) for d in kernel.shape)
+            if weight or kernel.op in ("Constant", "Iota"):
                 self.buffers[kernel.id] = np.zeros(shape, kernel.dtype.numpy)
+            else:
+                carved.append((kernel.id, shape, kernel.dtype.numpy))
+        ends = np.cumsum([0] + [-(-math.prod(shape) * dtype.itemsize // ALIGN) * ALIGN for _, shape, dtype in carved])
+        arena = self.runtime.arena(int(ends[-1]))
+        for (kid, shape, dtype), start in zip(carved, ends, strict=False):
+            self.buffers[kid] = arena[start:start + math.prod(shape) * dtype.itemsize].view(dtype).reshape(shape)
+
+    def plan(self) -> CPUPlan:
+        self._allocate()
+        for kernel in self.llir.kernels:
+            if kernel.op in IN_REGION or kernel.id in self.shared:
+                continue  # computed by its region's end; a weight's slot is the runtime's
             step = self._step(kernel)
             if step is not None:
                 self.result.steps.append((kernel.id, step))

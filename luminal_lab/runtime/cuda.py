@@ -309,16 +309,22 @@ class CUDARuntime(Runtime[CUDAPlan]):
         cuda = _cuda()
         stream = cuda.stream()
         core_stream = Stream.from_handle(int(stream.handle))  # the same stream, as cuda.core.launch takes it
-        buffers = {kid: cuda.device_array(math.prod(shape), dtype, stream=stream)
-                   for kid, (shape, dtype) in layout.buffers.items()}
         by_id = {k.id: k for k in self.llir.kernels}
+        weights = {kid: self.weight_slot(name, by_id[kid].dtype, layout.buffers[kid][0],
+                                         functools.partial(cuda.device_array, math.prod(layout.buffers[kid][0]),
+                                                           layout.buffers[kid][1]))
+                   for kid, name in layout.inputs
+                   if name in self._weights and all(d.is_num for d in by_id[kid].shape)}  # shared by every plan
+        buffers = {kid: weights[kid].buffer if kid in weights else cuda.device_array(math.prod(shape), dtype,
+                                                                                     stream=stream)
+                   for kid, (shape, dtype) in layout.buffers.items()}
         tensors = {kid: torch.as_tensor(buffer, device="cuda").view(to_torch(by_id[kid].dtype))
                    for kid, buffer in buffers.items()}
         plan = CUDAPlan(schedule=layout, stream=stream, torch_stream=torch.cuda.ExternalStream(int(stream.handle)),
                         buffers=buffers, tensors=tensors)
-        for kid, name in layout.inputs:
-            slot = Slot(name, buffers[kid], by_id[kid].dtype, layout.buffers[kid][0])
-            (plan.weights if name in self._weights else plan.inputs).append(slot)
+        plan.weights = list(weights.values())
+        plan.inputs = [Slot(name, buffers[kid], by_id[kid].dtype, layout.buffers[kid][0])
+                       for kid, name in layout.inputs if kid not in weights]
         no_dyn = cuda.device_array(1, np.int64, stream=stream)  # kernels without symbolic dims never read it
         plan.keep.append(no_dyn)
         steps = []
