@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -269,3 +270,38 @@ def test_a_graph_whose_sizes_cannot_stay_symbolic_is_compiled_per_shape() -> Non
         x = _randn(1, 2, size, size, seed=size)
         torch.testing.assert_close(fast(x), pooled(x), **TOL)
     assert len(ll.programs(fast)) == 4  # 8 (static), then 10, 12 and 6, each its own
+
+
+def test_plans_of_every_length_share_the_weights_and_one_arena() -> None:
+    """A weight is copied in once per runtime, not once per binding, and every plan reads the same memory; the
+    buffers each run rewrites are carved from one arena, so lengths taken in turn (as a generation's steps, then a
+    second generation) each still compute their own result."""
+    model = Scores()
+    comp = ll.compile(model, (_randn(5, 8),), dynamic_shapes=({0: torch.export.Dim.AUTO},))
+    for length in (3, 9, 3, 17, 9):
+        x = _randn(length, 8, seed=length)
+        torch.testing.assert_close(comp(x), model(x), **TOL)
+    (runtime,) = comp._runtimes.values()
+    plans = list(runtime.plans.values())
+    assert len(plans) == 3
+    for name in comp.graph.weights:
+        (slot,) = {id(s): s for plan in plans for s in plan.weights if s.name == name}.values()
+        assert all(any(s is slot for s in plan.weights) for plan in plans)
+    carved = [buffer for plan in plans for buffer in plan.buffers.values() if np.shares_memory(buffer, runtime._arena)]
+    assert len(carved) >= 3 * 2  # each plan's input and kernels' outputs
+
+
+def rms_scaled(x: torch.Tensor, eps: float) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * eps
+
+
+def test_a_float_dynamo_passes_as_a_tensor_is_baked_into_its_program() -> None:
+    """With ``dynamic=True`` dynamo passes a float argument as a 0-d tensor read with ``.item()``; each program bakes
+    its value in, and another value gets another program (dynamo does not guard on it)."""
+    fast = torch.compile(rms_scaled, backend="luminal_lab", options=FAST, dynamic=True)
+    for length, eps in ((5, 1e-5), (7, 1e-5), (9, 0.5), (11, 0.5), (4, 1e-5)):
+        x = _randn(3, length, seed=length)
+        torch.testing.assert_close(fast(x, eps), rms_scaled(x, eps), **TOL)
+    programs = ll.programs(fast)
+    assert len(programs) == 2
+    assert all("symbolic s" in program.hlir.summary() for program in programs)

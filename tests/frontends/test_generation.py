@@ -28,15 +28,17 @@ def fresh_dynamo() -> Iterator[None]:
     torch._dynamo.reset()
 
 
-def greedy_matches_eager(model: nn.Module, ids: torch.Tensor, new_tokens: int, **options) -> None:
-    """Generate greedily, eagerly and then with the forward compiled, and compare the tokens."""
+def greedy_matches_eager(model: nn.Module, ids: torch.Tensor, new_tokens: int, dynamic: bool | None = None,
+                         **options) -> None:
+    """Generate greedily, eagerly and then with the forward compiled (``dynamic`` as ``torch.compile`` takes it),
+    and compare the tokens."""
     with torch.no_grad():
         eager = model.generate(ids, max_new_tokens=new_tokens, do_sample=False, return_dict_in_generate=True,
                                output_logits=True, **options)
         top2 = torch.stack(eager.logits).topk(2, dim=-1).values
         margin = (top2[..., 0] - top2[..., 1]).min().item()
         assert margin > MARGIN, f"eager's greedy choice wins by only {margin:.2e}; pick another seed"
-        model.forward = torch.compile(model.forward, backend="luminal_lab", options=FUSED)
+        model.forward = torch.compile(model.forward, backend="luminal_lab", options=FUSED, dynamic=dynamic)
         got = model.generate(ids, max_new_tokens=new_tokens, do_sample=False, **options)
     assert got.shape == eager.sequences.shape == (ids.shape[0], ids.shape[1] + new_tokens)
     assert got.tolist() == eager.sequences.tolist()
@@ -49,6 +51,17 @@ def test_greedy_generation_matches_eager(name: str, fresh_dynamo: None) -> None:
     model = CAUSAL_LMS[name]()
     greedy_matches_eager(model, prompt(), 16)
     assert len(ll.programs(model.forward)) == 3
+
+
+@pytest.mark.slow
+def test_greedy_generation_with_dynamic_true(fresh_dynamo: None) -> None:
+    """With ``dynamic=True`` every size is symbolic from the first call, the prompt's length too; the floats dynamo
+    then passes as 0-d tensors (the norms' epsilon, attention's scale), which the graph reads with ``.item()``, are
+    baked into the program. The prefill and the decode steps are then two programs."""
+    model = llama()
+    greedy_matches_eager(model, prompt(), 16, dynamic=True)
+    prefill, decode = ll.programs(model.forward)
+    assert "symbolic s" in prefill.hlir.summary() and "symbolic s" in decode.hlir.summary()
 
 
 @pytest.mark.slow

@@ -416,3 +416,21 @@ def test_table_covers_the_ops_the_brief_names() -> None:
              aten.slice_scatter.default, aten.scalar_tensor.default, aten.arange.start_step,
              aten.constant_pad_nd.default, aten.split_with_sizes.default, aten.cumsum.default]
     assert not [op for op in named if op not in TABLE]
+
+
+def test_safe_softmax_is_one_softmax_with_no_select_over_the_row() -> None:
+    """``aten._safe_softmax`` (attention's softmax): 0 over a row that is all -inf, nan where torch gives nan, and
+    otherwise softmax; translated with the row's max and sum clamped, so no compare or select over every element."""
+    x = torch.randn(4, 7, generator=torch.Generator().manual_seed(0))
+    x[0] = -torch.inf
+    x[1, 2] = torch.inf
+    x[2, :5] = -torch.inf
+
+    def safe(x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aten._safe_softmax(x, -1)
+
+    comp = ll.compile(safe, (x,))
+    torch.testing.assert_close(comp(x), safe(x), equal_nan=True, **F32)
+    assert safe(x)[0].eq(0).all() and safe(x)[1].isnan().all()
+    counts = comp.graph.op_counts()
+    assert counts["LessThan"] == counts["Gather"] == 0, counts
