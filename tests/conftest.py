@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from luminal_lab.runtime.cache import CACHE_ENV
+from luminal_lab.runtime.cache import CACHE_ENV, WORKERS_ENV
 from luminal_lab.search.genome_cache import CACHE_ENV as GENOME_CACHE_ENV
 from tests.helpers.fused import Fused, compile_fused
 
@@ -25,6 +25,15 @@ def kernel_directory(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(CACHE_ENV, str(directory))
         yield directory
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compile_in_process() -> Iterator[None]:
+    """Kernels compile in the test process: the suite runs on every core already (pytest-xdist), and counts what
+    each test compiles. The worker processes are tested on their own (runtime/test_cpu.py)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(WORKERS_ENV, "1")
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)

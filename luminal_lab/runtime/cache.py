@@ -4,14 +4,24 @@ Kernels are cached by source: in process, and on disk as importable modules name
 hash of their source (numba's ``cache=True`` stores the machine code beside them), in
 ``~/.cache/luminal_lab/kernels`` or ``$LUMINAL_LAB_KERNEL_CACHE``, so a new process starts warm.
 ``CacheStats`` counts what was compiled and what was loaded, and the seconds each took.
+
+numba compiles one kernel at a time under a process-wide lock, most of a second each, so a new
+plan's kernels are compiled side by side in worker processes (``compile_all``): each worker
+compiles its share into the disk cache, which this process then loads from. There are as many
+workers as cores this process may use, or ``$LUMINAL_LAB_COMPILE_WORKERS`` (1: everything in process).
+Workers are fresh interpreters (``compile_worker``), not forks: they import nothing of the caller's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import os
+import queue
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +32,8 @@ import numba
 import numpy as np
 
 CACHE_ENV = "LUMINAL_LAB_KERNEL_CACHE"
+WORKERS_ENV = "LUMINAL_LAB_COMPILE_WORKERS"
+Request = tuple[str, tuple]  # a kernel's source and the numba types of its arguments
 
 
 @dataclass
@@ -51,7 +63,7 @@ class KernelCache:
         """The dispatcher of ``source``'s ``kernel``, importing (and first writing) its module if needed."""
         if source in self._functions:
             return self._functions[source]
-        name = "lk_" + hashlib.sha256(source.encode()).hexdigest()[:32]
+        name = _module_name(source)
         path = self.directory / f"{name}.py"
         if not path.exists():
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -65,10 +77,37 @@ class KernelCache:
         self._functions[source] = function
         return function
 
+    def compiled(self, source: str, args: Sequence[np.ndarray]) -> Request | None:
+        """None when ``source`` is compiled in this process for the types of ``args``, else what to compile."""
+        signature = tuple(numba.typeof(a) for a in args)
+        function = self._functions.get(source)
+        return None if function is not None and signature in function.overloads else (source, signature)
+
+    def compile_all(self, requests: Sequence[Request]) -> None:
+        """Compile the kernels of ``requests`` side by side in worker processes into the disk cache (those it holds
+        already are only loaded there), so that ``compile`` then loads each; with one worker, or one request, it
+        compiles them here."""
+        requests = list(dict.fromkeys(requests))
+        cold = [(source, signature) for source, signature in requests if not self._on_disk(source)
+                and all(isinstance(t, numba.types.Array) for t in signature)]
+        if min(compile_workers(), len(cold)) > 1:
+            _WORKERS.compile(self.directory, cold)
+        for source, signature in requests:
+            self.compile_signature(self.function(source), signature)
+
+    def _on_disk(self, source: str) -> bool:
+        """Whether numba's disk cache holds machine code of ``source`` (writing its module first)."""
+        self.function(source)
+        return any((self.directory / "__pycache__").glob(f"{_module_name(source)}.kernel-*.nbi"))
+
     def compile(self, source: str, args: Sequence[np.ndarray]):
         """The dispatcher of ``source``, compiled (or loaded from disk) for the types of ``args``."""
         function = self.function(source)
-        signature = tuple(numba.typeof(a) for a in args)
+        self.compile_signature(function, tuple(numba.typeof(a) for a in args))
+        return function
+
+    def compile_signature(self, function: Any, signature: tuple) -> None:
+        """Compile (or load from disk) ``function`` for ``signature``, counting which it was."""
         if signature not in function.overloads:
             hits = sum(function.stats.cache_hits.values())
             start = time.perf_counter()
@@ -80,7 +119,6 @@ class KernelCache:
             else:
                 self.stats.compiled += 1
                 self.stats.compile_seconds += seconds
-        return function
 
 
 _caches: dict[Path, KernelCache] = {}
@@ -92,3 +130,76 @@ def kernel_cache() -> KernelCache:
     if directory not in _caches:
         _caches[directory] = KernelCache(directory)
     return _caches[directory]
+
+
+def _module_name(source: str) -> str:
+    return "lk_" + hashlib.sha256(source.encode()).hexdigest()[:32]
+
+
+def compile_workers() -> int:
+    """How many processes compile kernels side by side: ``$LUMINAL_LAB_COMPILE_WORKERS``, else the cores this process
+    may run on."""
+    given = os.environ.get(WORKERS_ENV)
+    if given:
+        try:
+            return max(int(given), 1)
+        except ValueError:
+            raise ValueError(f"${WORKERS_ENV} must be a whole number of worker processes, got {given!r}") from None
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class _Workers:
+    """Worker processes (``python -m luminal_lab.runtime.compile_worker``) that compile kernels into the disk cache,
+    started on first use and kept for this process's life. A request a worker fails on, or a worker that dies, costs
+    only time: this process then compiles that kernel itself."""
+
+    def __init__(self) -> None:
+        self.processes: list[subprocess.Popen] = []
+
+    def compile(self, directory: Path, requests: Sequence[Request]) -> None:
+        """Compile ``requests`` (their signatures all of arrays) side by side, one per worker at a time."""
+        while len(self.processes) < compile_workers():
+            self.processes.append(subprocess.Popen(
+                [sys.executable, "-m", "luminal_lab.runtime.compile_worker"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, text=True))
+        todo: queue.SimpleQueue[Request] = queue.SimpleQueue()
+        for request in requests:
+            todo.put(request)
+        threads = [threading.Thread(target=self._drain, args=(process, directory, todo)) for process in self.processes]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.processes = [process for process in self.processes if process.poll() is None]
+
+    @staticmethod
+    def _drain(process: subprocess.Popen, directory: Path, todo: queue.SimpleQueue) -> None:
+        while not todo.empty():
+            try:
+                source, signature = todo.get_nowait()
+            except queue.Empty:
+                return
+            line = json.dumps({"directory": str(directory), "source": source,
+                               "signature": [_array_type(t) for t in signature]})
+            try:
+                process.stdin.write(line + "\n")
+                process.stdin.flush()
+                if not process.stdout.readline():
+                    raise OSError("the worker closed its output")
+            except OSError:  # a dead worker: its requests are compiled by the caller
+                process.kill()
+                return
+
+
+_WORKERS = _Workers()
+
+
+def _array_type(t: Any) -> list:
+    return [str(numba.np.numpy_support.as_dtype(t.dtype)), t.ndim, t.layout, t.mutable, t.aligned]
+
+
+def array_type(described: list) -> Any:
+    """The numba array type ``_array_type`` described: ``[dtype, ndim, layout, mutable, aligned]``."""
+    dtype, ndim, layout, mutable, aligned = described
+    return numba.types.Array(numba.from_dtype(np.dtype(dtype)), ndim, layout, readonly=not mutable,
+                             aligned=aligned)

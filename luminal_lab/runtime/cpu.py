@@ -69,7 +69,7 @@ from ..hlir.contraction import Contraction
 from ..llir.llir import LLIR, Kernel
 from ..llir.regions import RegionBody, find_regions
 from .base import Plan, Runtime, Slot, Step, host_memory_available
-from .cache import KernelCache, kernel_cache
+from .cache import KernelCache, Request, kernel_cache
 
 ALIGN = 64  # bytes: where each buffer carved from the arena starts (a cache line)
 PARALLEL_THRESHOLD = 1 << 16  # element loads of work; below it numba's thread start-up costs more than it saves
@@ -288,6 +288,13 @@ class CPURuntime(Runtime[CPUPlan]):
         return host_memory_available()
 
     def _build(self, bindings: dict[str, int]) -> CPUPlan:
+        """The plan; when it needs kernels not yet compiled in this process, a first pass lists them, they are
+        compiled side by side (``KernelCache.compile_all``), and the plan is built again."""
+        listing = _Listing(self.cache)
+        plan = _Planner(self, bindings, listing).plan()
+        if not listing.requests:
+            return plan
+        self.cache.compile_all(listing.requests)
         return _Planner(self, bindings).plan()
 
     def arena(self, size: int) -> np.ndarray:
@@ -334,13 +341,32 @@ class CPURuntime(Runtime[CPUPlan]):
         return outputs
 
 
+class _Listing:
+    """A planner's kernel cache that lists what is not compiled in this process yet, in place of compiling it."""
+
+    def __init__(self, cache: KernelCache) -> None:
+        self.cache = cache
+        self.requests: list[Request] = []
+
+    def compile(self, source: str, args: Sequence[np.ndarray]):
+        request = self.cache.compiled(source, args)
+        if request is None:
+            return self.cache.compile(source, args)
+        self.requests.append(request)
+        return _not_compiled
+
+
+def _not_compiled(*args: object) -> None:
+    raise AssertionError("a listing pass's plan is never run")
+
+
 class _Planner:
     """Builds one plan: buffers, views, compiled kernels and the steps that run them."""
 
-    def __init__(self, runtime: CPURuntime, bindings: dict[str, int]):
+    def __init__(self, runtime: CPURuntime, bindings: dict[str, int], cache: KernelCache | _Listing | None = None):
         self.runtime = runtime
         self.llir = runtime.llir
-        self.cache = runtime.cache
+        self.cache = cache or runtime.cache
         self.bindings = bindings
         self.kernels = {k.id: k for k in self.llir.kernels}
         self.regions = {region.end: region for region in find_regions(self.llir)}

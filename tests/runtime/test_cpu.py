@@ -30,7 +30,7 @@ from luminal_lab.hlir.graph import Graph
 from luminal_lab.llir.genome import extract
 from luminal_lab.llir.llir import LLIR, Kernel
 from luminal_lab.llir.regions import find_regions
-from luminal_lab.runtime.cache import CACHE_ENV, KernelCache, kernel_cache
+from luminal_lab.runtime.cache import CACHE_ENV, WORKERS_ENV, KernelCache, compile_workers, kernel_cache
 from luminal_lab.runtime.cpu import PARALLEL_THRESHOLD, CPURuntime
 from tests.helpers.llir import llir_of
 from tests.helpers.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
@@ -612,6 +612,30 @@ def test_a_new_process_loads_kernels_from_disk(tmp_path: Path) -> None:
     assert warm["compiled"] == 0 and warm["loaded"] == cold["compiled"]
     assert warm["y"] == cold["y"]
     assert list(tmp_path.glob("lk_*.py")) and not list(tmp_path.glob("*.tmp"))
+
+
+def test_worker_processes_compile_a_plans_kernels_into_the_disk_cache(tmp_path: Path) -> None:
+    """With two workers, the plan's two new kernels are compiled side by side in worker processes; this process only
+    loads them (and a new process too)."""
+    env = dict(os.environ, **{CACHE_ENV: str(tmp_path), WORKERS_ENV: "2"})
+
+    def probe() -> dict:
+        done = subprocess.run([sys.executable, "-c", _CACHE_PROBE, str(ROOT)], env=env, cwd=ROOT,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    cold, warm = probe(), probe()
+    assert cold["compiled"] == 0 and cold["loaded"] == 2
+    assert warm["compiled"] == 0 and warm["loaded"] == 2
+    assert warm["y"] == cold["y"] == pytest.approx((2 ** (np.arange(24) / 24)).reshape(4, 6).sum(1).tolist())
+
+
+def test_a_bad_number_of_workers_is_named() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(WORKERS_ENV, "two")
+        with pytest.raises(ValueError, match="LUMINAL_LAB_COMPILE_WORKERS must be a whole number"):
+            compile_workers()
 
 
 def test_cache_directory_comes_from_the_environment(kernel_directory: Path) -> None:

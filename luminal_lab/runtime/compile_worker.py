@@ -1,0 +1,28 @@
+"""A kernel-compiling worker of the kernel cache (``luminal_lab.runtime.cache``): ``python -m
+luminal_lab.runtime.compile_worker`` reads one JSON request a line (a cache directory, a kernel's source and its
+argument types, arrays as ``cache.array_type`` reads them), compiles it into that directory's disk cache and answers
+one line: ``ok``, or ``error`` and what went wrong."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .cache import KernelCache, array_type
+
+
+def main() -> None:
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            cache = KernelCache(request["directory"])
+            cache.compile_signature(cache.function(request["source"]),
+                                    tuple(array_type(t) for t in request["signature"]))
+            answer = "ok"
+        except Exception as error:  # the caller compiles the kernel itself, and meets the error there
+            answer = f"error {type(error).__name__}: {error}".replace("\n", " ")
+        print(answer, flush=True)
+
+
+if __name__ == "__main__":
+    main()
