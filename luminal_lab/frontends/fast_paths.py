@@ -90,11 +90,10 @@ def scaled_dot_product_flash_attention_for_cpu(query: torch.Tensor, key: torch.T
     that layout. torch's decomposition lays the output out as ``[L, N, H, E]``, which is the query's layout in
     ``nn.MultiheadAttention``; with transformers' ``[N, L, H, E]`` queries and a batch of more than one, GPT-2's
     ``view(-1, hidden)`` of the heads merged back then fails. The second output, which ``scaled_dot_product_attention``
-    drops, is the math path's attention weights, as in torch's decomposition, not the kernel's log-sum-exp.
+    drops, is the attention weights, as in torch's decomposition, not the kernel's log-sum-exp.
     """
-    output, weights = aten._scaled_dot_product_attention_math.default(
-        query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-        enable_gqa=query.size(1) != key.size(1))
+    torch._check(dropout_p == 0.0, lambda: f"dropout probability must be zero, got {dropout_p}")
+    output, weights = _attention(query, key, value, attn_mask, is_causal, scale)
     order = sorted(range(query.ndim), key=lambda axis: -query.stride(axis))  # outermost first (a stable sort)
     back = [order.index(axis) for axis in range(query.ndim)]
     return output.permute(order).contiguous().permute(back), weights
@@ -105,3 +104,26 @@ DECOMPOSITIONS = {
     aten._native_multi_head_attention.default: native_multi_head_attention,
     aten._transformer_encoder_layer_fwd.default: transformer_encoder_layer_fwd,
 }
+
+
+def _attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
+               is_causal: bool, scale: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch's math path, computed as the fused kernel computes it: ``q @ kᵀ`` scaled once (not ``q`` and ``k`` each by
+    the scale's root: no scaled copy of the whole cache per step), masked (``is_causal``: the lower triangle; a bool
+    mask keeps its true entries, a float one is added), ``_safe_softmax`` (0 over a fully masked row) and ``@ v``. With
+    grouped-query attention the query heads that share a key/value head are stacked along the rows and multiplied by
+    that head as it is, not by a copy of it per query head."""
+    batch, heads, length, size = query.shape
+    kv_heads, keys = key.size(-3), key.size(-2)
+    group = heads // kv_heads
+    stacked = query.reshape(batch, kv_heads, group * length, size)
+    scores = (stacked @ key.transpose(-2, -1) * (1 / math.sqrt(size) if scale is None else scale))
+    scores = scores.reshape(batch, heads, length, keys)
+    if is_causal:
+        causal = torch.ones(length, keys, dtype=torch.bool, device=query.device).tril()
+        scores = scores.masked_fill(causal.logical_not(), -math.inf)
+    if mask is not None:
+        scores = scores.masked_fill(mask.logical_not(), -math.inf) if mask.dtype == torch.bool else scores + mask
+    weights = aten._safe_softmax.default(scores, -1)
+    output = weights.reshape(batch, kv_heads, group * length, keys) @ value
+    return output.reshape(batch, heads, length, value.size(-1)), weights
