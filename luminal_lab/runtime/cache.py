@@ -77,11 +77,12 @@ class KernelCache:
         self._functions[source] = function
         return function
 
-    def compiled(self, source: str, args: Sequence[np.ndarray]) -> Request | None:
-        """None when ``source`` is compiled in this process for the types of ``args``, else what to compile."""
+    def lookup(self, source: str, args: Sequence[np.ndarray]) -> tuple[Any, Request]:
+        """The dispatcher of ``source`` where it is compiled in this process for the types of ``args`` (else None),
+        and the request that compiles it."""
         signature = tuple(numba.typeof(a) for a in args)
         function = self._functions.get(source)
-        return None if function is not None and signature in function.overloads else (source, signature)
+        return (function if function is not None and signature in function.overloads else None), (source, signature)
 
     def compile_all(self, requests: Sequence[Request]) -> None:
         """Compile the kernels of ``requests`` side by side in worker processes into the disk cache (those it holds

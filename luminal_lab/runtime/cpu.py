@@ -349,11 +349,10 @@ class _Listing:
         self.requests: list[Request] = []
 
     def compile(self, source: str, args: Sequence[np.ndarray]):
-        request = self.cache.compiled(source, args)
-        if request is None:
-            return self.cache.compile(source, args)
-        self.requests.append(request)
-        return _not_compiled
+        function, request = self.cache.lookup(source, args)
+        if function is None:
+            self.requests.append(request)
+        return function or _not_compiled
 
 
 def _not_compiled(*args: object) -> None:
