@@ -598,16 +598,17 @@ _CACHE_PROBE = textwrap.dedent("""
 """)
 
 
+def _probe(cache: Path, workers: int = 1) -> dict:
+    """``_CACHE_PROBE``'s answer, run in a fresh process with ``cache`` as its kernel cache."""
+    env = dict(os.environ, **{CACHE_ENV: str(cache), WORKERS_ENV: str(workers)})
+    done = subprocess.run([sys.executable, "-c", _CACHE_PROBE, str(ROOT)], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def test_a_new_process_loads_kernels_from_disk(tmp_path: Path) -> None:
-    env = dict(os.environ, **{CACHE_ENV: str(tmp_path)})
-
-    def probe() -> dict:
-        done = subprocess.run([sys.executable, "-c", _CACHE_PROBE, str(ROOT)], env=env, cwd=ROOT,
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout.strip().splitlines()[-1])
-
-    cold, warm = probe(), probe()
+    cold, warm = _probe(tmp_path), _probe(tmp_path)
     assert cold["compiled"] > 0 and cold["loaded"] == 0
     assert warm["compiled"] == 0 and warm["loaded"] == cold["compiled"]
     assert warm["y"] == cold["y"]
@@ -617,15 +618,7 @@ def test_a_new_process_loads_kernels_from_disk(tmp_path: Path) -> None:
 def test_worker_processes_compile_a_plans_kernels_into_the_disk_cache(tmp_path: Path) -> None:
     """With two workers, the plan's two new kernels are compiled side by side in worker processes; this process only
     loads them (and a new process too)."""
-    env = dict(os.environ, **{CACHE_ENV: str(tmp_path), WORKERS_ENV: "2"})
-
-    def probe() -> dict:
-        done = subprocess.run([sys.executable, "-c", _CACHE_PROBE, str(ROOT)], env=env, cwd=ROOT,
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout.strip().splitlines()[-1])
-
-    cold, warm = probe(), probe()
+    cold, warm = _probe(tmp_path, workers=2), _probe(tmp_path, workers=2)
     assert cold["compiled"] == 0 and cold["loaded"] == 2
     assert warm["compiled"] == 0 and warm["loaded"] == 2
     assert warm["y"] == cold["y"] == pytest.approx((2 ** (np.arange(24) / 24)).reshape(4, 6).sum(1).tolist())
