@@ -24,8 +24,8 @@ Each program gets its genome once: the best genome cached on disk for it (``sear
 e-graph, the input signature without its dynamic sizes, the device and the library version), else the most-fused
 genome improved by a short measured search (``BackendOptions``) on the first call's inputs, which is then cached. The
 device follows the inputs: CPU tensors run on the CPU runtime, CUDA tensors on the CUDA runtime (device-resident), and
-results come back on the inputs' device. A static graph dynamo compiles again for a frame it compiled before (an
-input's shape or dtype changed) runs in torch on its first call and is compiled on its second: sizes that changed once
+results come back on the inputs' device. A graph dynamo compiles again for a frame it compiled before (an input's
+shape, dtype or int changed) runs in torch on its first call and is compiled on its second: sizes that changed once
 often change again at once, and dynamo then makes them dynamic (a generation's first decode step, whose cache length
 dynamo has seen once, is followed by steps with one more token each, which the dynamic program serves), so compiling
 at once would compile a program that runs once. Once a graph holds one program and its export pinned no size, every
@@ -278,7 +278,7 @@ class DynamoProgram:
     def __call__(self, *args: Any) -> Any:
         if self.only is not None and self.floats(args) == self.only_floats:
             return self.only(args)  # dynamo's guards hold the other arguments to what the one program serves
-        if self.first_eager:  # a static recompile runs in torch once, and is compiled if it is called again
+        if self.first_eager:  # a recompile runs in torch once, and is compiled if it is called again
             self.first_eager = False
             return self.gm(*args)
         where, device = self.device_of(args)
@@ -566,9 +566,8 @@ def luminal_lab_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     values the weights take and the search runs on; the program it makes keeps the dynamic sizes symbolic.
     """
     program = DynamoProgram(gm, BackendOptions.of(options))
-    if not program.dynamism.dynamic and program.code is not None and any(
-            made.code is program.code and made.owner is program.owner for made in _MADE):
-        program.first_eager = True  # a static recompile of a frame: see DynamoProgram.__call__
+    if program.code is not None and any(made.code is program.code and made.owner is program.owner for made in _MADE):
+        program.first_eager = True  # a recompile of a frame: see DynamoProgram.__call__
     elif all(_is_concrete(a) for a in example_inputs):
         program.compile_for(example_inputs)
     _MADE.add(program)
