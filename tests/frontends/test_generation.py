@@ -2,8 +2,8 @@
 ``model.forward = torch.compile(model.forward, backend="luminal_lab")``: the same tokens as eager, with the default
 ``DynamicCache``, a static cache, a sliding window shorter than the sequence, and a batch padded on the left.
 
-A generation makes three programs (the prefill, the first decode step, one with the cache's length symbolic for every
-later step): 17 to 70 s a model for 16 tokens on two cores, most of it compiling."""
+A generation makes two programs (the prefill, and one with the cache's length symbolic for every decode step; the first
+decode step, a recompile, runs in torch): 17 to 70 s a model for 16 tokens on two cores, most of it compiling."""
 
 from __future__ import annotations
 
