@@ -79,7 +79,7 @@ def test_one_plan_per_binding_built_on_first_use() -> None:
         (y,) = runtime.run(inputs, weights, {"s": rows})
         np.testing.assert_array_equal(y, inputs["x"] + 1)
     assert runtime.built == [{"s": 2}, {"s": 5}]
-    assert list(runtime.plans) == [(("s", 2),), (("s", 5),)]
+    assert list(runtime.plans) == [(("s", 5),), (("s", 2),)]  # least recently used first
     assert runtime.plan({"s": 5}) is runtime.plans[(("s", 5),)]
 
 
@@ -140,3 +140,14 @@ def test_an_allocation_that_fails_anyway_is_a_memory_budget_error() -> None:
     with pytest.raises(ll.MemoryBudgetError, match=r"allocating the plan's buffers \(96 B\) failed on the device: "
                                                    r"Unable to allocate 1.00 TiB"):
         Failing(_llir()).run(*_arrays(2), {"s": 2})
+
+
+def test_plans_beyond_the_limit_drop_the_least_recently_used() -> None:
+    from luminal_lab.core.plans import PlanCache
+
+    built: list[int] = []
+    plans = PlanCache(lambda bindings: built.append(bindings["s"]) or [bindings["s"]], limit=2)
+    for size in (3, 5, 3, 7, 3, 5):
+        assert plans.plan({"s": size}) == [size]
+    # 5 went when 7 came (3 was used after it), then 7 when 5 came back
+    assert built == [3, 5, 7, 5] and list(plans) == [(("s", 3),), (("s", 5),)]
