@@ -353,11 +353,13 @@ class DynamoProgram:
             symbols = _renames(exported, dynamism, given) if dynamism.dynamic else None
             translated = translate(exported, bound, names, inputs, weights=weights, symbols=symbols,
                                    constant_outputs=True)
-            key = _key(args) + self.floats(args)
+            floats = self.floats(args)
+            key = _key(args) + floats
             if dynamism.dynamic:
                 pins = self.note_specialised(translated.graph, given)
-                key = dynamism.key(args) + self.floats(args) + tuple(_size_at(args, pin) for pin in pins)
-                self.pins.setdefault(dynamism.key(args) + self.floats(args), []).append(pins)
+                open_key = dynamism.key(args) + floats
+                key = open_key + tuple(_size_at(args, pin) for pin in pins)
+                self.pins.setdefault(open_key, []).append(pins)
             program = Compiled.of_torch(translated, fusion=self.options.fusion, rolling=self.options.rolling)
         position = {name: i for i, name in enumerate(self.input_names)}
         feed = _Feed([position[name] for name in program.signature.inputs],

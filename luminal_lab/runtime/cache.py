@@ -175,7 +175,7 @@ class _Workers:
 
     @staticmethod
     def _drain(process: subprocess.Popen, directory: Path, todo: queue.SimpleQueue) -> None:
-        while not todo.empty():
+        while True:
             try:
                 source, signature = todo.get_nowait()
             except queue.Empty:

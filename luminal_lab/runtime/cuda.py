@@ -322,9 +322,9 @@ class CUDARuntime(Runtime[CUDAPlan]):
                    for kid, buffer in buffers.items()}
         plan = CUDAPlan(schedule=layout, stream=stream, torch_stream=torch.cuda.ExternalStream(int(stream.handle)),
                         buffers=buffers, tensors=tensors)
-        plan.weights = list(weights.values())
-        plan.inputs = [Slot(name, buffers[kid], by_id[kid].dtype, layout.buffers[kid][0])
-                       for kid, name in layout.inputs if kid not in weights]
+        for kid, name in layout.inputs:  # a weight of symbolic shape has a slot of this plan's own
+            slot = weights.get(kid) or Slot(name, buffers[kid], by_id[kid].dtype, layout.buffers[kid][0])
+            (plan.weights if name in self._weights else plan.inputs).append(slot)
         no_dyn = cuda.device_array(1, np.int64, stream=stream)  # kernels without symbolic dims never read it
         plan.keep.append(no_dyn)
         steps = []

@@ -3,6 +3,7 @@ checked against eager PyTorch."""
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -434,3 +435,20 @@ def test_safe_softmax_is_one_softmax_with_no_select_over_the_row() -> None:
     assert safe(x)[0].eq(0).all() and safe(x)[1].isnan().all()
     counts = comp.graph.op_counts()
     assert counts["LessThan"] == counts["Gather"] == 0, counts
+
+
+def test_grouped_query_attention_reads_each_key_head_as_it_is() -> None:
+    """The CPU flash path's decomposition scales ``q·kᵀ`` once and stacks the query heads of a key/value head on it:
+    no kernel makes a copy of the keys per query head (or a scaled copy of them), which a decode step would make of
+    the whole cache."""
+    q, k, v = (torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+               for seed, shape in enumerate(((1, 4, 1, 8), (1, 2, 7, 8), (1, 2, 7, 8))))
+
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, scale=0.3, enable_gqa=True)
+
+    comp = ll.compile(attention, (q, k, v))
+    torch.testing.assert_close(comp(q, k, v), attention(q, k, v), **F32)
+    copies = [kernel for kernel in comp.llir().kernels
+              if kernel.op != "Input" and math.prod(int(d.value) for d in kernel.shape) >= k.numel()]
+    assert not copies, [(kernel.op, kernel.shape) for kernel in copies]
