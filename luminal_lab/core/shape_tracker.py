@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .errors import ShapeError
-from .symbolic import Expr, ExprLike, add, and_, as_expr, div, gte, lt, mod, mul
+from .symbolic import Expr, ExprLike, add, and_, as_expr, div, gte, lt, max_, min_, mod, mul
 
 Z = Expr.z()
 ONE = Expr.num(1)
@@ -29,6 +29,49 @@ def format_shape(dims: Sequence[Expr]) -> str:
 
 def numel(dims: Sequence[Expr]) -> Expr:
     return mul(*dims) if dims else ONE
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One dimension of a boxed tracker: its stride is ``z*step + offset`` and it is valid where
+    ``low <= z < high`` (``None``: no bound on that side)."""
+
+    step: Expr
+    offset: Expr
+    low: Expr | None
+    high: Expr | None
+
+
+def _linear(expr: Expr) -> tuple[Expr, Expr] | None:
+    """``(step, offset)`` when ``expr`` is ``z*step + offset`` with neither in ``z``, else None."""
+    offset = expr.substitute(z=0)
+    step = add(expr.substitute(z=1), mul(-1, offset))
+    if step.has_z or add(mul(Z, step), offset) != expr:
+        return None
+    return step, offset
+
+
+def _run(mask: Expr) -> tuple[Expr | None, Expr | None] | None:
+    """``(low, high)`` when ``mask`` holds exactly where ``low <= z < high`` (a bound None where there is none): 1,
+    or comparisons of ``±z`` plus a ``z``-free term with 0, and-ed; else None."""
+    if mask == 1:
+        return None, None
+    low: Expr | None = None
+    high: Expr | None = None
+    for condition in mask.args if mask.op == "and" else (mask,):
+        if condition.op not in ("gte", "lt"):
+            return None
+        linear = _linear(add(condition.args[0], mul(-1, condition.args[1])))  # the comparison is of this with 0
+        if linear is None or not linear[0].is_num or abs(linear[0].value) != 1:
+            return None
+        sign, rest = linear[0].value, linear[1]
+        if (condition.op == "gte") == (sign == 1):  # z >= -rest, or z > rest
+            bound = mul(-1, rest) if sign == 1 else add(rest, 1)
+            low = bound if low is None else max_(low, bound)
+        else:  # z < -rest, or z <= rest
+            bound = mul(-1, rest) if sign == 1 else add(rest, 1)
+            high = bound if high is None else min_(high, bound)
+    return low, high
 
 
 @dataclass(frozen=True)
@@ -72,11 +115,21 @@ class ShapeTracker:
             return None
         out = []
         for stride in self.strides:
-            offset = stride.substitute(z=0)
-            step = add(stride.substitute(z=1), mul(-1, offset))
-            if step.has_z or add(mul(Z, step), offset) != stride:
+            linear = _linear(stride)
+            if linear is None:
                 return None
-            out.append((step, offset))
+            out.append(linear)
+        return out
+
+    def boxed_strides(self) -> list[Axis] | None:
+        """Per dimension its stride as ``z*step + offset`` and its mask as one run ``low <= z < high``, when every
+        dimension has that form (a strided read, or a padded one whose valid elements form one box); else None."""
+        out = []
+        for stride, mask in zip(self.strides, self.masks):
+            linear, run = _linear(stride), _run(mask)
+            if linear is None or run is None:
+                return None
+            out.append(Axis(*linear, *run))
         return out
 
     def index_expr(self) -> Expr:

@@ -50,6 +50,25 @@ class CacheStats:
                 f"loaded {self.loaded} ({self.load_seconds:.2f} s)>")
 
 
+_ARRAY_TYPES: dict[tuple, Any] = {}
+
+
+def signature_of(args: Sequence[Any]) -> tuple:
+    """The numba types of a kernel's arguments (``numba.typeof``; an array's worked out once per dtype, rank and
+    layout, as a plan's hundreds of arguments repeat a few)."""
+    types = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            flags = a.flags
+            key = (a.dtype, a.ndim, flags.c_contiguous, flags.f_contiguous, flags.writeable, flags.aligned)
+            if key not in _ARRAY_TYPES:
+                _ARRAY_TYPES[key] = numba.typeof(a)
+            types.append(_ARRAY_TYPES[key])
+        else:
+            types.append(numba.typeof(a))
+    return tuple(types)
+
+
 class KernelCache:
     """Generated kernel sources -> numba dispatchers, in memory and as modules in ``directory``."""
 
@@ -80,7 +99,7 @@ class KernelCache:
     def lookup(self, source: str, args: Sequence[np.ndarray]) -> tuple[Any, Request]:
         """The dispatcher of ``source`` where it is compiled in this process for the types of ``args`` (else None),
         and the request that compiles it."""
-        signature = tuple(numba.typeof(a) for a in args)
+        signature = signature_of(args)
         function = self._functions.get(source)
         return (function if function is not None and signature in function.overloads else None), (source, signature)
 
@@ -104,7 +123,7 @@ class KernelCache:
     def compile(self, source: str, args: Sequence[np.ndarray]):
         """The dispatcher of ``source``, compiled (or loaded from disk) for the types of ``args``."""
         function = self.function(source)
-        self.compile_signature(function, tuple(numba.typeof(a) for a in args))
+        self.compile_signature(function, signature_of(args))
         return function
 
     def compile_signature(self, function: Any, signature: tuple) -> None:

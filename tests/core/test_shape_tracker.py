@@ -87,6 +87,40 @@ def test_views_read_what_numpy_reads(checkpoints) -> None:
         np.testing.assert_array_equal(materialise(buffer, tracker), expected)
 
 
+@settings(max_examples=300, deadline=None)
+@given(view_chains())
+def test_a_boxed_tracker_reads_each_axis_as_a_line_over_one_run(checkpoints) -> None:
+    """Where ``boxed_strides`` gives each axis as ``z*step + offset`` valid on ``low <= z < high``, that is what the
+    axis's stride and mask expressions give at every index."""
+    for _, _, tracker in checkpoints:
+        axes = tracker.boxed_strides()
+        if axes is None:
+            continue
+        for dim, stride, mask, axis in zip(tracker.dims, tracker.strides, tracker.masks, axes):
+            z = np.arange(dim.value)
+            low = 0 if axis.low is None else axis.low.evaluate({})
+            high = dim.value if axis.high is None else axis.high.evaluate({})
+            np.testing.assert_array_equal(np.broadcast_to(mask.evaluate({}, z) != 0, z.shape), (z >= low) & (z < high))
+            np.testing.assert_array_equal(np.broadcast_to(stride.evaluate({}, z), z.shape),
+                                          axis.step.evaluate({}) * z + axis.offset.evaluate({}))
+
+
+def test_permutes_slices_pads_and_broadcasts_are_boxed_at_every_size() -> None:
+    """A KV cache's concat (a pad of a symbolic length), a transpose, a slice and a broadcast: every axis is a line
+    over one run, at whatever the symbolic length is bound to."""
+    s = Expr.var("s")
+    tracker = (ShapeTracker.contiguous((2, s, 8)).pad(1, 0, 1).permute((1, 0, 2)).slice(2, 1, 7, 2)
+               .expand_dim(0, 3))
+    axes = tracker.boxed_strides()
+    assert axes is not None
+    for size in (1, 5, 64):
+        bindings = {"s": size}
+        assert [None if a.high is None else a.high.evaluate(bindings) for a in axes] == [None, size, None, None]
+        assert [a.step.evaluate(bindings) for a in axes] == [0, 8, 8 * size, 2]
+        assert [a.offset.evaluate(bindings) for a in axes] == [0, 0, 0, 1]
+    assert ShapeTracker.contiguous((4, 6)).permute((1, 0)).reshape((24,)).boxed_strides() is None  # a nest
+
+
 def test_merge_of_contiguous_dims_stays_linear() -> None:
     tracker = ShapeTracker.contiguous((2, 3, 4)).permute((1, 0, 2))
     merged = tracker.reshape((3, 8))

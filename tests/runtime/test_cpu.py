@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from luminal_lab.llir.genome import extract
 from luminal_lab.llir.llir import LLIR, Kernel
 from luminal_lab.llir.regions import find_regions
 from luminal_lab.runtime.cache import CACHE_ENV, WORKERS_ENV, KernelCache, compile_workers, kernel_cache
-from luminal_lab.runtime.cpu import PARALLEL_THRESHOLD, CPURuntime
+from luminal_lab.runtime.cpu import PARALLEL_THRESHOLD, CPURuntime, _Listing, _Planner
 from tests.helpers.llir import llir_of
 from tests.helpers.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
 from tests.helpers.op_cases import CASES, Case, index_ops_graph, random_tensor
@@ -113,6 +114,40 @@ def test_symbolic_dimension_at_two_sizes_keeps_one_plan_each() -> None:
         got = check_graph(g, inputs, {"s": s}, runtime=runtime)
         assert got[2].shape == (s + 2, 4)
     assert len(runtime.plans) == 2
+
+
+def test_a_plan_reads_boxed_views_from_their_expressions_as_from_every_index() -> None:
+    """A plan works out a strided or padded view from the tracker's expressions at the binding alone
+    (``_Planner._boxed``): at every size it is the view found from the index of every element (``_resolved``), and
+    only views of another kind (a nest, a gather) are left to the latter."""
+    g = ll.Graph()
+    cache, new = g.tensor((2, "s", 8), name="cache"), g.tensor((2, 1, 8), name="new")
+    keys = ll.concat([cache, new], 1)  # a KV cache's concat: pads of a symbolic length
+    keys.output("keys")
+    (keys.permute((1, 0, 2))[:, :, 1::2] * 2).output("sliced")
+    (keys.sum(-1, keepdim=True) + keys[:, :1]).output("rows")
+    (keys.permute((1, 0, 2)).reshape((keys.shape[1], 16)) + 1).output("nested")  # a transpose, then a merge: a nest
+    runtime = CPURuntime(llir_of(g))
+    kinds: Counter[str] = Counter()
+    for size in (1, 4, 9):
+        planner = _Planner(runtime, {"s": size}, _Listing(runtime.cache))
+        planner._allocate()
+        for kernel in runtime.llir.kernels:
+            for source, tracker in kernel.sources:
+                flat = planner.buffers[source].reshape(-1)
+                dims = tuple(planner.size(d) for d in tracker.dims)
+                boxed, resolved = planner._boxed(source, flat, dims, tracker), planner._resolved(source, flat, dims,
+                                                                                                 tracker)
+                if boxed is None:
+                    kinds["resolved"] += 1
+                    continue
+                kinds["boxed" if boxed.box is None else "padded"] += 1
+                assert boxed.flat is resolved.flat
+                assert (boxed.offset, boxed.shape, boxed.strides, boxed.box) == (
+                    resolved.offset, resolved.shape, resolved.strides, resolved.box), (kernel, tracker)
+    assert kinds["boxed"] and kinds["padded"] and kinds["resolved"]
+    inputs = {"cache": np.arange(2 * 9 * 8, dtype=np.float32).reshape(2, 9, 8), "new": np.ones((2, 1, 8), np.float32)}
+    check_graph(g, inputs, {"s": 9}, runtime=runtime)
 
 
 def test_embedding_gather_scatter_and_iota() -> None:
