@@ -15,7 +15,8 @@ box per axis in ``meta``, zeros ``z{j}`` each after it, 0 read outside the box):
 innermost loop then runs in segments, each wholly inside or wholly outside every padded operand's
 box, which reads its buffer or its zeros there through a contiguous row like an unpadded operand,
 so each segment's loop vectorises (a test per element would not). Each source's first line names
-the hash of ``cpu_math``, so a kernel cached against older helpers is never reused. The runtime
+the hash of ``cpu_math``, so a kernel cached against older helpers is never reused. Each generator keeps the
+sources it made (``SOURCES`` of them): plans of each new size ask again for the same ones. The runtime
 (``luminal_lab.runtime.cpu``) compiles and caches these sources.
 """
 
@@ -33,6 +34,9 @@ from ..core.errors import UnsupportedOpError
 from ..core.ops import REDUCE_KERNELS, UNARY_KERNELS
 from ..llir.regions import RegionBody
 from . import cpu_math
+
+
+SOURCES = 4096  # sources kept per generator: a plan of each new size asks again for the ones it asked before
 
 
 @functools.cache
@@ -272,6 +276,7 @@ def _index(rank: int) -> str:
 _SIN_FLAG = "max(big, np.int32(abs({x}) >= m.SIN_LIMIT))"
 
 
+@functools.lru_cache(maxsize=SOURCES)
 def elementwise_source(op: str, dtype: DType, target: DType, kinds: str, rank: int, parallel: bool) -> str:
     """``kernel(out, x0, ..., meta[, z...])``: ``out = op(x0, ...)``; ``out`` has ``rank`` contiguous axes, operand
     ``j`` is the flat buffer ``x{j}`` read at ``meta``'s offset and strides, its innermost stride of kind
@@ -321,6 +326,7 @@ def _region_statements(body: RegionBody, values: list[str], exact_sin: bool) -> 
     return lines, sin_operands
 
 
+@functools.lru_cache(maxsize=SOURCES)
 def region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -> str:
     """``kernel(out, x0, ..., meta[, z...])``: a fused region as one loop nest, ``out`` = the last of ``body``'s
     steps on each element; operands (padded ones included) as in ``elementwise_source``. f32 Sins run ``sinf`` and,
@@ -417,6 +423,7 @@ def _kept(body: RegionBody) -> tuple[int, str] | None:
     return last, operand
 
 
+@functools.lru_cache(maxsize=SOURCES)
 def row_region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -> str:
     """``kernel(out, x0, ..., meta)``: a row region, parallel over its rows. ``out`` has ``rank`` row axes and then
     one along the row (1 where the end is per row); input ``j`` is the flat buffer ``x{j}`` read at ``meta``'s offset
@@ -451,6 +458,7 @@ def row_region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -
     return _header(parallel, "reassoc" if dtype.is_float else "", "contract") + "\n".join(lines) + "\n"
 
 
+@functools.lru_cache(maxsize=SOURCES)
 def reduce_source(op: str, dtype: DType, kind: str, rank: int, parallel: bool) -> str:
     """``kernel(out, x0, meta)``: ``out[...] = sum/max(x0[..., :])``; ``out`` has ``rank`` contiguous axes, ``x0``
     is a flat buffer read at ``meta``'s offset and ``rank + 1`` strides (the reduced one of ``kind``), then the
@@ -480,6 +488,7 @@ def _zero(dtype: DType) -> str:
     return "0.0" if dtype == DType.F64 else "np.float32(0.0)" if dtype.is_float else "0"
 
 
+@functools.lru_cache(maxsize=SOURCES)
 def contract_source(dtype: DType, kinds: str, rank: int, parallel: bool) -> str:
     """``kernel(out, x0, x1, meta)``: ``out[...] = sum(x0[..., :] * x1[..., :])``, the products in the compute type
     (never rounded to f16/bf16); ``out`` has ``rank`` contiguous axes, ``x0`` and ``x1`` are flat buffers each read
@@ -495,6 +504,7 @@ def contract_source(dtype: DType, kinds: str, rank: int, parallel: bool) -> str:
     return _header(parallel, "reassoc" if dtype.is_float else "") + "\n".join(lines) + "\n"
 
 
+@functools.lru_cache(maxsize=SOURCES)
 def take_source(kind: str, rank: int, parallel: bool) -> str:
     """``kernel(out, x0, meta, data)``: ``out = data[x0]`` with ``x0`` read as an elementwise operand (innermost
     stride of ``kind``); returns how many indexes fall outside ``data`` (those read ``data[0]``)."""
@@ -504,6 +514,7 @@ def take_source(kind: str, rank: int, parallel: bool) -> str:
     return _header(parallel) + "\n".join(lines + ["    return bad"]) + "\n"
 
 
+@functools.lru_cache(maxsize=SOURCES)
 def gather_source(masked: bool, parallel: bool) -> str:
     """``kernel(out, src, index[, valid, zero])``: ``out[i] = src[index[i]]`` (``zero[0]`` where not valid)."""
     loop = "numba.prange" if parallel else "range"
