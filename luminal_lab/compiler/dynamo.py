@@ -32,6 +32,14 @@ at once would compile a program that runs once. Once a graph holds one program a
 later call goes straight to it (``_Call``): dynamo's guards already hold the arguments to what it serves, so no key is
 built and no device looked up. ``programs(compiled)`` finds the ``Compiled`` programs behind a compiled module or
 function.
+
+Training: in grad mode, when an input or parameter requires grad, the graph goes through AOTAutograd (traced with
+``aot_decompositions``: core aten, backward ops included), and its forward and backward graphs each become a
+``DynamoProgram`` as above, both compiled at once (the backward on stand-ins of its inputs' shapes), so an op
+without a translation in either raises ``UnsupportedOpError`` on the first call. The forward returns, after the
+graph's outputs, the activations the backward needs; the backward takes them and the outputs' gradients and returns
+a gradient per input (``None`` for one that needs none). A graph AOTAutograd traces with symbolic sizes gives
+dynamic programs. Under ``torch.no_grad()``, or with nothing that requires grad, only the graph itself is compiled.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ import itertools
 import os
 import warnings
 import weakref
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -55,7 +63,7 @@ from torch.export.graph_signature import InputKind
 from ..core.arguments import fail, flag, integer, one_of, seconds
 from ..core.arrays import to_numpy
 from ..core.errors import ArgumentError, LuminalError, Refused
-from ..frontends.export import export_core_aten
+from ..frontends.export import aot_decompositions, export_core_aten
 from ..frontends.translate import translate
 from ..hlir.graph import Graph
 from ..runtime import DEVICES, check_device
@@ -144,7 +152,7 @@ class _Dynamism:
         specialised: dict[tuple[int, int | None], int] = {}
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         for position, node in enumerate(placeholders):
-            value = node.meta.get("example_value")
+            value = node.meta.get("example_value", node.meta.get("val"))  # dynamo's, else AOTAutograd's
             if isinstance(value, torch.Tensor):
                 for axis, size in enumerate(value.shape):
                     symbol = _symbol(size)
@@ -242,7 +250,8 @@ class DynamoProgram:
     to the ``(position, axis)`` lists of the sizes its programs' exports specialised.
     """
 
-    def __init__(self, gm: torch.fx.GraphModule, options: BackendOptions | None = None):
+    def __init__(self, gm: torch.fx.GraphModule, options: BackendOptions | None = None,
+                 frame: tuple[Any, Any] | None = None):
         self.gm = gm
         self.options = options or BackendOptions()
         self.programs: dict[tuple, Compiled] = {}
@@ -252,7 +261,7 @@ class DynamoProgram:
         self.from_module = {n.name for n in gm.graph.nodes if n.op == "placeholder" and _read_from_module(n)}
         self.baked = [i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder") if _unspecialized(n)]
         self.dynamism = _Dynamism.of(gm)
-        self.code, self.owner = _compiling_frame()
+        self.code, self.owner = frame or _compiling_frame()
         self.serial = next(_SERIAL)
         self.only: _Call | None = None
         self.only_floats: tuple = ()  # the baked floats' values that the one program serves
@@ -477,9 +486,10 @@ def _resumptions(code: Any) -> set[Any]:
 def programs(compiled: Any) -> list[Compiled]:
     """The ``Compiled`` programs behind ``compiled``, a ``torch.compile``-d module or function (or a module compiled
     in place, or its bound ``forward``: ``model.forward = torch.compile(model.forward)``), one per graph and input
-    signature (a dynamic graph's one program serving every size), in the order they were made: ``comp.workbench()``,
-    ``comp.pipeline()`` and ``comp.profiler()`` work on each. A module's programs are those compiled from its
-    ``forward`` (on this module, or after a graph break, on any module of its class)."""
+    signature (a dynamic graph's one program serving every size; a trained graph's forward, then its backward), in
+    the order they were made: ``comp.workbench()``, ``comp.pipeline()`` and ``comp.profiler()`` work on each. A
+    module's programs are those compiled from its ``forward`` (on this module, or after a graph break, on any module
+    of its class)."""
     target = getattr(compiled, "_orig_mod", None) or getattr(compiled, "_torchdynamo_orig_callable", None) \
         or compiled
     module = isinstance(target, torch.nn.Module)
@@ -560,17 +570,84 @@ def _is_concrete(value: Any) -> bool:
 
 
 def luminal_lab_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-                        options: Mapping[str, Any] | None = None) -> DynamoProgram:
+                        options: Mapping[str, Any] | None = None) -> Callable[..., Any]:
     """TorchDynamo backend: compile ``gm`` with luminal_lab (``options``: ``BackendOptions``); unsupported ops raise
     here, at compile time.
 
     When the example inputs are symbolic (dynamic shapes), compilation waits for the first call, whose concrete
-    values the weights take and the search runs on; the program it makes keeps the dynamic sizes symbolic.
+    values the weights take and the search runs on; the program it makes keeps the dynamic sizes symbolic. In grad
+    mode, with an input or parameter that requires grad, the forward and backward graphs are compiled (``_training``).
     """
-    program = DynamoProgram(gm, BackendOptions.of(options))
-    if program.code is not None and any(made.code is program.code and made.owner is program.owner for made in _MADE):
-        program.first_eager = True  # a recompile of a frame: see DynamoProgram.__call__
+    options = BackendOptions.of(options)
+    frame = _compiling_frame()
+    again = frame[0] is not None and any(made.code is frame[0] and made.owner is frame[1] for made in _MADE)
+    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in example_inputs):
+        return _training(gm, example_inputs, options, frame, again)
+    return _program(gm, example_inputs, options, frame, again)
+
+
+def _program(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: BackendOptions,
+             frame: tuple[Any, Any], again: bool) -> DynamoProgram:
+    """The ``DynamoProgram`` of ``gm``, compiled at once on concrete example inputs unless its frame was compiled
+    before (``again``: see ``DynamoProgram.__call__``)."""
+    program = DynamoProgram(gm, options, frame)
+    if again:
+        program.first_eager = True
     elif all(_is_concrete(a) for a in example_inputs):
         program.compile_for(example_inputs)
     _MADE.add(program)
     return program
+
+
+def _training(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: BackendOptions,
+              frame: tuple[Any, Any], again: bool) -> Callable[..., Any]:
+    """``gm`` through AOTAutograd: its forward and backward graphs, traced with ``aot_decompositions``, each become a
+    ``DynamoProgram`` compiled now (the backward too, not on the first ``backward()``). The forward returns the
+    activations the backward needs after its outputs; it is compiled on dynamo's example inputs, where they are its
+    inputs, so the parameters among them are its weights. The backward is compiled on stand-ins of its inputs'
+    shapes and dtypes (the saved activations and the outputs' gradients), all of which stay its inputs."""
+    from torch._functorch import config as functorch_config
+    from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any], forward: bool) -> Callable[..., Any]:
+        with unset_fake_temporarily():
+            given = example_inputs if forward and _same_shapes(example_inputs, inputs) else _stand_ins(inputs)
+            return make_boxed_func(_program(graph, given, options, frame, again))
+
+    with functorch_config.patch(force_non_lazy_backward_lowering=True):
+        return aot_module_simplified(gm, example_inputs, fw_compiler=functools.partial(compiler, forward=True),
+                                     bw_compiler=functools.partial(compiler, forward=False),
+                                     decompositions=aot_decompositions())
+
+
+def _same_shapes(given: Sequence[Any], traced: Sequence[Any]) -> bool:
+    """Whether ``given`` are concrete values of the ``traced`` inputs, one for one (AOTAutograd may drop or merge
+    some)."""
+    return len(given) == len(traced) and all(
+        _is_concrete(g) and (not isinstance(t, torch.Tensor) or (
+            isinstance(g, torch.Tensor) and tuple(g.shape) == _hints(t.shape) and g.dtype == t.dtype))
+        for g, t in zip(given, traced, strict=True))
+
+
+def _hints(sizes: Sequence[Any]) -> tuple[int, ...]:
+    """Sizes as numbers, a symbolic one as its example value, without the guard that ``int()`` would add."""
+    from torch.fx.experimental.symbolic_shapes import optimization_hint
+
+    return tuple(optimization_hint(size) for size in sizes)
+
+
+def _stand_ins(inputs: Sequence[Any]) -> list[Any]:
+    """Concrete values of the shapes and dtypes of (fake) ``inputs``: seeded normal floats, zeros of other dtypes
+    (valid indices, false masks); a size as its value."""
+    generator = torch.Generator().manual_seed(0)
+
+    def stand_in(value: Any) -> Any:
+        if not isinstance(value, torch.Tensor):
+            return _hints([value])[0] if isinstance(value, torch.SymInt) else value
+        shape = _hints(value.shape)
+        if value.dtype.is_floating_point:
+            return torch.randn(shape, generator=generator).to(value.dtype)
+        return torch.zeros(shape, dtype=value.dtype)
+
+    return [stand_in(value) for value in inputs]

@@ -1,5 +1,6 @@
 """``torch.export`` of a module or function on example tensors, decomposed to core aten (torch's fused
-inference fast paths included, through ``fast_paths``).
+inference fast paths included, through ``fast_paths``); ``aot_decompositions``, the same decompositions for
+AOTAutograd's joint forward and backward graph.
 
 With ``dynamic_shapes`` (torch.export's: ``Dim.AUTO``, ``Dim.DYNAMIC`` or named ``Dim``s per
 input), the sizes marked stay symbolic where torch can keep them so, and int inputs are
@@ -50,6 +51,18 @@ def export_core_aten(module: torch.nn.Module, example_inputs: tuple, strict: boo
                 table.pop(op)
             table.update(DECOMPOSITIONS)
             return exported.run_decompositions(table)
+
+
+def aot_decompositions() -> dict:
+    """The decompositions AOTAutograd traces a joint forward and backward graph with (the backend's training path):
+    core aten's (backward ops such as ``gelu_backward`` and ``native_layer_norm_backward`` included) but for
+    ``UNDECOMPOSED``, and torch's fused fast paths (``DECOMPOSITIONS``)."""
+    from torch._decomp import core_aten_decompositions
+
+    table = core_aten_decompositions()
+    for op in UNDECOMPOSED:
+        table.pop(op, None)
+    return {**table, **DECOMPOSITIONS}
 
 
 def parameter_names(fn: Callable, count: int) -> list[str] | None:

@@ -100,7 +100,8 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
     in place (which stay inputs, so the mutation is written back to the caller's tensor); the
     program then takes the other user inputs, positionally. ``symbols`` renames torch's size symbols
     (``{"s17": "s77"}``) in the HLIR's dimensions. With ``constant_outputs``, a size among the user outputs (a
-    number, or a symbolic size: a cache's length, say) is returned as a number; without, it is refused.
+    number, or a symbolic size: a cache's length, say) is returned as a number, and a ``None`` (a backward graph's
+    gradient of an input that needs none) as ``None``; without, both are refused.
     """
     _check_supported(ep.graph)
     if weights and example_inputs is None:
@@ -220,7 +221,7 @@ def _shown(shape) -> list:
 def _mark_outputs(g: Graph, ep: torch.export.ExportedProgram, env: dict, constant_outputs: bool = False
                   ) -> tuple[list[str], dict[str, str], dict[str, str], dict[int, Any]]:
     """Mark every output (user outputs and in-place mutations), keeping torch's order; with ``constant_outputs``, the
-    sizes among the user outputs by position (numbers, or expressions of the symbolic dimensions)."""
+    sizes among the user outputs by position (numbers, or expressions of the symbolic dimensions) and any ``None``."""
     specs = ep.graph_signature
     outputs: list[str] = []
     mutated_inputs: dict[str, str] = {}
@@ -228,7 +229,8 @@ def _mark_outputs(g: Graph, ep: torch.export.ExportedProgram, env: dict, constan
     constants: dict[int, Any] = {}
     for spec, value in zip(specs.output_specs, ep.graph.output_node().args[0], strict=True):
         size = value if isinstance(value, (int, float, bool)) else env.get(value)
-        if constant_outputs and spec.kind == OutputKind.USER_OUTPUT and isinstance(size, (int, float, bool, Expr)):
+        constant = value is None or isinstance(size, (int, float, bool, Expr))  # None: a backward's absent gradient
+        if constant_outputs and spec.kind == OutputKind.USER_OUTPUT and constant:
             constants[len(outputs) + len(constants)] = size
             continue
         if not isinstance(value, torch.fx.Node) or not isinstance(env.get(value), GraphTensor):

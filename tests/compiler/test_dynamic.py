@@ -23,8 +23,11 @@ LENGTHS = (3, 5, 9, 4, 16, 7)
 
 @pytest.fixture(autouse=True)
 def fresh_dynamo() -> Iterator[None]:
+    """A fresh dynamo, in inference: in grad mode a model with parameters is compiled for training (forward and
+    backward, ``test_training.py``)."""
     torch._dynamo.reset()
-    yield
+    with torch.no_grad():
+        yield
     torch._dynamo.reset()
 
 

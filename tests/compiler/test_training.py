@@ -1,0 +1,173 @@
+"""Training through the torch.compile backend: in grad mode, with parameters or inputs that require grad, the
+forward and the backward graph are both luminal_lab programs, whose gradients and optimiser steps match eager's;
+under ``torch.no_grad()`` only the forward is compiled."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from unittest import mock
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import luminal_lab as ll
+from luminal_lab.frontends.aten import TABLE
+
+OPTIONS = {"generations": 0, "cache_dir": False}
+TOLERANCE = {"atol": 1e-5, "rtol": 1e-4}
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+class NormMLP(nn.Module):
+    """Linear, GELU, LayerNorm, linear: a classifier's logits."""
+
+    def __init__(self, d_in: int = 8, d_hidden: int = 16, classes: int = 4, *, seed: int = 0):
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.fc1 = nn.Linear(d_in, d_hidden)
+            self.norm = nn.LayerNorm(d_hidden)
+            self.fc2 = nn.Linear(d_hidden, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.norm(F.gelu(self.fc1(x))))
+
+
+def batch(seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(6, 8, generator=generator), torch.randint(0, 4, (6,), generator=generator)
+
+
+def gradients(model: nn.Module, run: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+    """The gradients of the cross-entropy of ``run(x)`` by ``.backward()``: every parameter's of ``model``, then
+    the input's."""
+    x = x.clone().requires_grad_(True)
+    model.zero_grad(set_to_none=True)
+    F.cross_entropy(run(x), y).backward()
+    return [p.grad for p in model.parameters()] + [x.grad]
+
+
+def test_backward_gives_eager_gradients_for_every_parameter_and_the_input() -> None:
+    model, twin = NormMLP(), NormMLP()
+    compiled = torch.compile(model, backend="luminal_lab", options=OPTIONS)
+    x, y = batch()
+    got, expected = gradients(model, compiled, x, y), gradients(twin, twin, x, y)
+    assert all(g is not None for g in got) and len(got) == 7
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g, e, **TOLERANCE)
+
+
+def test_the_forward_and_backward_are_programs() -> None:
+    """``ll.programs`` lists the forward (the input in, parameters held as weights, activations out after the
+    logits) and then the backward (the activations and the logits' gradient in, a gradient per input out)."""
+    model = NormMLP()
+    compiled = torch.compile(model, backend="luminal_lab", options=OPTIONS)
+    x, y = batch()
+    F.cross_entropy(compiled(x.requires_grad_(True)), y).backward()
+    forward, backward = ll.programs(compiled)
+    assert len(forward.signature.inputs) == 1 and len(forward.graph.weights) == len(list(model.parameters()))
+    assert len(forward.graph.outputs) > 1  # the logits, then the saved activations
+    assert not backward.graph.weights and backward.signature.inputs[-1].startswith("tangents")
+    assert len(backward.graph.outputs) == 7  # a gradient per parameter, and the input's
+
+
+def test_autograd_grad_gives_eager_gradients() -> None:
+    """``torch.autograd.grad`` of a loss by the input and the parameters; the input alone needs no gradient of
+    the parameters, so a parameter that needs none still has its gradient taken as eager does."""
+    model, twin = NormMLP(), NormMLP()
+    compiled = torch.compile(model, backend="luminal_lab", options=OPTIONS)
+    x, y = batch()
+
+    def grads(module: nn.Module, run: nn.Module) -> tuple[torch.Tensor, ...]:
+        given = x.clone().requires_grad_(True)
+        loss = F.cross_entropy(run(given), y)
+        return torch.autograd.grad(loss, [given, *module.parameters()])
+
+    for g, e in zip(grads(model, compiled), grads(twin, twin), strict=True):
+        torch.testing.assert_close(g, e, **TOLERANCE)
+
+
+def test_parameters_without_an_input_gradient() -> None:
+    """An input that requires no grad: the backward returns no gradient for it, the parameters' match eager's."""
+    model, twin = NormMLP(), NormMLP()
+    compiled = torch.compile(model, backend="luminal_lab", options=OPTIONS)
+    x, y = batch()
+    F.cross_entropy(compiled(x), y).backward()
+    F.cross_entropy(twin(x), y).backward()
+    for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, **TOLERANCE)
+    assert len(ll.programs(compiled)) == 2
+
+
+@pytest.mark.parametrize("optimiser", [torch.optim.SGD, torch.optim.AdamW])
+def test_optimiser_steps_track_eager(optimiser: type[torch.optim.Optimizer]) -> None:
+    """A few steps on one batch, the parameters updated in place between calls: the compiled model's losses and
+    parameters follow eager's."""
+    model, twin = NormMLP(), NormMLP()
+    compiled = torch.compile(model, backend="luminal_lab", options=OPTIONS)
+    x, y = batch()
+    losses: list[list[float]] = []
+    for module, run in ((model, compiled), (twin, twin)):
+        step = optimiser(module.parameters(), lr=0.05)
+        seen = []
+        for _ in range(4):
+            step.zero_grad()
+            loss = F.cross_entropy(run(x), y)
+            loss.backward()
+            step.step()
+            seen.append(loss.item())
+        losses.append(seen)
+    got, expected = losses
+    assert expected[-1] < expected[0]  # eager learns; the compiled model follows it
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(expected), **TOLERANCE)
+    for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(p, q, **TOLERANCE)
+
+
+def test_no_grad_compiles_only_the_forward() -> None:
+    model = NormMLP()
+    compiled = torch.compile(model, backend="luminal_lab", options=OPTIONS)
+    x, _ = batch()
+    with torch.no_grad():
+        out = compiled(x)
+        torch.testing.assert_close(out, model(x), **TOLERANCE)
+    assert not out.requires_grad
+    (forward,) = ll.programs(compiled)
+    assert len(forward.graph.outputs) == 1  # the logits alone: no activations saved
+
+
+def test_a_new_batch_size_trains_through_one_dynamic_forward_and_backward() -> None:
+    """After a second batch size dynamo makes the batch dynamic: one more forward and backward, of a symbolic
+    batch, then serve every size, and no size is guarded to a number on the way."""
+    model, twin = NormMLP(), NormMLP()
+    compiled = torch.compile(model, backend="luminal_lab", options=OPTIONS)
+    for size in (3, 5, 7, 9):
+        generator = torch.Generator().manual_seed(size)
+        x, y = torch.randn(size, 8, generator=generator), torch.randint(0, 4, (size,), generator=generator)
+        for module, run in ((model, compiled), (twin, twin)):
+            module.zero_grad(set_to_none=True)
+            F.cross_entropy(run(x), y).backward()
+        for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, **TOLERANCE)
+    found = ll.programs(compiled)
+    assert len(found) == 4 and [comp.graph.dynamic for comp in found] == [False, False, True, True]
+
+
+def test_an_op_without_a_translation_in_the_backward_is_refused_at_compile_time() -> None:
+    """GELU's backward computes ``erf``, which its forward does not: without a translation of it the first call
+    (not the first ``backward()``) raises ``UnsupportedOpError`` naming it."""
+    compiled = torch.compile(NormMLP(), backend="luminal_lab", options=OPTIONS)
+    x, _ = batch()
+    with mock.patch.dict(TABLE), pytest.raises(torch._dynamo.exc.BackendCompilerFailed) as info:
+        del TABLE[torch.ops.aten.erf.default]
+        compiled(x)
+    error = info.value.inner_exception
+    assert isinstance(error, ll.UnsupportedOpError) and "aten.erf.default" in str(error).splitlines()[0]
