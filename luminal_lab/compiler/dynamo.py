@@ -604,18 +604,21 @@ def _training(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: 
     """``gm`` through AOTAutograd: its forward and backward graphs, traced with ``aot_decompositions``, each become a
     ``DynamoProgram`` compiled now (the backward too, not on the first ``backward()``). The forward returns the
     activations the backward needs after its outputs; it is compiled on dynamo's example inputs, where they are its
-    inputs, so the parameters among them are its weights. The backward is compiled on stand-ins of its inputs'
-    shapes and dtypes (the saved activations and the outputs' gradients), all of which stay its inputs."""
+    inputs, so the parameters among them are its weights; attention is traced as its math. The backward is compiled on
+    stand-ins of its inputs' shapes and dtypes (the saved activations and the outputs' gradients), all of which stay its inputs."""
     from torch._functorch import config as functorch_config
     from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
     from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any], forward: bool) -> Callable[..., Any]:
         with unset_fake_temporarily():
             given = example_inputs if forward and _same_shapes(example_inputs, inputs) else _stand_ins(inputs)
             return make_boxed_func(_program(graph, given, options, frame, again))
 
-    with functorch_config.patch(force_non_lazy_backward_lowering=True):
+    # attention traced as its math (matmuls, softmax), whose backward is those ops' own: the CPU flash kernel's
+    # backward is one fused op with no translation
+    with functorch_config.patch(force_non_lazy_backward_lowering=True), sdpa_kernel([SDPBackend.MATH]):
         return aot_module_simplified(gm, example_inputs, fw_compiler=functools.partial(compiler, forward=True),
                                      bw_compiler=functools.partial(compiler, forward=False),
                                      decompositions=aot_decompositions())
