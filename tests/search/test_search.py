@@ -13,7 +13,7 @@ import luminal_lab as ll
 from luminal_lab.core.errors import SearchStopped
 from luminal_lab.egraph.worker import spare_pid
 from luminal_lab.llir.genome import extract
-from luminal_lab.search.search import OUTCOMES, search
+from luminal_lab.search.search import OUTCOMES, compare, search
 from tests.helpers.models import LlamaBlock, llama_inputs
 
 
@@ -74,6 +74,16 @@ def _space_and_expected(llama):
     arrays, _ = comp._profiling_inputs(None, "test")
     reference = comp._reference.run(arrays, {})
     return space, [reference[name] for name in comp.graph.outputs]
+
+
+def test_a_candidate_may_differ_by_the_rounding_of_its_outputs_magnitudes() -> None:
+    """An element that cancels (here 1, beside 1e6) may be off by what summing 1e6s in another order rounds away in
+    f32, not by more; an output of ordinary magnitudes is held to the element's own tolerance."""
+    expected = [np.array([1e6, -1e6, 1.0], np.float32), np.array([1.0, 2.0], np.float32)]
+    assert compare([np.array([1e6, -1e6, 1.0625], np.float32), expected[1]], expected) == ("ok", None)
+    assert compare([np.array([1e6, -1e6, 300.0], np.float32), expected[1]], expected)[0] == "mismatch"
+    assert compare([expected[0], np.array([1.0, 2.01], np.float32)], expected) == (
+        "mismatch", "output 1: 1 elements differ, up to 0.01")
 
 
 def test_failing_candidates_are_recorded_never_fatal(llama) -> None:
