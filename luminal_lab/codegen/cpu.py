@@ -35,7 +35,6 @@ from ..core.ops import REDUCE_KERNELS, UNARY_KERNELS
 from ..llir.regions import RegionBody
 from . import cpu_math
 
-
 SOURCES = 4096  # sources kept per generator: a plan of each new size asks again for the ones it asked before
 
 
