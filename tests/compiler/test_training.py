@@ -191,3 +191,28 @@ def test_an_op_without_a_translation_in_the_backward_is_refused_at_compile_time(
         compiled(x)
     error = info.value.inner_exception
     assert isinstance(error, ll.UnsupportedOpError) and "aten.erf.default" in str(error).splitlines()[0]
+
+
+class Noisy(nn.Module):
+    """A linear layer, then dropout (in train mode, a random mask) or noise from ``rand_like``."""
+
+    def __init__(self, noise: str):
+        super().__init__()
+        self.linear, self.noise = nn.Linear(8, 8), noise
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        return F.dropout(y, 0.5, training=True) if self.noise == "dropout" else y * torch.rand_like(y)
+
+
+@pytest.mark.parametrize(("noise", "op"), [("dropout", "aten.native_dropout.default"),
+                                           ("rand_like", "aten.rand_like.default")])
+def test_random_ops_in_training_are_refused_by_name(noise: str, op: str) -> None:
+    """luminal_lab does not reproduce torch's random stream, so a random op is refused at the first call, naming it,
+    never run with other random numbers than eager's."""
+    compiled = torch.compile(Noisy(noise), backend="luminal_lab", options=OPTIONS)
+    x, _ = batch()
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed) as info:
+        compiled(x.requires_grad_(True))
+    error = info.value.inner_exception
+    assert isinstance(error, ll.UnsupportedOpError) and op in str(error).splitlines()[0]
