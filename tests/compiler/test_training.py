@@ -247,3 +247,24 @@ def test_a_transformers_llama_trains_like_eager() -> None:
     assert expected[-1] < 0.9 * expected[0]  # eager learns the batch; the compiled model follows it
     torch.testing.assert_close(torch.tensor(got), torch.tensor(expected), atol=0.0, rtol=1e-3)
     assert len(ll.programs(compiled)) == 2
+
+
+def test_batch_norm_in_train_mode_updates_its_running_statistics_as_eager() -> None:
+    """BatchNorm1d in train mode normalises by the batch's statistics and updates its running mean, variance and
+    batch count, written back to its buffers after each call: three steps on three batches agree with eager."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 3)).train()
+    twin = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="luminal_lab", options=OPTIONS)
+    labels = torch.tensor([0, 2, 1, 1, 0])
+    for seed in range(3):
+        x = torch.randn(5, 8, generator=torch.Generator().manual_seed(seed))
+        for module, run in ((model, compiled), (twin, twin)):
+            module.zero_grad(set_to_none=True)
+            F.cross_entropy(run(x), labels).backward()
+        for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, **TOLERANCE)
+        for b, c in zip(model.buffers(), twin.buffers(), strict=True):
+            torch.testing.assert_close(b, c, **TOLERANCE)
+    assert int(model[1].num_batches_tracked) == 3
