@@ -820,6 +820,61 @@ def _convolution(cx: Context, x: GraphTensor, weight: GraphTensor, bias: GraphTe
     return x.conv(weight, bias, stride, padding, dilation, groups)
 
 
+def _convolution_backward(cx: Context, grad: GraphTensor, x: GraphTensor, weight: GraphTensor,
+                          bias_sizes: Sequence[int] | None, stride: Sequence[int], padding: Sequence[int],
+                          dilation: Sequence[int], transposed: bool, output_padding: Sequence[int], groups: int,
+                          output_mask: Sequence[bool]) -> tuple[GraphTensor | None, ...]:
+    """The gradients of a forward convolution by its input, weight and bias (those ``output_mask`` asks for).
+
+    By the weight: the input's windows (as the forward reads them) contracted with ``grad`` over the batch and the
+    output positions. By the input: ``grad`` spread ``stride`` apart (zeros between), padded by the dilated kernel's
+    reach, convolved with the weight flipped and its channel axes swapped per group, then the forward's padding cut
+    off. By the bias: ``grad`` summed over all but its channels."""
+    if transposed:
+        raise cx.refuse("the gradient of a transposed convolution (only forward convolutions are supported)")
+    n_spatial = weight.ndim - 2
+    stride, padding, dilation = (per_axis(v, n_spatial, name) for v, name in
+                                 ((stride, "stride"), (padding, "padding"), (dilation, "dilation")))
+    if not all(d.is_num for d in weight.shape):
+        raise cx.refuse(f"the gradient of a convolution whose weight {[str(d) for d in weight.shape]} has a symbolic "
+                        "size")
+    c_out, per_group, *kernel = (d.value for d in weight.shape)
+    n, out_sizes = x.shape[0], list(grad.shape[2:])
+    spatial = list(range(2, 2 + n_spatial))
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[2]:
+        grad_bias = grad.sum([0, *spatial])
+    if output_mask[1]:
+        padded = x.pad([(0, 0), (0, 0)] + [(p, p) for p in padding])
+        win = padded.windows(spatial, kernel, stride, dilation)  # [N, C, *out, *kernel]
+        taps = range(2 + n_spatial, 2 + 2 * n_spatial)
+        rows = (win.reshape([n, groups, per_group, *out_sizes, *kernel]).permute([1, 0, *range(3, 3 + n_spatial), 2,
+                                                                                   *[t + 1 for t in taps]])
+                .reshape([groups, -1, per_group * math.prod(kernel)]))  # [groups, N * positions, C / groups * taps]
+        columns = grad.reshape([n, groups, c_out // groups, -1]).permute([1, 2, 0, 3]).reshape(
+            [groups, c_out // groups, -1])  # [groups, C_out / groups, N * positions]
+        grad_weight = (columns @ rows).reshape(weight.shape)
+    if output_mask[0]:
+        spread = grad
+        for axis, s in zip(spatial, stride):
+            if s > 1:  # zeros between the positions: [.., O, ..] -> [.., (O - 1) * s + 1, ..]
+                size = spread.shape[axis]
+                spread = (spread.reshape([*spread.shape[:axis + 1], 1, *spread.shape[axis + 1:]])
+                          .pad([(0, 0)] * (axis + 1) + [(0, s - 1)] + [(0, 0)] * (spread.ndim - axis - 1))
+                          .reshape([*spread.shape[:axis], size * s, *spread.shape[axis + 1:]])
+                          .slice(axis, 0, (size - 1) * s + 1))
+        reach = [d * (k - 1) for d, k in zip(dilation, kernel)]
+        widths = [(r, x.shape[a] + 2 * p - spread.shape[a]) for a, r, p in zip(spatial, reach, padding)]
+        swapped = (weight.reshape([groups, c_out // groups, per_group, *kernel]).permute([0, 2, 1, *range(3, 3 +
+                   n_spatial)]).reshape([groups * per_group, c_out // groups, *kernel]))
+        flipped = _flip(cx, swapped, spatial)
+        full = spread.pad([(0, 0), (0, 0)] + widths).conv(flipped, None, 1, 0, dilation, groups)
+        grad_input = full
+        for axis, p in zip(spatial, padding):
+            grad_input = grad_input.slice(axis, p, p + x.shape[axis]) if p else grad_input
+    return grad_input, grad_weight, grad_bias
+
+
 def _max_pool(n: int) -> Translation:
     def translate_op(cx: Context, x: GraphTensor, kernel: Sequence[int], stride: Sequence[int] = (),
                      padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
@@ -849,6 +904,7 @@ def _adaptive_max_pool(cx: Context, x: GraphTensor, output_size: Sequence[int]) 
 
 POOLING: dict[Any, Translation] = {
     aten.convolution.default: _convolution,
+    aten.convolution_backward.default: _convolution_backward,
     aten.max_pool2d_with_indices.default: _max_pool(2),
     aten.max_pool3d_with_indices.default: _max_pool(3),
     aten.avg_pool2d.default: opmath(_avg_pool(2)),

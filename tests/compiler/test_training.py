@@ -268,3 +268,25 @@ def test_batch_norm_in_train_mode_updates_its_running_statistics_as_eager() -> N
         for b, c in zip(model.buffers(), twin.buffers(), strict=True):
             torch.testing.assert_close(b, c, **TOLERANCE)
     assert int(model[1].num_batches_tracked) == 3
+
+
+@pytest.mark.parametrize("conv", [nn.Conv1d, nn.Conv2d], ids=["1d", "2d"])
+@pytest.mark.parametrize("geometry", [{}, {"stride": 2, "padding": 1}, {"padding": 2, "dilation": 2, "groups": 2},
+                                      {"stride": 3, "padding": 1, "groups": 4}], ids=str)
+def test_convolution_gradients_by_input_weight_and_bias_equal_eager(conv: type[nn.Module], geometry: dict) -> None:
+    """``convolution_backward``: the input's gradient (the output's gradient spread by the stride and convolved with
+    the flipped weight), the weight's (the input's windows against it) and the bias's, for strides, padding,
+    dilation and groups."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = conv(4, 8, 3, **geometry)
+    twin = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="luminal_lab", options=OPTIONS)
+    shape = (2, 4, 11) if conv is nn.Conv1d else (2, 4, 9, 10)
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(1))
+    got, expected = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    compiled(got).square().sum().backward()
+    twin(expected).square().sum().backward()
+    torch.testing.assert_close(got.grad, expected.grad, **TOLERANCE)
+    for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-4, rtol=1e-4)
