@@ -30,7 +30,8 @@ from .fast_paths import DECOMPOSITIONS
 # ops translated as they are (``aten``), more cheaply than through torch's decomposition: ``_safe_softmax`` (attention's
 # softmax, 0 over a fully masked row) as one softmax whose row max and sum are clamped, not a where over every score
 UNDECOMPOSED = (torch.ops.aten._safe_softmax.default,)
-TRAINING = [torch.ops.aten._native_batch_norm_legit_functional]  # core aten ops that training decomposes further
+# ops that training decomposes further than core aten: batch norm in train mode, max pooling's gradient
+TRAINING = [torch.ops.aten._native_batch_norm_legit_functional, torch.ops.aten.max_pool2d_with_indices_backward]
 
 
 def export_core_aten(module: torch.nn.Module, example_inputs: tuple, strict: bool = False,
@@ -57,8 +58,8 @@ def export_core_aten(module: torch.nn.Module, example_inputs: tuple, strict: boo
 def aot_decompositions() -> dict:
     """The decompositions AOTAutograd traces a joint forward and backward graph with (the backend's training path):
     core aten's (backward ops such as ``gelu_backward`` and ``native_layer_norm_backward`` included) but for
-    ``UNDECOMPOSED``, batch norm in train mode (``TRAINING``: its batch statistics, and the running ones it returns
-    to be written back), and torch's fused fast paths (``DECOMPOSITIONS``)."""
+    ``UNDECOMPOSED``, ``TRAINING``'s (batch norm in train mode: its batch statistics, and the running ones it returns
+    to be written back; max pooling's gradient), and torch's fused fast paths (``DECOMPOSITIONS``)."""
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     table = core_aten_decompositions()

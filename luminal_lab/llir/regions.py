@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ..core.dtypes import DType
 from ..core.errors import LuminalError
 from ..core.ops import FUSED_OPS, REDUCE_KERNELS
-from ..core.shape_tracker import ShapeTracker, format_shape
+from ..core.shape_tracker import ShapeTracker, format_shape, numel
 from ..core.stage import Stage
 from ..core.symbolic import Expr
 from .llir import LLIR
@@ -104,11 +104,18 @@ class RegionBody:
 def _along(shape: tuple[Expr, ...], rows: tuple[Expr, ...], what: str) -> Expr | None:
     """None where ``shape`` is one value per row (``rows`` up to axes of extent 1, such as a trailing one), else the
     extent along the row (the last axis, the others ``rows`` up to axes of extent 1): both are read in row-major
-    order, where axes of extent 1 do not move the index."""
+    order, where axes of extent 1 do not move the index. A region's ops may reshape (a plain region grown into a row
+    region computes in row-major order too), so a shape of as many elements as the rows is per row, and one of a
+    whole multiple ``n`` of them runs along rows of ``n``."""
     if _squeezed(shape) == _squeezed(rows):
         return None
     if shape and _squeezed(shape[:-1]) == _squeezed(rows):
         return shape[-1]
+    count, per_row = numel(shape), numel(rows)
+    if count == per_row:
+        return None
+    if count.is_num and per_row.is_num and per_row.value and count.value % per_row.value == 0:
+        return Expr.num(count.value // per_row.value)
     raise LuminalError(f"{what} of shape {format_shape(shape)} is neither per row nor along the rows "
                        f"{format_shape(rows)}")
 

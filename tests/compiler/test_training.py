@@ -290,3 +290,21 @@ def test_convolution_gradients_by_input_weight_and_bias_equal_eager(conv: type[n
     torch.testing.assert_close(got.grad, expected.grad, **TOLERANCE)
     for p, q in zip(model.parameters(), twin.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_a_cnn_with_batch_norm_and_pooling_trains_like_eager() -> None:
+    """Convolutions, batch norm in train mode, max and adaptive average pooling: gradients and running statistics
+    as eager's, through the most-fused genomes (max pooling's gradient fuses a flat select into a row region)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Conv2d(4, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3)).train()
+    twin = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="luminal_lab", options=OPTIONS)
+    x, labels = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(1)), torch.tensor([0, 2])
+    for run in (compiled, twin):
+        F.cross_entropy(run(x), labels).backward()
+    for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, **TOLERANCE)
+    for b, c in zip(model.buffers(), twin.buffers(), strict=True):
+        torch.testing.assert_close(b, c, **TOLERANCE)
