@@ -8,7 +8,10 @@ where ``mask(z)`` holds), so a read is, axis by axis: strided (broadcast axes ha
 padded, i.e. strided over one box and 0 elsewhere (a concat is pads and adds, RoPE's
 ``rotate_half`` a concat); a few strided axes merged into one (a transpose then a reshape),
 copied into a scratch with one strided copy; or, failing those, gathered into a scratch through
-index arrays precomputed from the tracker (as the reference runtime reads it). Elementwise ops
+index arrays precomputed from the tracker (as the reference runtime reads it). A tracker whose axes are each a
+linear stride over one run of valid indexes (``ShapeTracker.boxed_strides``, worked out once per runtime) gives its
+strided or padded read from its expressions at the binding alone, so a new length plans in milliseconds; the others
+are resolved from the index of every element. Elementwise ops
 and fused regions read a padded view in place: the producer's buffer with offset and strides
 plus the box per axis, no scratch and no copy (a view that is nothing but padding is one zero,
 broadcast). Every other reader (row regions, reductions, matmuls, gathers, scatters, host casts,
