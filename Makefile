@@ -78,6 +78,8 @@ bench: setup
 	$(BIN)/python benchmarks/fusion.py
 	$(BIN)/python benchmarks/row_fusion.py
 	$(BIN)/python benchmarks/torch_compile.py
+	$(BIN)/python benchmarks/generate.py
+	$(BIN)/python benchmarks/train.py
 	$(BIN)/python benchmarks/scaling.py
 	$(BIN)/python benchmarks/gpu.py
 
