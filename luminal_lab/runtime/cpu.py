@@ -481,17 +481,13 @@ class _Planner:
         for d, axis in zip(dims, axes):
             lo = 0 if axis.low is None else min(max(self.size(axis.low), 0), d)
             hi = d if axis.high is None else max(min(self.size(axis.high), d), lo)
-            if lo == hi:  # nothing but padding
-                return _View(flat, 0, dims, (0,) * len(dims), box=((0, 0),) * len(dims))
-            step = self.size(axis.step) if hi - lo > 1 else 0
+            if lo == hi:
+                return _blank(flat, dims)
+            step = self.size(axis.step)
             box.append((lo, hi))
-            steps.append(step)
-            start += self.size(axis.offset) + self.size(axis.step) * lo
-        if all(b == (0, d) for b, d in zip(box, dims)):
-            return self._checked(_View(flat, start, dims, tuple(steps)), source)
-        view = _View(flat, start - sum(lo * s for (lo, _), s in zip(box, steps)), dims, tuple(steps), box=tuple(box))
-        self._checked(view.inside, source)
-        return view
+            steps.append(step if hi - lo > 1 else 0)  # as ``_strided`` finds it: a single index steps by 0
+            start += self.size(axis.offset) + step * lo
+        return self._in_box(source, flat, dims, tuple(steps), tuple(box), start)
 
     def _resolved(self, source: int, flat: np.ndarray, dims: tuple[int, ...], tracker: ShapeTracker) -> _View:
         """The view found from the index and validity of every element along each axis: strided, a nest copied into
@@ -514,12 +510,17 @@ class _Planner:
         steps = tuple(_arithmetic(p[b]) for p, b in zip(positions, valid))
         if any(step is None for step in steps):
             return None
-        if all(v.all() for v in valids):
-            return self._checked(_View(flat, int(sum(p[0] for p in positions)), dims, steps), source)
-        if any(b.size == 0 for b in valid):  # nothing but padding
-            return _View(flat, 0, dims, (0,) * len(dims), box=((0, 0),) * len(dims))
+        if any(b.size == 0 for b in valid):
+            return _blank(flat, dims)
         box = tuple((int(b[0]), int(b[-1]) + 1) for b in valid)
-        start = int(sum(p[b[0]] for p, b in zip(positions, valid)))
+        return self._in_box(source, flat, dims, steps, box, int(sum(p[b[0]] for p, b in zip(positions, valid))))
+
+    def _in_box(self, source: int, flat: np.ndarray, dims: tuple[int, ...], steps: tuple[int, ...],
+                box: tuple[tuple[int, int], ...], start: int) -> _View:
+        """The read of ``flat`` stepping by ``steps`` whose box's first element is ``flat[start]``: strided where
+        the box is all of ``dims``, else padded; checked to lie inside ``flat``."""
+        if all(b == (0, d) for b, d in zip(box, dims)):
+            return self._checked(_View(flat, start, dims, steps), source)
         view = _View(flat, start - sum(lo * s for (lo, _), s in zip(box, steps)), dims, steps, box=box)
         self._checked(view.inside, source)
         return view
@@ -825,6 +826,11 @@ def _in_shape(view: _View, shape: tuple[int, ...]) -> _View:
     target = scratch.reshape(view.shape)
     return _View(scratch.reshape(-1), 0, shape, _contiguous_strides(shape),
                  [*view.refresh, lambda: np.copyto(target, array)])
+
+
+def _blank(flat: np.ndarray, dims: tuple[int, ...]) -> _View:
+    """A padded read of ``flat`` whose box is empty: nothing but padding."""
+    return _View(flat, 0, dims, (0,) * len(dims), box=((0, 0),) * len(dims))
 
 
 def _materialised(view: _View) -> _View:
