@@ -51,3 +51,15 @@ def fused() -> Iterator[Fused]:
     """``sin_sqrt_sum`` compiled with its most fused genome (tests/helpers/fused.py), one per test module
     (compiler/test_provenance.py, notebook/test_report.py, notebook/test_workbench.py)."""
     yield from compile_fused()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the ``summary`` property that tests record (``record_property("summary", ...)``: coverage counts),
+    which reaches this process from xdist's workers with each test's report."""
+    lines = [value for reports in terminalreporter.stats.values() for report in reports
+             if getattr(report, "when", None) == "call"
+             for name, value in report.user_properties if name == "summary"]
+    if lines:
+        terminalreporter.section("summaries")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -69,7 +69,7 @@ def kernel_source(kernel: Kernel, llir: LLIR) -> CudaKernel:
         return mma_source(kernel, llir)
     if op in REDUCE_KERNELS:
         return _reduce_source(kernel, name, dtypes, views, reads, w)
-    if op == "Scatter":
+    if op in ("Scatter", "ScatterAdd"):
         return _scatter_source(kernel, name, dtypes, views, reads, w)
     n = w.c(n_expr)
     if op in UNARY_KERNELS:
@@ -164,8 +164,12 @@ def _library_matmul(kernel: Kernel, name: str, reads: tuple[int, ...]) -> CudaKe
 
 def _scatter_source(kernel: Kernel, name: str, dtypes: list[DType], views: list[ShapeTracker],
                     reads: tuple[int, ...], w: Writer) -> CudaKernel:
-    """One block: copy ``dest`` with a block-stride loop, sync, then write ``src`` at the indexes."""
+    """One block: copy ``dest`` with a block-stride loop, sync, then write ``src`` at the indexes (``ScatterAdd``:
+    add it there atomically, in the dtypes CUDA has an ``atomicAdd`` for)."""
     out = kernel.dtype
+    if kernel.op == "ScatterAdd" and out not in ATOMIC_ADD:
+        raise LuminalError(f"ScatterAdd k{kernel.id}: CUDA has no atomicAdd for {out.value} (it has one for "
+                           f"{', '.join(d.value for d in ATOMIC_ADD)})")
     n_expr = numel(kernel.shape)
     n, count = w.c(n_expr), w.c(views[1].n_elements)
     dest = convert(w.read(dtypes[0], "in0", views[0], "z"), dtypes[0], out)
@@ -176,10 +180,22 @@ def _scatter_source(kernel: Kernel, name: str, dtypes: list[DType], views: list[
              f"    out[z] = {store(out, dest)};", "  }", "  __syncthreads();",
              "  for (long long z = threadIdx.x; z < m; z += blockDim.x) {",
              f"    long long idx = (long long)({index});",
-             f"    if (idx >= 0 && idx < n) out[idx] = {store(out, src)};", "  }", "}", ""]
+             f"    if (idx >= 0 && idx < n) {_scatter_write(kernel.op, out, store(out, src))}", "  }", "}", ""]
     prefix, dyn = w.header(name, out, dtypes)
     return CudaKernel(name, prefix + "\n" + "\n".join(lines), Expr.num(1), dyn, reads, kernel.id,
                       block_threads=Expr.num(BLOCK))
+
+
+# the storage types of atomicAdd, by dtype: i64 adds as unsigned (two's complement: the same bits)
+ATOMIC_ADD = {DType.F32: "float", DType.F64: "double", DType.F16: "__half", DType.BF16: "__nv_bfloat16",
+              DType.I32: "int", DType.I64: "unsigned long long"}
+
+
+def _scatter_write(op: str, out: DType, value: str) -> str:
+    if op == "Scatter":
+        return f"out[idx] = {value};"
+    kind = ATOMIC_ADD[out]
+    return f"atomicAdd(({kind} *)&out[idx], ({kind})({value}));"
 
 
 def region_source(region: Region, llir: LLIR) -> CudaKernel:

@@ -267,6 +267,7 @@ class DynamoProgram:
         self.only_floats: tuple = ()  # the baked floats' values that the one program serves
         self.per_shape: str | None = None  # why a dynamic graph is compiled per input shape (None: it is not)
         self.first_eager = False  # whether the next call runs the graph in torch instead of compiling it
+        self.unchosen: dict[tuple, Callable[[], None]] = {}  # programs compiled without a genome: choosing one
 
     def key(self, args: Sequence[Any]) -> tuple:
         """The key of the program that serves ``args`` (one not compiled yet: the key without pinned sizes), the
@@ -295,6 +296,7 @@ class DynamoProgram:
         program = self.programs.get(key)
         if program is None:
             key, program = self.compile_for(args)
+        self.choose_genomes()
         call = _Call(program, self.feeds[key], where, device)
         result = call(args)
         # the genome is chosen: the idle egglog worker goes (it restarts, replaying, if the e-graph is used again)
@@ -322,8 +324,14 @@ class DynamoProgram:
         check_device(device)
         return where, device
 
-    def compile_for(self, args: Sequence[Any]) -> tuple[tuple, Compiled]:
-        """Compile (and cache) the program for concrete ``args``, with its genome, and return it with its key: for
+    def choose_genomes(self) -> None:
+        """Choose the genome of each program compiled without one (``compile_for(args, genome=False)``)."""
+        while self.unchosen:
+            self.unchosen.pop(next(iter(self.unchosen)))()
+
+    def compile_for(self, args: Sequence[Any], genome: bool = True) -> tuple[tuple, Compiled]:
+        """Compile (and cache) the program for concrete ``args``, with its genome (``genome=False``: chosen later, by
+        ``choose_genomes``, when its e-graph is built), and return it with its key: for
         a static graph specialised to ``args``, else with dynamo's dynamic sizes symbolic. Its inputs and weights
         keep dynamo's placeholder names, the parameters and buffers among ``args`` being its weights
         (``weight_names``) but for those it mutates in place, which stay inputs. A dynamic graph whose translation
@@ -332,16 +340,16 @@ class DynamoProgram:
         dynamism = self.dynamism
         if dynamism.dynamic:
             try:
-                return self._compile(args)
+                return self._compile(args, genome)
             except LuminalError as error:  # an op that needs a number where dynamo left a size symbolic
                 self.per_shape = str(error).splitlines()[0]
                 self.dynamism = _Dynamism({}, {}, {})
                 self.pins.clear()
                 warnings.warn(f"luminal_lab: the graph's dynamic sizes cannot stay symbolic ({self.per_shape}); it is "
                               "compiled per input shape instead", stacklevel=2)
-        return self._compile(args)
+        return self._compile(args, genome)
 
-    def _compile(self, args: Sequence[Any]) -> tuple[tuple, Compiled]:
+    def _compile(self, args: Sequence[Any], genome: bool = True) -> tuple[tuple, Compiled]:
         _, device = self.device_of(args)
         dynamism = self.dynamism
         weights = self.weight_names(args)
@@ -375,7 +383,9 @@ class DynamoProgram:
                      {name: position[name] for name, spec in program.graph.inputs.items()
                       if spec.is_weight and name in position})
         example = [args[i].detach().cpu() if isinstance(args[i], torch.Tensor) else args[i] for i in feed.inputs]
-        self.choose_genome(program, example, device, key)
+        self.unchosen[key] = functools.partial(self.choose_genome, program, example, device, key)
+        if genome:
+            self.choose_genomes()
         self.programs[key] = program
         self.feeds[key] = feed
         return key, program
@@ -587,14 +597,14 @@ def luminal_lab_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
 
 
 def _program(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: BackendOptions,
-             frame: tuple[Any, Any], again: bool) -> DynamoProgram:
-    """The ``DynamoProgram`` of ``gm``, compiled at once on concrete example inputs unless its frame was compiled
-    before (``again``: see ``DynamoProgram.__call__``)."""
+             frame: tuple[Any, Any], again: bool, genome: bool = True) -> DynamoProgram:
+    """The ``DynamoProgram`` of ``gm``, compiled at once on concrete example inputs (its genome chosen too unless
+    not ``genome``) unless its frame was compiled before (``again``: see ``DynamoProgram.__call__``)."""
     program = DynamoProgram(gm, options, frame)
     if again:
         program.first_eager = True
     elif all(_is_concrete(a) for a in example_inputs):
-        program.compile_for(example_inputs)
+        program.compile_for(example_inputs, genome)
     _MADE.add(program)
     return program
 
@@ -602,7 +612,9 @@ def _program(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: B
 def _training(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: BackendOptions,
               frame: tuple[Any, Any], again: bool) -> Callable[..., Any]:
     """``gm`` through AOTAutograd: its forward and backward graphs, traced with ``aot_decompositions``, each become a
-    ``DynamoProgram`` compiled now (the backward too, not on the first ``backward()``). The forward returns the
+    ``DynamoProgram`` compiled now (the backward too, not on the first ``backward()``), the forward's genome chosen
+    after the backward is translated: an op the backward lacks is refused before any e-graph is built. The forward
+    returns the
     activations the backward needs after its outputs; it is compiled on dynamo's example inputs, where they are its
     inputs, so the parameters among them are its weights; attention is traced as its math. The backward is compiled on
     stand-ins of its inputs' shapes and dtypes (the saved activations and the outputs' gradients), all of which stay
@@ -612,10 +624,18 @@ def _training(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: 
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    forwards: list[DynamoProgram] = []  # (one with no backward chooses its genome on its first call)
+
     def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any], forward: bool) -> Callable[..., Any]:
         with unset_fake_temporarily():
             given = example_inputs if forward and _same_shapes(example_inputs, inputs) else _stand_ins(inputs)
-            return make_boxed_func(_program(graph, given, options, frame, again))
+            program = _program(graph, given, options, frame, again, genome=not forward)
+            if forward:
+                forwards.append(program)
+            else:
+                for first in forwards:
+                    first.choose_genomes()
+            return make_boxed_func(program)
 
     # attention traced as its math (matmuls, softmax), whose backward is those ops' own: the CPU flash kernel's
     # backward is one fused op with no translation

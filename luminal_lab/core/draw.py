@@ -26,7 +26,7 @@ from .symbolic import Expr
 MAX_DRAWN_NODES = 400  # above this many nodes the picture is condensed
 MAX_BOXES = 120  # most boxes of ops in a condensed picture
 MAX_BOUNDARY = 40  # inputs / weights / outputs drawn one by one in a condensed picture (per kind)
-ORDERED_OPERANDS = (Op.MOD, Op.LESS_THAN, Op.GATHER, Op.SCATTER)  # edge labels show the operand index
+ORDERED_OPERANDS = (Op.MOD, Op.LESS_THAN, Op.GATHER, Op.SCATTER, Op.SCATTER_ADD)  # edge labels show the operand index
 
 FONT = "Helvetica"
 GRAPH_ATTR = {"rankdir": "TB", "fontname": FONT, "fontsize": "10", "ranksep": "0.3", "nodesep": "0.25",

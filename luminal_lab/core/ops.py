@@ -1,6 +1,6 @@
 """The op vocabulary every stage shares: the HLIR's primitive ops and the LLIR's kernel ops.
 
-HLIR ops (``Op``) are the fifteen primitives plus ``Input``, ``Constant`` and ``Output``; their
+HLIR ops (``Op``) are the sixteen primitives plus ``Input``, ``Constant`` and ``Output``; their
 semantics are documented in ``luminal_lab.hlir.graph``. Kernel ops are named by strings, the
 HLIR op's name (``"Add"``), ``Exp`` (e^x, recognised from the exp2 chain), ``Select`` (``where``: ``a`` where
 its condition is nonzero, else ``b``, recognised from the Gather over ``concat(b, a)`` that ``where`` lowers to) or
@@ -36,6 +36,7 @@ class Op(enum.Enum):
     IOTA = "Iota"
     GATHER = "Gather"
     SCATTER = "Scatter"
+    SCATTER_ADD = "ScatterAdd"
     CAST = "Cast"
 
     def __repr__(self) -> str:
@@ -45,7 +46,8 @@ class Op(enum.Enum):
 UNARY_OPS = (Op.LOG2, Op.EXP2, Op.SIN, Op.SQRT, Op.RECIP)
 BINARY_OPS = (Op.ADD, Op.MUL, Op.MOD, Op.LESS_THAN)
 REDUCE_OPS = (Op.SUM_REDUCE, Op.MAX_REDUCE)
-PRIMITIVE_OPS = (*UNARY_OPS, *BINARY_OPS, *REDUCE_OPS, Op.IOTA, Op.GATHER, Op.SCATTER, Op.CAST)
+PRIMITIVE_OPS = (*UNARY_OPS, *BINARY_OPS, *REDUCE_OPS, Op.IOTA, Op.GATHER, Op.SCATTER, Op.SCATTER_ADD,
+                 Op.CAST)
 
 
 UNARY_KERNELS = ("Log2", "Exp2", "Sin", "Sqrt", "Recip", "Exp")

@@ -328,8 +328,8 @@ def default_registry() -> OpRegistry:
     registry.register(OpSpec("Iota", ("Expression", "Expression"), "Int", hlir_op=Op.IOTA))
     registry.register(OpSpec("Constant", ("Expression", "DType"), "field", hlir_op=Op.CONSTANT))
     registry.register(OpSpec("Gather", ("EList", "View", "EList", "View", "EList"), "input1", hlir_op=Op.GATHER))
-    registry.register(OpSpec("Scatter", ("EList", "View", "EList", "View", "View", "EList"), "input0",
-                             hlir_op=Op.SCATTER))
+    for name, op in (("Scatter", Op.SCATTER), ("ScatterAdd", Op.SCATTER_ADD)):
+        registry.register(OpSpec(name, ("EList", "View", "EList", "View", "View", "EList"), "input0", hlir_op=op))
     registry.register(OpSpec("Cast", ("EList", "View", "EList", "DType"), "field", hlir_op=Op.CAST))
     registry.register(OpSpec("Exp", UNARY_FIELDS, "input0", rewrites=(EXP_CHAIN,)))
     registry.register(OpSpec("Select", SELECT_FIELDS, "input1", rewrites=(SELECT_OF_GATHER,)))

@@ -135,7 +135,7 @@ def op_fields(node: Node) -> tuple:
     if op == Op.GATHER:
         index, data = trackers
         return (elist(index.dims), view(index), elist(data.dims), view(data), out)
-    if op == Op.SCATTER:
+    if op in (Op.SCATTER, Op.SCATTER_ADD):
         dest, index, source = trackers
         return (elist(dest.dims), view(dest), elist(index.dims), view(index), view(source), out)
     if op == Op.CAST:

@@ -412,38 +412,19 @@ def _index_put(cx: Context, x: GraphTensor, indices: Sequence[GraphTensor | None
     if order is not None:  # values come in torch's result order; bring the index dims to the front
         inverse = [order.index(i) for i in range(len(order))]
         values = values.broadcast_to([region[i] for i in order]).permute(inverse)
-    values = values.cast(x.dtype).broadcast_to(region).reshape([-1] + list(flat.shape[1:]))
-    positions = combined.reshape(-1)
-    if accumulate:
-        written = flat + _one_hot(positions, flat.shape[0].value).sum_into(values)
-    else:
-        spread = positions.reshape([-1] + [1] * (flat.ndim - 1)).broadcast_to(values.shape)
-        written = flat.scatter(0, spread, values)
+    values = values.cast(x.dtype).broadcast_to(region).reshape([_size(mul(1, *combined.shape))] + list(flat.shape[1:]))
+    spread = combined.reshape([-1] + [1] * (flat.ndim - 1)).broadcast_to(values.shape)
+    written = flat.scatter_add(0, spread, values) if accumulate else flat.scatter(0, spread, values)
     rest = [a for a in range(x.ndim) if a not in axes]
     moved = written.reshape([x.shape[a] for a in axes + rest])
     return moved.permute([(axes + rest).index(a) for a in range(x.ndim)])
 
 
-@dataclass(frozen=True)
-class _OneHot:
-    """``hits[t, s]``: whether source element ``s`` goes to target ``t`` (for reductions into targets)."""
-
-    hits: GraphTensor
-
-    def spread(self, values: GraphTensor, empty: float) -> GraphTensor:
-        """``[t, s, ...]``: value ``s`` where it goes to ``t``, else ``empty``."""
-        hits = self.hits.reshape(list(self.hits.shape) + [1] * (values.ndim - 1))
-        return where(hits, values.unsqueeze(0), empty)
-
-    def sum_into(self, values: GraphTensor) -> GraphTensor:
-        return self.spread(values, 0).sum(1)
-
-    def count(self) -> GraphTensor:
-        return self.hits.cast(dt.i64).sum(1)
-
-
-def _one_hot(positions: GraphTensor, targets: int) -> _OneHot:
-    return _OneHot(positions.reshape(1, -1).eq(positions.graph.arange(targets, dtype=dt.i64).reshape(targets, 1)))
+def _spread(positions: GraphTensor, targets: int, values: GraphTensor, empty: float) -> GraphTensor:
+    """``[t, s]``: source value ``s`` where it goes to target ``t``, else ``empty`` (a targets × sources
+    comparison)."""
+    hits = positions.reshape(1, -1).eq(positions.graph.arange(targets, dtype=dt.i64).reshape(targets, 1))
+    return where(hits, values.unsqueeze(0), empty)
 
 
 _SCATTER_REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
@@ -452,7 +433,8 @@ _SCATTER_REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 def _scatter_reduce(cx: Context, x: GraphTensor, dim: int, index: GraphTensor, src: GraphTensor, reduce: str,
                     *, include_self: bool = True) -> GraphTensor:
     """``x.scatter_reduce(dim, index, src, reduce)``: every target combines the sources sent to it (and itself
-    with ``include_self``); targets nothing is sent to keep their value. Builds a targets × sources comparison."""
+    with ``include_self``); targets nothing is sent to keep their value. Sums and counts are scatter-adds; products
+    and extremes build a targets × sources comparison."""
     if reduce not in _SCATTER_REDUCTIONS:
         raise cx.refuse(f"scatter reduction {reduce!r}")
     if x.ndim == 0:
@@ -464,21 +446,22 @@ def _scatter_reduce(cx: Context, x: GraphTensor, dim: int, index: GraphTensor, s
         values = values.slice(axis, 0, size)
     values = values.reshape(-1)
     target = x.reshape(-1)
-    hot = _one_hot(positions, target.shape[0].value)
-    sent = hot.count().gt(0)
+    graph, targets = x.graph, target.shape[0].value
+    count = graph.constant(0, dt.i64).broadcast_to(target.shape).scatter_add(
+        0, positions, graph.constant(1, dt.i64).broadcast_to(positions.shape))
+    sent = count.gt(0)
     if reduce in ("sum", "mean"):
-        total = hot.sum_into(values) + (target if include_self else 0)
+        base = target if include_self else graph.constant(0, x.dtype).broadcast_to(target.shape)
+        combined = base.scatter_add(0, positions, values)
         if reduce == "mean":
-            count = hot.count() + (1 if include_self else 0)
-            count = maximum(count, 1).cast(x.dtype)
-            total = total.div(count, "floor") if not x.dtype.is_float else total / count
-        combined = total
+            divisor = maximum(count + (1 if include_self else 0), 1).cast(x.dtype)
+            combined = combined.div(divisor, "floor") if not x.dtype.is_float else combined / divisor
     elif reduce == "prod":
-        combined = hot.spread(values, 1).prod(1) * (target if include_self else 1)
+        combined = _spread(positions, targets, values, 1).prod(1) * (target if include_self else 1)
     else:
         largest = reduce == "amax"
         empty = x.dtype.lowest if largest else x.dtype.highest
-        extreme = hot.spread(values, empty)
+        extreme = _spread(positions, targets, values, empty)
         found = extreme.max(1) if largest else extreme.min(1)
         combined = ((maximum if largest else minimum)(found, target)) if include_self else found
     return where(sent, combined.cast(x.dtype), target).reshape(x.shape)

@@ -1,11 +1,11 @@
 """HLIR: the graph of primitive ops that every model is lowered to.
 
-Fifteen primitive ops, plus ``Input``, ``Constant`` and ``Output``:
+Sixteen primitive ops, plus ``Input``, ``Constant`` and ``Output``:
 
 =========  ==================================================
 unary      Log2 Exp2 Sin Sqrt Recip
 binary     Add Mul Mod LessThan
-other      SumReduce MaxReduce Iota Gather Scatter Cast
+other      SumReduce MaxReduce Iota Gather Scatter ScatterAdd Cast
 =========  ==================================================
 
 A ``Node`` reads each of its sources through a ``ShapeTracker`` (views never copy data)
@@ -14,7 +14,8 @@ creation order, which is a topological order. Semantics, as the reference runtim
 them: ``Mod`` is C's truncated remainder (``fmod``), ``LessThan`` yields bool, ``Iota``
 evaluates an index expression in ``z`` over ``0..n-1`` as i32, ``Gather(indexes, data)``
 reads ``data`` at logical flat positions, ``Scatter(dest, indexes, src)`` copies ``dest``
-and writes ``src`` at logical flat positions, ``Cast`` converts (a cast to the same dtype
+and writes ``src`` at logical flat positions, ``ScatterAdd`` adds them there instead (repeated
+positions add up: the gradient of a gather), ``Cast`` converts (a cast to the same dtype
 is a plain strided copy, which is how views are made contiguous).
 """
 
@@ -250,15 +251,15 @@ def _infer(op: Op, sources: Sequence[GraphTensor], arg) -> tuple[tuple[Expr, ...
         if not indexes.dtype.is_int:
             raise DTypeError(f"Gather indexes must be ints, got {indexes.dtype.value}")
         return indexes.shape, data.dtype
-    if op == Op.SCATTER:
+    if op in (Op.SCATTER, Op.SCATTER_ADD):
         dest, indexes, src = sources
         if not indexes.dtype.is_int:
-            raise DTypeError(f"Scatter indexes must be ints, got {indexes.dtype.value}")
+            raise DTypeError(f"{op.value} indexes must be ints, got {indexes.dtype.value}")
         if indexes.shape != src.shape:
             raise ShapeError(
-                f"Scatter: indexes {format_shape(indexes.shape)} and values {format_shape(src.shape)} differ")
+                f"{op.value}: indexes {format_shape(indexes.shape)} and values {format_shape(src.shape)} differ")
         if src.dtype != dest.dtype:
-            raise DTypeError(f"Scatter: values are {src.dtype.value} but the destination is {dest.dtype.value}")
+            raise DTypeError(f"{op.value}: values are {src.dtype.value} but the destination is {dest.dtype.value}")
         return dest.shape, dest.dtype
     if op == Op.CAST:
         return sources[0].shape, arg

@@ -179,14 +179,18 @@ class _Planner:
                 data = read_data(values[data_id]).reshape(-1)
                 values[out_id] = _contiguous(data[_checked(read_x(values[x_id]), data.size, node)])
             return gather
-        if op == Op.SCATTER:
+        if op in (Op.SCATTER, Op.SCATTER_ADD):
             (index_id, read_index), (src_id, read_src) = readers[1], readers[2]
+            add = op == Op.SCATTER_ADD
 
             def scatter(values):
                 out = np.array(read_x(values[x_id]), dtype=storage, order="C")
                 flat = out.reshape(-1)
-                flat[_checked(read_index(values[index_id]), flat.size, node).reshape(-1)] = \
-                    read_src(values[src_id]).reshape(-1)
+                index = _checked(read_index(values[index_id]), flat.size, node).reshape(-1)
+                if add:
+                    np.add.at(flat, index, read_src(values[src_id]).reshape(-1))
+                else:
+                    flat[index] = read_src(values[src_id]).reshape(-1)
                 values[out_id] = out
             return scatter
         raise LuminalError(f"the reference runtime has no implementation of {op.value}")

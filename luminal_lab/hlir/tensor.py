@@ -1238,16 +1238,16 @@ class GraphTensor:
     # ---- indexing -----------------------------------------------------------------------
     def _flat_positions(self, coord_shape: Sequence[Expr], skip_axis: int) -> GraphTensor:
         """i32 tensor over ``coord_shape``: the flat offset in self's logical layout of each
-        coordinate, leaving out ``skip_axis`` (whose index the caller adds)."""
+        coordinate, leaving out ``skip_axis`` (whose index the caller adds); none when ``coord_shape`` is empty."""
         strides = ShapeTracker.contiguous(self.shape).strides
         z = Expr.z()
-        expr, inner = Expr.num(0), ONE
-        for i in reversed(range(len(coord_shape))):
+        expr, inner, count = Expr.num(0), ONE, numel(coord_shape)
+        for i in reversed(range(len(coord_shape)) if not (count.is_num and count.value == 0) else ()):
             if i != skip_axis:
                 coordinate = mod(div(z, inner), coord_shape[i])
                 expr = expr + strides[i].substitute(z=coordinate)
             inner = inner * coord_shape[i]
-        return self.graph.iota(expr, numel(coord_shape)).reshape(coord_shape)
+        return self.graph.iota(expr, count).reshape(coord_shape)
 
     def flat_positions(self, axis: int, index: GraphTensor) -> GraphTensor:
         """i32 tensor shaped like ``index``: the flat offset in self of ``c with c[axis] = index[c]`` for each
@@ -1284,13 +1284,22 @@ class GraphTensor:
     def scatter(self, axis: int, index: GraphTensor, src: GraphTensor | Scalar) -> GraphTensor:
         """``torch.scatter``: a copy of self with ``out[c with c[axis] = index[c]] = src[c]``."""
         _check_indices(index, "scatter")
-        flat = self.flat_positions(axis, index)
+        return self._apply(Op.SCATTER, *self._scattered(axis, index, src))
+
+    @high_level
+    def scatter_add(self, axis: int, index: GraphTensor, src: GraphTensor) -> GraphTensor:
+        """``torch.scatter_add``: a copy of self with ``src[c]`` added at ``c with c[axis] = index[c]`` (positions
+        that repeat add up)."""
+        _check_indices(index, "scatter_add")
+        return self._apply(Op.SCATTER_ADD, *self._scattered(axis, index, src))
+
+    def _scattered(self, axis: int, index: GraphTensor, src: GraphTensor | Scalar) -> tuple[GraphTensor, GraphTensor]:
+        """The flat positions a scatter writes and the values it writes there (``src`` cut to ``index``'s shape)."""
         values = _as_tensor(src, self).cast(self.dtype)
         if isinstance(src, GraphTensor):
             for ax, size in enumerate(index.shape):
                 values = values.slice(ax, 0, size)
-        values = values.broadcast_to(index.shape)
-        return self._apply(Op.SCATTER, flat, values)
+        return self.flat_positions(axis, index), values.broadcast_to(index.shape)
 
     @high_level
     def slice_scatter(self, src: GraphTensor, axis: int = 0, start: int | None = None,

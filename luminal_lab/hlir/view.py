@@ -256,7 +256,7 @@ def _draw_node(stage: HLIRStage, dot: graphviz.Digraph, node: Node, show_origin:
     style = KIND_STYLE.get(kind, {})
     if node.op in REDUCE_OPS:
         style = REDUCE_STYLE
-    elif node.op in (Op.GATHER, Op.SCATTER):
+    elif node.op in (Op.GATHER, Op.SCATTER, Op.SCATTER_ADD):
         style = INDEX_STYLE
     tooltip = f"{hlir_id(node)} {node.label}\\n{_describe(node)}" + (f"\\n{node.origin}" if node.origin else "")
     name = name or hlir_id(node)

@@ -468,7 +468,7 @@ class _Extraction:
             index_shape, data_shape = space.elist(f[0]), space.elist(f[2])
             views = (space.view(f[1], index_shape), space.view(f[3], data_shape))
             return Kernel(kernel_id, op, tuple(zip(sources, views)), index_shape, space.dtype(f[5]), None, cid, hlir)
-        if op == "Scatter":
+        if op in ("Scatter", "ScatterAdd"):
             dest_shape, index_shape = space.elist(f[0]), space.elist(f[2])
             views = (space.view(f[1], dest_shape), space.view(f[3], index_shape), space.view(f[4], index_shape))
             return Kernel(kernel_id, op, tuple(zip(sources, views)), dest_shape, space.dtype(f[6]), None, cid, hlir)

@@ -372,7 +372,7 @@ def _draw_kernel(dot: graphviz.Digraph, llir: LLIR, k: Kernel, scale: _Heat | No
     style = dict(KIND_STYLE.get(kind(k), {}))
     if k.op in REDUCE_KERNELS:
         style.update(REDUCE_STYLE)
-    elif k.op in ("Gather", "Scatter"):
+    elif k.op in ("Gather", "Scatter", "ScatterAdd"):
         style.update(INDEX_STYLE)
     tooltip = [f"{kernel_id(k)} {k.label}", _describe(k), f"e-class {k.eclass or 'none'}",
                "HLIR " + (", ".join(hlir_id(h) for h in k.hlir) or "none")]

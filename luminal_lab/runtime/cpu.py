@@ -641,7 +641,7 @@ class _Planner:
             return self._region(kernel)
         if op == "Gather":
             return self._gather(kernel)
-        if op == "Scatter":
+        if op in ("Scatter", "ScatterAdd"):
             return self._scatter(kernel)
         raise UnsupportedOpError(op, where=f"LLIR kernel k{kernel.id} (HLIR {kernel.hlir})",
                                  detail="the CPU runtime has no implementation of it")
@@ -802,11 +802,15 @@ class _Planner:
         views = self._views(kernel)
         dest, indexes, values = (v.array for v in views)
         flat_out = out.reshape(-1)
+        add = kernel.op == "ScatterAdd"
 
         def scatter() -> None:
             np.copyto(out, dest)
             _check_indexes(indexes, flat_out.size, kernel)
-            flat_out[indexes.reshape(-1)] = values.reshape(-1)
+            if add:
+                np.add.at(flat_out, indexes.reshape(-1), values.reshape(-1))
+            else:
+                flat_out[indexes.reshape(-1)] = values.reshape(-1)
         return self._sequence(views, [scatter])
 
 

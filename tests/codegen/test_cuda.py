@@ -146,6 +146,23 @@ def test_every_op_and_dtype_pair_compiles() -> None:
     assert "out[z] = (signed char)((signed char)((int)(" in "".join(k.source for k in kernels)  # f32 -> i8 wraps
 
 
+def test_scatter_add_compiles_to_an_atomic_add_in_every_dtype_cuda_adds() -> None:
+    """``ScatterAdd`` adds with ``atomicAdd`` (positions that repeat add up across threads); a dtype CUDA has no
+    atomicAdd for is refused by name at code generation."""
+    g = ll.Graph()
+    index = g.tensor((6,), "index", ll.i64)
+    for dtype in (ll.f32, ll.f16, ll.bf16, ll.f64, ll.i32, ll.i64):
+        x = g.tensor((4,), f"x_{dtype.value}", dtype=dtype)
+        x.scatter_add(0, index, g.tensor((6,), f"v_{dtype.value}", dtype=dtype)).output(f"added_{dtype.value}")
+    kernels = [k for k in _check_all(_llir(g)) if k.name == "k_scatter_add"]
+    assert len(kernels) == 6 and all("atomicAdd(" in k.source for k in kernels)
+    g = ll.Graph()
+    x, index = g.tensor((4,), "x", ll.i8), g.tensor((2,), "index", ll.i64)
+    x.scatter_add(0, index, g.tensor((2,), "v", ll.i8)).output("added")
+    with pytest.raises(ll.LuminalError, match=r"^ScatterAdd k\d+: CUDA has no atomicAdd for i8"):
+        llir_sources(_llir(g))
+
+
 def test_identical_kernels_give_identical_source() -> None:
     g = ll.Graph()
     a, b = g.tensor((4, 4), "a"), g.tensor((4, 4), "b")

@@ -5,6 +5,7 @@ under ``torch.no_grad()`` only the forward is compiled."""
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterator
 from unittest import mock
 
@@ -99,6 +100,23 @@ def test_the_forward_and_backward_are_programs() -> None:
     assert len(forward.graph.outputs) > 1  # the logits, then the saved activations
     assert not backward.graph.weights and backward.signature.inputs[-1].startswith("tangents")
     assert len(backward.graph.outputs) == 7  # a gradient per parameter, and the input's
+
+
+def test_the_embedding_gradient_is_a_scatter_add() -> None:
+    """An embedding's gradient adds each token's row gradient into its row (repeated tokens adding up): one
+    ``ScatterAdd`` of the tokens' rows, no vocabulary × tokens × width comparison."""
+    vocab, width = 1000, 16
+    model = nn.Sequential(nn.Embedding(vocab, width), nn.Linear(width, 3))
+    twin = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="luminal_lab", options=OPTIONS)
+    tokens = torch.tensor([[5, 7, 5, 999], [0, 7, 7, 5]])
+    compiled(tokens).square().sum().backward()
+    twin(tokens).square().sum().backward()
+    for got, expected in zip(model.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(got.grad, expected.grad, **TOLERANCE)
+    backward = ll.programs(compiled)[-1]
+    assert any(node.op == ll.Op.SCATTER_ADD for node in backward.graph.nodes)
+    assert max(math.prod(d.value for d in node.shape) for node in backward.graph.nodes) <= vocab * width
 
 
 def test_autograd_grad_gives_eager_gradients() -> None:

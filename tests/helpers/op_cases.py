@@ -141,7 +141,7 @@ def random_tensor(shape, dtype, low, high, generator) -> torch.Tensor:
 
 
 def index_ops_graph() -> ll.Graph:
-    """Embedding, take, gather, scatter (tensor and value) and slice_scatter over inputs
+    """Embedding, take, gather, scatter (tensor and value), scatter_add and slice_scatter over inputs
     w[10, 4], ids[2, 3] i64, x[3, 10], index[2, 5] i64, src[2, 5], block[3, 3]."""
     g = ll.Graph()
     w, i, xx = g.tensor((10, 4), "w"), g.tensor((2, 3), "ids", ll.i64), g.tensor((3, 10), "x")
@@ -152,4 +152,5 @@ def index_ops_graph() -> ll.Graph:
     xx.scatter(0, idx[:, :1], s).output("scatter")
     xx.slice_scatter(b.T, axis=1, start=1, stop=4).output("slice_scatter")
     xx.scatter(1, idx[:1, :2], 7.0).output("scatter_value")
+    xx.scatter_add(0, idx, s).output("scatter_add")  # repeated positions add up
     return g

@@ -55,14 +55,16 @@ def float32_ops() -> list[OpInfo]:
 
 
 def tolerances(op: OpInfo) -> tuple[float, float]:
-    """``(atol, rtol)``: the largest float32 override among the OpInfo's decorators, else assert_close's default."""
+    """``(atol, rtol)``: the largest float32 override among the OpInfo's decorators (``toleranceOverride``, or
+    ``precisionOverride``'s atol), else assert_close's default."""
     atol, rtol = DEFAULT_ATOL, DEFAULT_RTOL
     for info in op.decorators:
         for decorator in getattr(info, "decorators", ()):
             override = getattr(decorator, "d", None)
             if isinstance(override, dict) and torch.float32 in override:
                 tol = override[torch.float32]
-                atol, rtol = max(atol, tol.atol), max(rtol, tol.rtol)
+                atol = max(atol, tol if isinstance(tol, float) else tol.atol)
+                rtol = max(rtol, getattr(tol, "rtol", rtol))
     return atol, rtol
 
 
@@ -334,3 +336,143 @@ def _refusals(exported, entries: list[Entry], missing: dict[int, set[str]]) -> d
         return {entries[i].name: Outcome("refused", f"unsupported op {', '.join(sorted(ops))}")
                 for i, ops in missing.items() if i >= 0}
     return {entries[i].name: Outcome("crash", "untranslated ops were not refused") for i in missing}
+
+
+# ---- gradients: samples through torch.compile(backend="luminal_lab") under torch.autograd.grad ------------------
+# the backward sweep's backend options: the most-fused genome, unmeasured and uncached; the e-graph without fused
+# regions (a third of the compile time; fusion has its own tests)
+GRAD_OPTIONS = {"generations": 0, "cache_dir": False, "fusion": False}
+
+
+def differentiable_ops() -> list[OpInfo]:
+    """The float32 ops of op_db that torch can differentiate."""
+    return [op for op in float32_ops() if op.supports_autograd]
+
+
+def _differentiable(t: torch.Tensor) -> bool:
+    return t.is_floating_point()
+
+
+def cotangents(outputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Seeded normal cotangents for ``outputs``, the k-th from seed k (the same for a float64 rerun)."""
+    return [torch.randn(o.shape, generator=torch.Generator().manual_seed(k), dtype=torch.float64).to(o.dtype)
+            for k, o in enumerate(outputs)]
+
+
+def gradients(fn: Callable) -> Callable:
+    """``fn``'s vector-Jacobian product as a function of the same tensors: the gradients, for every floating input
+    in order, of ``fn``'s differentiable outputs against ``cotangents`` (zeros where an input is unused)."""
+    def grads(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        inputs = [t.detach().clone().requires_grad_(_differentiable(t)) for t in tensors]
+        outputs = [o for o in pytree.tree_leaves(fn(*inputs)) if isinstance(o, torch.Tensor) and o.requires_grad]
+        wrt = [t for t in inputs if t.requires_grad]
+        if not outputs or not wrt:
+            raise ValueError("no differentiable output or input")
+        return torch.autograd.grad(outputs, wrt, cotangents(outputs), allow_unused=True, materialize_grads=True)
+    return grads
+
+
+@dataclass
+class GradEntry:
+    """One sample of one op whose gradient eager torch computes: its function and tensors (as ``Entry``) and the
+    gradients eager gives."""
+
+    entry: Entry
+    expected: tuple[torch.Tensor, ...]
+
+    @classmethod
+    def of(cls, op: OpInfo, sample) -> GradEntry | Outcome:
+        """The entry, or the ``torch`` outcome when eager torch cannot differentiate the sample."""
+        entry = Entry.of(op, sample)
+        if isinstance(entry, Outcome):
+            return entry
+        try:
+            expected = gradients(entry.fn)(*entry.tensors)
+        except Exception as error:
+            return Outcome("torch", f"eager backward: {type(error).__name__}: {_first_line(error)}")
+        return cls(entry, expected)
+
+
+def _compiled_gradients(entries: list[GradEntry]) -> list[tuple[torch.Tensor, ...]]:
+    """Every entry's gradients through one ``torch.compile``-d module of all their samples (each entry's outputs
+    take their own cotangents, so each input's gradient is its entry's own). Each batch is a new module and dynamo's
+    cache is reset: a frame compiled before would run its first call in torch (``DynamoProgram.first_eager``)."""
+    torch._dynamo.reset()  # every batch is the same code: a fresh cache, not a recompile
+    batch = _Batch([e.entry for e in entries])
+    compiled = torch.compile(batch, backend="luminal_lab", fullgraph=True, options=GRAD_OPTIONS)
+    inputs = [t.detach().clone().requires_grad_(_differentiable(t)) for e in entries for t in e.entry.tensors]
+    results, outputs, seeds, at = compiled(*inputs), [], [], 0
+    for e in entries:
+        count = len([x for x in pytree.tree_leaves(e.entry.expected) if isinstance(x, torch.Tensor)])
+        differentiable = [o for o in results[at:at + count] if o.requires_grad]
+        outputs.extend(differentiable)
+        seeds.extend(cotangents(differentiable))
+        at += count
+    wrt = [t for t in inputs if t.requires_grad]
+    got = torch.autograd.grad(outputs, wrt, seeds, allow_unused=True, materialize_grads=True)
+    split, at = [], 0
+    for e in entries:
+        split.append(got[at:at + len(e.expected)])
+        at += len(e.expected)
+    return split
+
+
+def grad_cause(error: BaseException) -> BaseException:
+    """The error under dynamo's wrapping (``BackendCompilerFailed``): the backend's own."""
+    return getattr(error, "inner_exception", None) or error
+
+
+def run_grad_batch(entries: list[GradEntry]) -> dict[str, Outcome]:
+    """Each entry's outcome, its gradients compared with eager's (``_judge``). Entries whose forward torch cannot
+    export are ``torch``, and those whose exported forward the frontend refuses ``forward`` (both outside the
+    backward's count: found by exporting the forwards, halves of a batch that fails); the rest run through
+    ``torch.compile`` together, a batch that fails split in halves down to single entries, whose failure is
+    classified: ``refused`` with the op named, ``named``, ``torch`` (dynamo cannot capture it) or ``crash``."""
+    outcomes = _forward_outcomes([e.entry for e in entries])
+    return outcomes | _grad_batch([e for e in entries if e.entry.name not in outcomes])
+
+
+def _forward_outcomes(entries: list[Entry]) -> dict[str, Outcome]:
+    """``torch`` for the entries whose forward torch.export fails on, ``forward`` for those whose exported forward
+    has an untranslated op."""
+    if not entries:
+        return {}
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exported = export_core_aten(_Batch(entries), tuple(t.clone() for e in entries for t in e.tensors))
+    except Exception as error:
+        if len(entries) == 1:
+            return {entries[0].name: Outcome("torch", f"torch.export: {type(error).__name__}: {_first_line(error)}")}
+        half = len(entries) // 2
+        return _forward_outcomes(entries[:half]) | _forward_outcomes(entries[half:])
+    return {entries[i].name: Outcome("forward", f"unsupported op {', '.join(sorted(ops))}")
+            for i, ops in _untranslated(exported).items() if i >= 0}
+
+
+def _grad_batch(entries: list[GradEntry]) -> dict[str, Outcome]:
+    if not entries:
+        return {}
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = _compiled_gradients(entries)
+    except Exception as error:
+        if len(entries) > 1:
+            half = len(entries) // 2
+            return _grad_batch(entries[:half]) | _grad_batch(entries[half:])
+        return {entries[0].entry.name: _grad_failure(entries[0], grad_cause(error))}
+    return {e.entry.name: _judge(e.entry.op, gradients(e.entry.fn), e.entry.tensors, list(g), list(e.expected))
+            for e, g in zip(entries, got, strict=True)}
+
+
+def _grad_failure(entry: GradEntry, error: BaseException) -> Outcome:
+    if isinstance(error, UnsupportedOpError):
+        forward = run_sample(entry.entry.op, entry.entry.sample)
+        kind = "forward" if forward.kind != "pass" else "refused"
+        return Outcome(kind, str(error).splitlines()[0])
+    if isinstance(error, LuminalError):
+        return Outcome("named", f"{type(error).__name__}: {_first_line(error)}")
+    if isinstance(error, torch._dynamo.exc.Unsupported | torch._dynamo.exc.UserError):
+        return Outcome("torch", f"dynamo: {type(error).__name__}: {_first_line(error)}")
+    return Outcome("crash", f"{type(error).__name__}: {_first_line(error)}")

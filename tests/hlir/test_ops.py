@@ -67,7 +67,7 @@ def test_matches_torch_on_non_contiguous_views(case: Case, dtype: torch.dtype) -
     _check(case, dtype, transposed=True)
 
 
-def test_embedding_take_gather_scatter() -> None:
+def test_embedding_take_gather_scatter_and_scatter_add() -> None:
     generator = torch.Generator().manual_seed(0)
     weight = torch.randn(10, 4, generator=generator)
     ids = torch.randint(0, 10, (2, 3), generator=generator)
@@ -83,6 +83,7 @@ def test_embedding_take_gather_scatter() -> None:
     torch.testing.assert_close(out[3], x.scatter(0, index[:, :1], src))
     torch.testing.assert_close(out[4], x.slice_scatter(block.T, dim=1, start=1, end=4))
     torch.testing.assert_close(out[5], x.scatter(1, index[:1, :2], 7.0))
+    torch.testing.assert_close(out[6], x.scatter_add(0, index, src))
 
 
 def test_gather_out_of_range_is_a_clear_error() -> None:

@@ -159,17 +159,19 @@ def test_embedding_gather_scatter_and_iota() -> None:
               "x": rng.standard_normal((3, 10), np.float32), "index": rng.integers(0, 3, (2, 5)),
               "src": rng.standard_normal((2, 5), np.float32), "block": rng.standard_normal((3, 3), np.float32)}
     got = check_graph(g, inputs)
-    np.testing.assert_array_equal(got[6], np.arange(2, 17, 3, dtype=np.int32))
+    np.testing.assert_array_equal(got[7], np.arange(2, 17, 3, dtype=np.int32))
 
 
-@pytest.mark.parametrize("op", ["Gather", "Scatter"])
+@pytest.mark.parametrize("op", ["Gather", "Scatter", "ScatterAdd"])
 def test_out_of_range_index_is_a_clear_error(op: str) -> None:
     g = ll.Graph()
     w, i = g.tensor((4, 2), "w"), g.tensor((3,), "ids", ll.i64)
     if op == "Gather":
         ll.embedding(i, w).output("rows")
-    else:
+    elif op == "Scatter":
         w.reshape(8).scatter(0, i, 1.0).output("scattered")
+    else:
+        w.reshape(8).scatter_add(0, i, w.reshape(8)[:3]).output("added")
     runtime = CPURuntime(llir_of(g))
     inputs = {"w": np.zeros((4, 2), np.float32), "ids": np.array([0, 1, 2])}
     runtime.run(inputs)
