@@ -614,11 +614,10 @@ def _training(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: 
     """``gm`` through AOTAutograd: its forward and backward graphs, traced with ``aot_decompositions``, each become a
     ``DynamoProgram`` compiled now (the backward too, not on the first ``backward()``), the forward's genome chosen
     after the backward is translated: an op the backward lacks is refused before any e-graph is built. The forward
-    returns the
-    activations the backward needs after its outputs; it is compiled on dynamo's example inputs, where they are its
-    inputs, so the parameters among them are its weights; attention is traced as its math. The backward is compiled on
-    stand-ins of its inputs' shapes and dtypes (the saved activations and the outputs' gradients), all of which stay
-    its inputs."""
+    returns the activations the backward needs after its outputs; it is compiled on dynamo's example inputs, where
+    they are its inputs, so the parameters among them are its weights; attention is traced as its math. The backward
+    is compiled on stand-ins of its inputs' shapes and dtypes (the saved activations and the outputs' gradients), all
+    of which stay its inputs."""
     from torch._functorch import config as functorch_config
     from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
     from torch._subclasses.fake_tensor import unset_fake_temporarily

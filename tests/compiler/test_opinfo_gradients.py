@@ -19,9 +19,8 @@ from tests.helpers.opinfo import (
     Outcome,
     cached_decompositions,
     differentiable_ops,
-    op_name,
+    first_entries,
     run_grad_batch,
-    small_samples,
 )
 
 BATCH = 30
@@ -35,15 +34,8 @@ def outcomes() -> dict[str, Outcome]:
     ops = differentiable_ops()
     with cached_decompositions():
         for start in range(0, len(ops), BATCH):
-            entries = []
-            for op in ops[start:start + BATCH]:
-                for sample in small_samples(op, 1):
-                    entry = GradEntry.of(op, sample)
-                    if isinstance(entry, GradEntry):
-                        entries.append(entry)
-                    else:
-                        found[op_name(op)] = entry
-            found |= run_grad_batch(entries)
+            entries, refused = first_entries(ops[start:start + BATCH], GradEntry.of)
+            found |= refused | run_grad_batch(entries)
     return found
 
 

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import luminal_lab as ll
+from luminal_lab.compiler.dynamo import DynamoProgram
 from luminal_lab.frontends.aten import TABLE
 from tests.helpers.causal_lms import llama, prompt
 from tests.helpers.models import LlamaBlock, llama_inputs
@@ -203,14 +204,17 @@ def test_a_new_batch_size_trains_through_one_dynamic_forward_and_backward() -> N
 
 def test_an_op_without_a_translation_in_the_backward_is_refused_at_compile_time() -> None:
     """GELU's backward computes ``erf``, which its forward does not: without a translation of it the first call
-    (not the first ``backward()``) raises ``UnsupportedOpError`` naming it."""
+    (not the first ``backward()``) raises ``UnsupportedOpError`` naming it, before the forward's genome is chosen
+    (its e-graph built)."""
     compiled = torch.compile(NormMLP(), backend="luminal_lab", options=OPTIONS)
     x, _ = batch()
-    with mock.patch.dict(TABLE), pytest.raises(torch._dynamo.exc.BackendCompilerFailed) as info:
+    with mock.patch.dict(TABLE), mock.patch.object(DynamoProgram, "choose_genome") as choose, \
+            pytest.raises(torch._dynamo.exc.BackendCompilerFailed) as info:
         del TABLE[torch.ops.aten.erf.default]
         compiled(x)
     error = info.value.inner_exception
     assert isinstance(error, ll.UnsupportedOpError) and "aten.erf.default" in str(error).splitlines()[0]
+    assert not choose.called
 
 
 class Noisy(nn.Module):

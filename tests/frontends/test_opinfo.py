@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import luminal_lab as ll
-from tests.helpers.opinfo import Entry, Outcome, cached_decompositions, float32_ops, op_name, run_batch, small_samples
+from tests.helpers.opinfo import Entry, Outcome, cached_decompositions, first_entries, float32_ops, op_name, run_batch
 
 OPS = float32_ops()
 BATCH = 40
@@ -34,14 +34,7 @@ def fast_export() -> Iterator[None]:
 
 
 def _run(ops, compiled: bool = False) -> dict[str, Outcome]:
-    entries, outcomes = [], {}
-    for op in ops:
-        for sample in small_samples(op, 1):
-            entry = Entry.of(op, sample)
-            if isinstance(entry, Entry):
-                entries.append(entry)
-            else:
-                outcomes[op_name(op)] = entry
+    entries, outcomes = first_entries(ops, Entry.of)
     return outcomes | run_batch(entries, compiled)
 
 

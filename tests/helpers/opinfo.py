@@ -228,6 +228,20 @@ def _largest_tensor(sample) -> int:
     return max((leaf.numel() for leaf in leaves if isinstance(leaf, torch.Tensor)), default=0)
 
 
+def first_entries(ops: list[OpInfo], make: Callable) -> tuple[list, dict[str, Outcome]]:
+    """Each op's first small sample made ready to run by ``make`` (``Entry.of`` or ``GradEntry.of``), and the
+    outcomes of the ops whose sample ``make`` gives an ``Outcome`` for (eager torch fails on it)."""
+    entries, outcomes = [], {}
+    for op in ops:
+        for sample in small_samples(op, 1):
+            made = make(op, sample)
+            if isinstance(made, Outcome):
+                outcomes[op_name(op)] = made
+            else:
+                entries.append(made)
+    return entries, outcomes
+
+
 @dataclass
 class Entry:
     """One sample of one op, ready to run: its function, input tensors and eager torch's result."""
