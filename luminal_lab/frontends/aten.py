@@ -875,6 +875,15 @@ def _avg_pool(n: int) -> Translation:
     return translate_op
 
 
+def _avg_pool_backward(n: int) -> Translation:
+    def translate_op(cx: Context, grad: GraphTensor, x: GraphTensor, kernel: Sequence[int], stride: Sequence[int],
+                     padding: Sequence[int], ceil_mode: bool, count_include_pad: bool,
+                     divisor_override: int | None = None) -> GraphTensor:
+        return x.avg_pool_backward(grad, per_axis(kernel, n, "kernel"), stride, padding, ceil_mode, count_include_pad,
+                                   divisor_override)
+    return translate_op
+
+
 def _adaptive_max_pool(cx: Context, x: GraphTensor, output_size: Sequence[int]) -> tuple[GraphTensor, GraphTensor]:
     """Windows of equal size only: each pooled size a multiple of its output size."""
     sizes = [d.value for d in x.shape[x.ndim - len(output_size):]]
@@ -894,6 +903,16 @@ POOLING: dict[Any, Translation] = {
     aten.avg_pool3d.default: opmath(_avg_pool(3)),
     aten._adaptive_avg_pool2d.default: opmath(lambda cx, x, output_size: x.adaptive_avg_pool(output_size)),
     aten._adaptive_avg_pool3d.default: opmath(lambda cx, x, output_size: x.adaptive_avg_pool(output_size)),
+    aten.max_pool3d_with_indices_backward.default:
+        lambda cx, grad, x, kernel, stride, padding, dilation, ceil_mode, indices: x.read_backward(indices, grad, 3),
+    aten.adaptive_max_pool3d_backward.default: lambda cx, grad, x, indices: x.read_backward(indices, grad, 3),
+    aten.replication_pad1d_backward.default: lambda cx, grad, x, padding: x.replication_pad_backward(grad, padding),
+    aten.replication_pad2d_backward.default: lambda cx, grad, x, padding: x.replication_pad_backward(grad, padding),
+    aten.replication_pad3d_backward.default: lambda cx, grad, x, padding: x.replication_pad_backward(grad, padding),
+    aten.avg_pool2d_backward.default: opmath(_avg_pool_backward(2)),
+    aten.avg_pool3d_backward.default: opmath(_avg_pool_backward(3)),
+    aten._adaptive_avg_pool2d_backward.default: opmath(lambda cx, grad, x: x.adaptive_avg_pool_backward(grad, 2)),
+    aten._adaptive_avg_pool3d_backward.default: opmath(lambda cx, grad, x: x.adaptive_avg_pool_backward(grad, 3)),
     aten.adaptive_max_pool2d.default: _adaptive_max_pool,
     aten.adaptive_max_pool3d.default: _adaptive_max_pool,
 }

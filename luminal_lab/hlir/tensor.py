@@ -1203,37 +1203,104 @@ class GraphTensor:
         n = len(kernel)
         stride, padding = per_axis(stride or kernel, n, "stride"), per_axis(padding, n, "padding")
         total = self._float()._pool_windows(kernel, stride, padding, [1] * n, ceil_mode, 0).sum(-1)
+        return total / self._pool_divisors(kernel, stride, padding, total.shape, count_include_pad, divisor_override,
+                                           total.dtype)
+
+    def _pool_divisors(self, kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int],
+                       pooled: Sequence[Expr], count_include_pad: bool, divisor_override: int | None,
+                       dtype: DType) -> GraphTensor | int:
+        """What average pooling divides each window's sum by, broadcastable to the ``pooled`` shape: the window's
+        size (counting the padding or not), or ``divisor_override``."""
         if divisor_override:
-            return total / divisor_override
-        lead = self.ndim - n
+            return divisor_override
+        n, lead = len(kernel), self.ndim - len(kernel)
         z = Expr.z()
         counts = None
         for i, (k, s, p) in enumerate(zip(kernel, stride, padding)):
             size = _static(self.shape[lead + i], "pooled size")
             lo, hi = (-p, size + p) if count_include_pad else (0, size)
             start = add(mul(z, s), -p)
-            along = self.graph.iota(min_(add(start, k), hi) - max_(start, lo), total.shape[lead + i])
+            along = self.graph.iota(min_(add(start, k), hi) - max_(start, lo), pooled[lead + i])
             along = along.reshape([-1] + [1] * (n - 1 - i))
             counts = along if counts is None else counts * along
-        return total / counts.cast(total.dtype)
+        return counts.cast(dtype)
+
+    def avg_pool_backward(self, grad: GraphTensor, kernel: Sequence[int], stride: Sequence[int] | None = None,
+                          padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+                          divisor_override: int | None = None) -> GraphTensor:
+        """The gradient by self of ``avg_pool`` (same arguments) whose output's gradient is ``grad``: each window's
+        gradient over its divisor, added into every element the window read (a ``ScatterAdd`` of the windows'
+        positions; windows overlap where the stride is below the kernel)."""
+        n, lead = len(kernel), self.ndim - len(kernel)
+        stride, padding = per_axis(stride or kernel, n, "stride"), per_axis(padding, n, "padding")
+        spatial = self.shape[lead:]
+        size = numel(spatial)
+        # each window element's flat position among the pooled axes; padding reads position ``size``, cut off below
+        positions = self.graph.arange(size, dtype=dt.i64).reshape(spatial)
+        positions = positions._pool_windows(kernel, stride, padding, [1] * n, ceil_mode, size)
+        share = grad / self._pool_divisors(kernel, stride, padding, grad.shape, count_include_pad, divisor_override,
+                                           grad.dtype)
+        return self.read_backward(positions, share.unsqueeze(-1).broadcast_to(list(share.shape) +
+                                                                              [positions.shape[-1]]), n)
+
+    def replication_pad_backward(self, grad: GraphTensor, padding: Sequence[int]) -> GraphTensor:
+        """The gradient by self of torch's replication padding of its last ``len(padding) // 2`` axes (``padding`` as
+        ``F.pad`` takes it: the last axis first, ``(before, after)`` each, a negative one cropping) whose output's
+        gradient is ``grad``: each output element read the nearest element of self."""
+        n = len(padding) // 2
+        lead = self.ndim - n
+        z = Expr.z()
+        expr, inner, stride = Expr.num(0), ONE, ONE
+        for i in reversed(range(n)):
+            size, out = (_static(t.shape[lead + i], "padded size") for t in (self, grad))
+            before = padding[2 * (n - 1 - i)]
+            coordinate = min_(max_(add(mod(div(z, inner), out), -before), 0), size - 1)
+            expr, inner, stride = expr + coordinate * stride, inner * out, stride * size
+        return self.read_backward(self.graph.iota(expr, inner).reshape(grad.shape[lead:]), grad, n)
+
+    def read_backward(self, positions: GraphTensor, grad: GraphTensor, n: int) -> GraphTensor:
+        """The gradient by self of an op that reads, for each element of its output (``grad``'s shape: self's leading
+        axes, then the output's ``n`` trailing ones), the element of self's last ``n`` axes at the flat position
+        ``positions`` gives (broadcast to ``grad``; their element count: nothing, a padding): zeros of self's shape
+        and ``grad``'s dtype with each output element's gradient added at what it read (a ``ScatterAdd``; repeated
+        reads add up)."""
+        lead = self.ndim - n
+        size = numel(self.shape[lead:])
+        rows = list(self.shape[:lead]) + [numel(grad.shape[lead:])]
+        zeros = self.graph.constant(0, grad.dtype).broadcast_to(rows[:-1] + [size + 1])
+        added = zeros.scatter_add(-1, positions.broadcast_to(grad.shape).reshape(rows), grad.reshape(rows))
+        return added.slice(-1, 0, size).reshape(self.shape)
 
     @high_level
     def adaptive_avg_pool(self, output_size: Sequence[int]) -> GraphTensor:
-        """``torch.nn.functional.adaptive_avg_pool1d/2d/3d`` over the last ``len(output_size)`` axes: output
-        ``i`` averages elements ``floor(i * L / out)`` to ``ceil((i + 1) * L / out)``; per axis a matmul with
-        the averaging matrix."""
+        """``torch.nn.functional.adaptive_avg_pool1d/2d/3d`` over the last ``len(output_size)`` axes: per axis a
+        matmul with the averaging matrix (``_averaging``)."""
         out = self._float()
-        z = Expr.z()
         for i, o in enumerate(output_size):
             axis = self.ndim - len(output_size) + i
-            size = _static(self.shape[axis], "pooled size")
-            row, column = div(z, size), mod(z, size)
-            start, end = div(mul(row, size), o), div(add(mul(row, size), size + o - 1), o)
-            inside = self.graph.iota(and_(gte(column, start), lt(column, end)), o * size).reshape(o, size)
-            counts = self.graph.iota(div(add(mul(z, size), size + o - 1), o) - div(mul(z, size), o), o)
-            weights = inside.cast(out.dtype) / counts.cast(out.dtype).reshape(o, 1)
+            weights = self._averaging(axis, o, out.dtype)
             out = (out.transpose(axis, -1) @ weights.T).transpose(axis, -1)
         return out
+
+    def adaptive_avg_pool_backward(self, grad: GraphTensor, n: int) -> GraphTensor:
+        """The gradient by self of ``adaptive_avg_pool`` over the last ``n`` axes whose output's gradient is
+        ``grad``: per axis a matmul with the averaging matrix, transposed."""
+        out = grad
+        for axis in range(self.ndim - n, self.ndim):
+            weights = self._averaging(axis, _static(grad.shape[axis], "pooled size"), grad.dtype)
+            out = (out.transpose(axis, -1) @ weights).transpose(axis, -1)
+        return out
+
+    def _averaging(self, axis: int, o: int, dtype: DType) -> GraphTensor:
+        """``[o, size]``: adaptive average pooling's weights along ``axis``, output ``i`` averaging elements
+        ``floor(i * size / o)`` to ``ceil((i + 1) * size / o)``."""
+        z = Expr.z()
+        size = _static(self.shape[axis], "pooled size")
+        row, column = div(z, size), mod(z, size)
+        start, end = div(mul(row, size), o), div(add(mul(row, size), size + o - 1), o)
+        inside = self.graph.iota(and_(gte(column, start), lt(column, end)), o * size).reshape(o, size)
+        counts = self.graph.iota(div(add(mul(z, size), size + o - 1), o) - div(mul(z, size), o), o)
+        return inside.cast(dtype) / counts.cast(dtype).reshape(o, 1)
 
     # ---- indexing -----------------------------------------------------------------------
     def _flat_positions(self, coord_shape: Sequence[Expr], skip_axis: int) -> GraphTensor:

@@ -292,6 +292,35 @@ def test_batch_norm_in_train_mode_updates_its_running_statistics_as_eager() -> N
     assert int(model[1].num_batches_tracked) == 3
 
 
+# average pooling geometries: overlapping windows with padding counted or not, ceil mode's partial last window, a
+# divisor
+POOLS = ({"kernel_size": 3, "stride": 2, "padding": 1}, {"kernel_size": 3, "stride": 2, "padding": 1,
+                                                         "count_include_pad": False},
+         {"kernel_size": 2, "stride": 3, "ceil_mode": True}, {"kernel_size": 2, "divisor_override": 3})
+
+
+def test_pooling_and_replication_padding_gradients_equal_eager() -> None:
+    """``avg_pool2d_backward`` and ``avg_pool3d_backward`` (each window's gradient over its divisor added into what it
+    read) for several geometries, adaptive average pooling's gradient, 3-d max pooling's (each maximum's gradient
+    added where it was read) and replication padding's (each element's gradient added into the element it copies; a
+    negative padding crops), in one program each way."""
+    def pools(x: torch.Tensor) -> torch.Tensor:
+        pooled = [F.avg_pool2d(x, **pool) for pool in POOLS]
+        pooled += [F.avg_pool3d(x.unsqueeze(1), 2, 1), F.adaptive_avg_pool2d(x, (4, 3)),
+                   F.max_pool3d(x.unsqueeze(1), 2, 2), F.adaptive_max_pool3d(x.unsqueeze(1), (1, 3, 5))]
+        pooled += [F.pad(x[:, :, 0], (2, 3), "replicate"), F.pad(x, (1, -2, 3, 0), "replicate"),
+                   F.pad(x.unsqueeze(1), (1, 1, 0, 2, 1, 0), "replicate")]
+        return sum((p * torch.linspace(-1, 1, p.numel()).reshape(p.shape)).sum() for p in pooled)
+
+    compiled = torch.compile(pools, backend="luminal_lab", options=OPTIONS | {"fusion": False})
+    x = torch.randn(2, 3, 9, 10, generator=torch.Generator().manual_seed(0))
+    got, expected = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    compiled(got).backward()
+    pools(expected).backward()
+    torch.testing.assert_close(got.grad, expected.grad, **TOLERANCE)
+    assert len(ll.programs(compiled)) == 2
+
+
 @pytest.mark.parametrize("conv", [nn.Conv1d, nn.Conv2d], ids=["1d", "2d"])
 @pytest.mark.parametrize("geometry", [{}, {"stride": 2, "padding": 1}, {"padding": 2, "dilation": 2, "groups": 2},
                                       {"stride": 3, "padding": 1, "groups": 4}], ids=str)
