@@ -1225,6 +1225,7 @@ class GraphTensor:
             counts = along if counts is None else counts * along
         return counts.cast(dtype)
 
+    @high_level
     def avg_pool_backward(self, grad: GraphTensor, kernel: Sequence[int], stride: Sequence[int] | None = None,
                           padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True,
                           divisor_override: int | None = None) -> GraphTensor:
@@ -1243,6 +1244,7 @@ class GraphTensor:
         return self.read_backward(positions, share.unsqueeze(-1).broadcast_to(list(share.shape) +
                                                                               [positions.shape[-1]]), n)
 
+    @high_level
     def replication_pad_backward(self, grad: GraphTensor, padding: Sequence[int]) -> GraphTensor:
         """The gradient by self of torch's replication padding of its last ``len(padding) // 2`` axes (``padding`` as
         ``F.pad`` takes it: the last axis first, ``(before, after)`` each, a negative one cropping) whose output's
@@ -1258,6 +1260,7 @@ class GraphTensor:
             expr, inner, stride = expr + coordinate * stride, inner * out, stride * size
         return self.read_backward(self.graph.iota(expr, inner).reshape(grad.shape[lead:]), grad, n)
 
+    @high_level
     def read_backward(self, positions: GraphTensor, grad: GraphTensor, n: int) -> GraphTensor:
         """The gradient by self of an op that reads, for each element of its output (``grad``'s shape: self's leading
         axes, then the output's ``n`` trailing ones), the element of self's last ``n`` axes at the flat position
@@ -1282,6 +1285,7 @@ class GraphTensor:
             out = (out.transpose(axis, -1) @ weights.T).transpose(axis, -1)
         return out
 
+    @high_level
     def adaptive_avg_pool_backward(self, grad: GraphTensor, n: int) -> GraphTensor:
         """The gradient by self of ``adaptive_avg_pool`` over the last ``n`` axes whose output's gradient is
         ``grad``: per axis a matmul with the averaging matrix, transposed."""
