@@ -45,6 +45,7 @@ dynamic programs. Under ``torch.no_grad()``, or with nothing that requires grad,
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 import os
 import warnings
@@ -466,7 +467,7 @@ def _inline_wrapper() -> Any:
 
 def _compiling_frame() -> tuple[Any, Any]:
     """The code object dynamo is compiling (a function, a module's forward, or a resumption of one after a graph
-    break) and its ``self`` where it has one."""
+    break) and the module it runs for (``_owner``)."""
     try:
         from torch._dynamo.symbolic_convert import InstructionTranslator
 
@@ -474,9 +475,20 @@ def _compiling_frame() -> tuple[Any, Any]:
         module = tx.f_locals.get("fn") if tx.f_code is _inline_wrapper() else None
         if isinstance(module, torch.nn.Module):  # a torch.nn module (nn.Sequential, ...): dynamo compiles a frame
             return type(module).forward.__code__, module  # around the call
-        return tx.f_code, tx.f_locals.get("self")
+        return tx.f_code, _owner(tx.f_code, tx.f_locals)
     except Exception:  # not inside dynamo (a test calling the backend directly)
         return None, None
+
+
+def _owner(code: Any, arguments: dict[str, Any]) -> torch.nn.Module | None:
+    """The module a frame runs for: the first of its arguments (named, then ``*args``) that is a module. That is
+    ``self`` for a module's ``forward``, and the model for a decorator's ``wrapper(*args, **kwargs)`` around it (as
+    transformers' models have), whose code every model shares."""
+    named = code.co_argcount + code.co_kwonlyargcount
+    values = [arguments.get(name) for name in code.co_varnames[:named]]
+    if code.co_flags & inspect.CO_VARARGS:
+        values += list(arguments.get(code.co_varnames[named], ()))
+    return next((value for value in values if isinstance(value, torch.nn.Module)), None)
 
 
 def _resumptions(code: Any) -> set[Any]:
@@ -499,7 +511,8 @@ def programs(compiled: Any) -> list[Compiled]:
     signature (a dynamic graph's one program serving every size; a trained graph's forward, then its backward), in
     the order they were made: ``comp.workbench()``, ``comp.pipeline()`` and ``comp.profiler()`` work on each. A
     module's programs are those compiled from its ``forward`` (on this module, or after a graph break, on any module
-    of its class)."""
+    of its class); a module not compiled itself, those of the modules of its class with the same parameter and
+    buffer shapes, whose graphs dynamo serves it with."""
     target = getattr(compiled, "_orig_mod", None) or getattr(compiled, "_torchdynamo_orig_callable", None) \
         or compiled
     module = isinstance(target, torch.nn.Module)
@@ -509,13 +522,21 @@ def programs(compiled: Any) -> list[Compiled]:
     if code is None:
         raise TypeError(f"ll.programs takes a torch.compile-d module or function, not {type(compiled).__name__}")
     codes = _resumptions(code)
-    made = sorted((p for p in _MADE if p.code in codes and (p.owner is None or p.owner is owner)),
-                  key=lambda p: p.serial)
+    made = [p for p in _MADE if p.code in codes and (p.owner is None or p.owner is owner)]
+    if owner is not None and not any(p.owner is owner for p in made):
+        made += [p for p in _MADE if p.code in codes and type(p.owner) is type(owner)
+                 and _shapes(p.owner) == _shapes(owner)]
+    made.sort(key=lambda p: p.serial)
     found = [program for p in made for program in p.programs.values()]
     if not found:
         raise LuminalError(f"no luminal_lab programs behind {type(compiled).__name__} yet: torch.compile compiles on "
                            "the first call, so call it once (with backend='luminal_lab') first")
     return found
+
+
+def _shapes(module: torch.nn.Module) -> list[tuple[str, torch.Size]]:
+    """The names and shapes of ``module``'s parameters and buffers."""
+    return [(name, t.shape) for name, t in itertools.chain(module.named_parameters(), module.named_buffers())]
 
 
 def _read_from_module(placeholder: torch.fx.Node) -> bool:

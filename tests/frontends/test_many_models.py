@@ -1,6 +1,6 @@
 """Ten models, from torch.nn and from transformers (the causal LMs with their defaults: the cache on, sdpa
 attention), compiled one after another in one process through ``torch.compile(backend="luminal_lab")``, as a user
-would in a notebook, each checked against eager PyTorch and run by luminal_lab.
+would in a notebook, each checked against eager PyTorch and run by programs of its own.
 
 torch.compile of a module compiles one frame around every module's call, so each model after the first is a
 recompilation of that frame with new shapes: dynamo marks sizes dynamic, and the backend meets concrete, dynamic and
@@ -47,6 +47,7 @@ MODELS: dict[str, Callable[[], real_models.Built]] = {
 
 def test_ten_models_one_after_another_through_torch_compile() -> None:
     torch._dynamo.reset()
+    before: set[int] = set()  # the ids of the programs of the models before
     try:
         for name, build in MODELS.items():
             model, inputs = build()
@@ -56,6 +57,8 @@ def test_ten_models_one_after_another_through_torch_compile() -> None:
             assert len(got) == len(expected), name
             for position, (a, b) in enumerate(zip(got, expected, strict=True)):
                 torch.testing.assert_close(a, b, **TOL, msg=lambda m, n=name, p=position: f"{n}, output {p}: {m}")
-            assert ll.programs(compiled), f"{name} did not run through luminal_lab"
+            mine = ll.programs(compiled)
+            assert not before & {id(comp) for comp in mine}, f"{name} has another model's programs"
+            before |= {id(comp) for comp in mine}
     finally:
         torch._dynamo.reset()
