@@ -94,18 +94,26 @@ def signatures() -> list[tuple[str, tuple[str, ...]]]:
 
 
 # ---- terms ---------------------------------------------------------------------------------------
-def _ilist(*items: str) -> str:
-    text = "(INil)"
+def _ilist(*items: str, tail: str = "(INil)") -> str:
+    text = tail
     for item in reversed(items):
         text = f"(ICons {item} {text})"
     return text
+
+
+def _matched_inputs(*operands: str) -> str:
+    """The inputs of an op in a query: its operands, then a tail variable of its own. Every op of a kind has the same
+    number of inputs, so the tail is always ``INil``; a query naming ``(INil)`` in two lists lets egglog join them
+    on it first, a product of every one-input list with every other (5 s an iteration for one rule on a 13k-node
+    e-graph, instead of 30 ms)."""
+    return _ilist(*operands, tail="?tail-" + "-".join(operand.removeprefix("?") for operand in operands))
 
 
 _HERE = ("?s", "?o")  # the shape and out strides of the op a rule fuses (its dtype is ?dt)
 
 
 def _kernel(op: str, views: tuple[str, ...], operands: tuple[str, ...], at: tuple[str, str] = _HERE) -> str:
-    return f"(Op (Kernel{op} {at[0]} {' '.join(views)} {at[1]} ?dt) {_ilist(*operands)})"
+    return f"(Op (Kernel{op} {at[0]} {' '.join(views)} {at[1]} ?dt) {_matched_inputs(*operands)})"
 
 
 def _fused(op: str, *operands: str, at: tuple[str, str] = _HERE) -> str:
@@ -244,7 +252,7 @@ def merge_rules() -> list[Rule]:
 # ---- row regions -----------------------------------------------------------------------------------
 def _reduction(op: str, source: str) -> str:
     """A reduction ``?e`` with rows ``?s``, extent ``?k`` and out strides ``?o`` reading ``source`` unmasked."""
-    return f"(= ?e (Op (Kernel{op} ?s ?k (Strided ?kept) ?ks (MNum 1) ?o ?dt) (ICons {source} (INil))))"
+    return f"(= ?e (Op (Kernel{op} ?s ?k (Strided ?kept) ?ks (MNum 1) ?o ?dt) {_matched_inputs(source)}))"
 
 
 def _fused_reduction(op: str, operand: str) -> str:
