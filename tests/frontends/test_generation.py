@@ -1,6 +1,7 @@
 """Greedy ``model.generate`` of transformers' causal LMs (their defaults: ``use_cache=True``, sdpa attention) with
-``model.forward = torch.compile(model.forward, backend="luminal_lab")``: the same tokens as eager, with the default
-``DynamicCache``, a static cache, a sliding window shorter than the sequence, and a batch padded on the left.
+``model.forward = torch.compile(model.forward, backend="luminal_lab")``: the same tokens as eager, and the same keys
+and values in the cache at the end, with the default ``DynamicCache``, a static cache, a sliding window shorter than
+the sequence, and a batch padded on the left.
 
 A generation makes two programs (the prefill, and one with the cache's length symbolic for every decode step; the first
 decode step, a recompile, runs in torch): 17 to 70 s a model for 16 tokens on two cores, most of it compiling."""
@@ -14,9 +15,10 @@ import torch
 from torch import nn
 
 import luminal_lab as ll
-from tests.helpers.causal_lms import CAUSAL_LMS, llama, mistral, prompt
+from tests.helpers.causal_lms import CAUSAL_LMS, cache_tensors, llama, mistral, prompt
 
 FUSED = {"generations": 0}
+TOL = {"atol": 1e-4, "rtol": 1e-4}
 # eager's greedy choice must win by this much at every step, or a rounding difference could flip it
 MARGIN = 1e-3
 
@@ -31,7 +33,7 @@ def fresh_dynamo() -> Iterator[None]:
 def greedy_matches_eager(model: nn.Module, ids: torch.Tensor, new_tokens: int, dynamic: bool | None = None,
                          **options) -> None:
     """Generate greedily, eagerly and then with the forward compiled (``dynamic`` as ``torch.compile`` takes it),
-    and compare the tokens."""
+    and compare the tokens and what the cache holds at the end."""
     with torch.no_grad():
         eager = model.generate(ids, max_new_tokens=new_tokens, do_sample=False, return_dict_in_generate=True,
                                output_logits=True, **options)
@@ -39,9 +41,14 @@ def greedy_matches_eager(model: nn.Module, ids: torch.Tensor, new_tokens: int, d
         margin = (top2[..., 0] - top2[..., 1]).min().item()
         assert margin > MARGIN, f"eager's greedy choice wins by only {margin:.2e}; pick another seed"
         model.forward = torch.compile(model.forward, backend="luminal_lab", options=FUSED, dynamic=dynamic)
-        got = model.generate(ids, max_new_tokens=new_tokens, do_sample=False, **options)
-    assert got.shape == eager.sequences.shape == (ids.shape[0], ids.shape[1] + new_tokens)
-    assert got.tolist() == eager.sequences.tolist()
+        got = model.generate(ids, max_new_tokens=new_tokens, do_sample=False, return_dict_in_generate=True,
+                             **options)
+    assert got.sequences.shape == eager.sequences.shape == (ids.shape[0], ids.shape[1] + new_tokens)
+    assert got.sequences.tolist() == eager.sequences.tolist()
+    cached, expected = cache_tensors(got.past_key_values), cache_tensors(eager.past_key_values)
+    assert len(cached) == len(expected) == 2 * model.config.num_hidden_layers
+    for layer, (a, b) in enumerate(zip(cached, expected, strict=True)):
+        torch.testing.assert_close(a, b, **TOL, msg=lambda m, k=layer: f"the cache's tensor {k}: {m}")
     assert ll.programs(model.forward)  # luminal_lab ran it, with no fallback
 
 
