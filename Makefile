@@ -45,10 +45,11 @@ wheel: setup
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
-## The tour, headless: executes every notebook and writes HTML to build/tour/.
+## The tour, headless: executes every notebook (one per core at a time) and writes HTML to build/tour/.
 tour: setup
 	mkdir -p build/tour
-	$(BIN)/jupyter nbconvert --to html --execute --output-dir build/tour notebooks/*.ipynb
+	printf '%s\n' notebooks/*.ipynb | xargs -P "$$(nproc)" -n 1 $(BIN)/jupyter nbconvert --to html --execute \
+		--output-dir build/tour
 	@echo "tour written to build/tour/"
 
 ## Re-executes every notebook in place (outputs stored, widget state stripped); prints each one's time.
@@ -58,11 +59,12 @@ notebooks: setup
 ## The whole test suite: the extension's unit tests, pytest (browser tests in JupyterLab included), the notebooks
 ## against their stored outputs (nbval), the GPU check's dry run (scripts/gpu-check: what it carries to a GPU machine is
 ## complete), then the linter. pytest runs one worker per core (at most 4: each may hold an egglog e-graph), a test
-## module per worker at a time, and lists the slowest tests last.
+## module per worker at a time, and lists the slowest tests last; nbval runs a notebook per worker.
 test: setup
 	cd extension && npm test
 	$(BIN)/python -m pytest -q -rs -n auto --maxprocesses 4 --dist loadfile --durations=30
-	$(BIN)/python -m pytest -q --nbval notebooks/ --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile --nbval notebooks/ --nbval-current-env \
+		--nbval-sanitize-with notebooks/nbval_sanitize.cfg
 	$(BIN)/python scripts/gpu-check
 	$(BIN)/ruff check luminal_lab tests benchmarks scripts scripts/gpu-check
 
