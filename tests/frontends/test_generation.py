@@ -1,7 +1,7 @@
 """Greedy ``model.generate`` of transformers' causal LMs (their defaults: ``use_cache=True``, sdpa attention) with
-``model.forward = torch.compile(model.forward, backend="luminal_lab")``: the same tokens as eager, and the same keys
-and values in the cache at the end, with the default ``DynamicCache``, a static cache, a sliding window shorter than
-the sequence, and a batch padded on the left.
+``model.forward = torch.compile(model.forward, backend="luminal_lab")``: the same tokens as eager, the same logits at
+every step (the forward with the cache on), and the same keys and values in the cache at the end, with the default
+``DynamicCache``, a static cache, a sliding window shorter than the sequence, and a batch padded on the left.
 
 A generation makes two programs (the prefill, and one with the cache's length symbolic for every decode step; the first
 decode step, a recompile, runs in torch): 17 to 70 s a model for 16 tokens on two cores, most of it compiling."""
@@ -33,7 +33,7 @@ def fresh_dynamo() -> Iterator[None]:
 def greedy_matches_eager(model: nn.Module, ids: torch.Tensor, new_tokens: int, dynamic: bool | None = None,
                          **options) -> None:
     """Generate greedily, eagerly and then with the forward compiled (``dynamic`` as ``torch.compile`` takes it),
-    and compare the tokens and what the cache holds at the end."""
+    and compare the tokens, every step's logits and what the cache holds at the end."""
     with torch.no_grad():
         eager = model.generate(ids, max_new_tokens=new_tokens, do_sample=False, return_dict_in_generate=True,
                                output_logits=True, **options)
@@ -42,9 +42,11 @@ def greedy_matches_eager(model: nn.Module, ids: torch.Tensor, new_tokens: int, d
         assert margin > MARGIN, f"eager's greedy choice wins by only {margin:.2e}; pick another seed"
         model.forward = torch.compile(model.forward, backend="luminal_lab", options=FUSED, dynamic=dynamic)
         got = model.generate(ids, max_new_tokens=new_tokens, do_sample=False, return_dict_in_generate=True,
-                             **options)
+                             output_logits=True, **options)
     assert got.sequences.shape == eager.sequences.shape == (ids.shape[0], ids.shape[1] + new_tokens)
     assert got.sequences.tolist() == eager.sequences.tolist()
+    for step, (a, b) in enumerate(zip(got.logits, eager.logits, strict=True)):
+        torch.testing.assert_close(a, b, **TOL, msg=lambda m, k=step: f"the logits of step {k}: {m}")
     cached, expected = cache_tensors(got.past_key_values), cache_tensors(eager.past_key_values)
     assert len(cached) == len(expected) == 2 * model.config.num_hidden_layers
     for layer, (a, b) in enumerate(zip(cached, expected, strict=True)):
