@@ -24,14 +24,15 @@ Each program gets its genome once: the best genome cached on disk for it (``sear
 e-graph, the input signature without its dynamic sizes, the device and the library version), else the most-fused
 genome improved by a short measured search (``BackendOptions``) on the first call's inputs, which is then cached. The
 device follows the inputs: CPU tensors run on the CPU runtime, CUDA tensors on the CUDA runtime (device-resident), and
-results come back on the inputs' device. A graph dynamo compiles again for a frame it compiled before (an input's
-shape, dtype or int changed) runs in torch on its first call and is compiled on its second: sizes that changed once
-often change again at once, and dynamo then makes them dynamic (a generation's first decode step, whose cache length
-dynamo has seen once, is followed by steps with one more token each, which the dynamic program serves), so compiling
-at once would compile a program that runs once. Once a graph holds one program and its export pinned no size, every
-later call goes straight to it (``_Call``): dynamo's guards already hold the arguments to what it serves, so no key is
-built and no device looked up. ``programs(compiled)`` finds the ``Compiled`` programs behind a compiled module or
-function.
+results come back on the inputs' device. A graph dynamo compiles again for a frame it compiled before for the same
+module (``_owner``: an input's shape, dtype or int changed) runs in torch on its first call and is compiled on its
+second (another module's first call is compiled at once, though transformers' models share one frame): sizes that
+changed once often change again at once, and dynamo then makes them dynamic (a generation's first decode step, whose
+cache length dynamo has seen once, is followed by steps with one more token each, which the dynamic program serves),
+so compiling at once would compile a program that runs once. Once a graph holds one program and its export pinned
+no size, every later call goes straight to it (``_Call``): dynamo's guards already hold the arguments to what it
+serves, so no key is built and no device looked up. ``programs(compiled)`` finds the ``Compiled`` programs behind a
+compiled module or function.
 
 Training: in grad mode, when an input or parameter requires grad, the graph goes through AOTAutograd (traced with
 ``aot_decompositions``: core aten, backward ops included), and its forward and backward graphs each become a
