@@ -35,6 +35,7 @@ from .core.symbolic import Expr
 from .hlir.graph import Graph, Node, Signature
 from .hlir.reference import ReferenceRuntime
 from .hlir.tensor import GraphTensor, concat, embedding, maximum, minimum, stack, where
+from .search.records import TuningRecords
 
 __version__ = "0.1.0"
 
@@ -47,6 +48,18 @@ def programs(compiled) -> list[Compiled]:
     return behind(compiled)
 
 
+def export_records(path, directory=None) -> int:
+    """Write the tuning records (in ``directory``, default ``search.records.default_directory()``) to ``path`` as
+    JSON lines, for another machine's ``import_records``; returns how many."""
+    return TuningRecords(directory).export(path)
+
+
+def import_records(path, directory=None) -> int:
+    """Add the tuning records of a file ``export_records`` wrote (those already here are skipped); returns how
+    many were added."""
+    return TuningRecords(directory).import_(path)
+
+
 def load_ipython_extension(ipython) -> None:
     """``%load_ext luminal_lab``: registers the ``%luminal`` / ``%%luminal`` magics."""
     from .notebook.magic import LuminalMagics
@@ -57,7 +70,7 @@ def load_ipython_extension(ipython) -> None:
 __all__ = [
     "ArgumentError", "BudgetExceeded", "Compiled", "DType", "DTypeBoundaryError", "DTypeError", "EgglogError", "Expr",
     "Graph", "GraphTensor", "LuminalError", "MemoryBudgetError", "NoDeviceError", "NoEClassError", "Node", "Op",
-    "ReferenceRuntime", "Refused", "SearchStopped", "ShapeError", "ShapeTracker", "Signature", "UnsupportedOpError",
-    "bf16", "bool", "compile", "concat", "embedding", "f16", "f32", "f64", "i8", "i16", "i32", "i64", "maximum",
-    "minimum", "programs", "stack", "u8", "where",
+    "ReferenceRuntime", "Refused", "SearchStopped", "ShapeError", "ShapeTracker", "Signature", "TuningRecords",
+    "UnsupportedOpError", "bf16", "bool", "compile", "concat", "embedding", "export_records", "f16", "f32", "f64",
+    "i8", "i16", "i32", "i64", "import_records", "maximum", "minimum", "programs", "stack", "u8", "where",
 ]

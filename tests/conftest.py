@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from luminal_lab.runtime.cache import CACHE_ENV, WORKERS_ENV
-from luminal_lab.search.genome_cache import CACHE_ENV as GENOME_CACHE_ENV
+from luminal_lab.search.records import CACHE_ENV as GENOME_CACHE_ENV
 from tests.helpers.fused import Fused, compile_fused
 
 

@@ -32,6 +32,7 @@ from ..llir.regions import Regions
 from ..llir.unroll import runs, unroll
 from ..runtime import Profile, Runtime, check_device, foreign_kernels, new_runtime
 from ..runtime.base import MEMORY_FRACTION, format_bytes, host_memory_available
+from ..search.records import RecordsTable, TuningRecords, program_key
 from ..search.search import SearchResult, compare, random_inputs, search
 from .boundary import Boundary
 from .provenance import Pipeline
@@ -65,6 +66,9 @@ class Compiled:
         self._llirs: dict[int, LLIR] = {}
         self._runtimes: dict[tuple[int, str], Runtime] = {}  # by (genome hash, device)
         self.last_search: SearchResult | None = None
+        self.records: TuningRecords | None = TuningRecords()  # where its searches are recorded (None: nowhere)
+        self.records_key: str | None = None  # the key of its last search's records (``search.records.program_key``)
+        self.records_device: str | None = None  # and that search's device
 
     @classmethod
     def of_torch(cls, program: TorchProgram, fusion: bool = True, rolling: bool = True) -> Compiled:
@@ -273,7 +277,20 @@ class Compiled:
             self._check_unrolled(result, arrays, bindings, expected, device, memory_budget)
         self._genome = result.best.genome
         self.last_search = result
+        if self.records is not None and cost is None:  # measured, not costed: recorded
+            if self.records_device != device:
+                self.records_key, self.records_device = self._records_key(device), device
+            self.records.add(self.records_key, device, result.history)
         return result
+
+    def _records_key(self, device: str) -> str:
+        """The key of this program's records on ``device``: its e-graph and input signature (names, shapes,
+        dtypes), the device and the library version."""
+        from .. import __version__
+
+        signature = [(name, str(spec.node.shape), spec.node.dtype.name) for name, spec in self.graph.inputs.items()
+                     if not spec.is_weight]
+        return program_key(self.egraph.program, self.egraph.rulesets, signature, device, __version__)
 
     def _check_unrolled(self, result: SearchResult, arrays: dict[str, np.ndarray], bindings: dict[str, int],
                         expected: list[np.ndarray], device: str, memory_budget: int | None) -> None:
@@ -294,6 +311,15 @@ class Compiled:
             candidate.outcome, candidate.reason = outcome, f"unrolled: {reason}"
         raise Refused("no viable genome", f"every candidate that ran one copy of the rolled layer failed unrolled; the "
                       f"last: {reason}")
+
+    def tuning_records(self) -> RecordsTable:
+        """The tuning records of this program's last search (or of the genome torch.compile's backend chose for it)
+        as a table; raises ``LuminalError`` before any, or where records are off (``cache_dir=False``)."""
+        if self.records is None or self.records_key is None:
+            raise LuminalError("Compiled.tuning_records: this program has no records yet: they are written by a "
+                               "measured comp.search (not one under a cost function), or by torch.compile's backend "
+                               "unless cache_dir=False")
+        return RecordsTable(self.records.rows(self.records_key))
 
     # ---- the notebook workbench ---------------------------------------------------------
     def profiler(self, **settings):

@@ -20,9 +20,10 @@ memory, or an in-place update that moved torch's version counter, which one thro
 tensors, and a buffer the graph mutates in place (so that the mutation is written back to it), are the program's
 inputs.
 
-Each program gets its genome once: the best genome cached on disk for it (``search.genome_cache``: keyed by the
+Each program gets its genome once: the best genome in the tuning records for it (``search.records``: keyed by the
 e-graph, the input signature without its dynamic sizes, the device and the library version), else the most-fused
-genome improved by a short measured search (``BackendOptions``) on the first call's inputs, which is then cached. The
+genome improved by a short measured search (``BackendOptions``) on the first call's inputs, whose every candidate is
+then recorded (with no search, the most-fused genome is recorded as chosen unmeasured). The
 device follows the inputs: CPU tensors run on the CPU runtime, CUDA tensors on the CUDA runtime (device-resident), and
 results come back on the inputs' device. A graph dynamo compiles again for a frame it compiled before for the same
 module (``_owner``: an input's shape, dtype or int changed) runs in torch on its first call and is compiled on its
@@ -69,7 +70,7 @@ from ..frontends.export import aot_decompositions, export_core_aten
 from ..frontends.translate import translate
 from ..hlir.graph import Graph
 from ..runtime import DEVICES, check_device
-from ..search.genome_cache import GenomeCache, program_key
+from ..search.records import TuningRecords, program_key
 from .compiled import Compiled
 
 
@@ -78,8 +79,8 @@ class BackendOptions:
     """The backend's ``options``: the search each new program gets (``generations`` of ``generation_size`` children,
     within ``budget`` seconds, from ``seed``; ``generations=0``: the most-fused genome, unmeasured), the ``device``
     (``None``: the inputs' device), ``fusion`` (whether the e-graph offers fused regions), ``rolling`` (whether
-    repeated layers are rolled to one, ``luminal_lab.hlir.rolling``) and ``cache_dir`` (where best genomes are kept;
-    ``None``: the default directory, ``False``: no cache)."""
+    repeated layers are rolled to one, ``luminal_lab.hlir.rolling``) and ``cache_dir`` (the directory of the tuning
+    records, ``search.records``; ``None``: the default directory, ``False``: none kept or read)."""
 
     generations: int = 2
     generation_size: int = 8
@@ -427,14 +428,16 @@ class DynamoProgram:
                 if isinstance(a, torch.nn.Parameter) or (isinstance(a, torch.Tensor) and name in self.from_module)}
 
     def choose_genome(self, program: Compiled, inputs: list[torch.Tensor], device: str, signature: tuple) -> None:
-        """The cached best genome of ``program``, else the most-fused one searched from (then cached)."""
+        """The best genome of ``program`` in the tuning records, else the most-fused one searched from (every
+        candidate then recorded)."""
         from .. import __version__
 
         options = self.options
-        cache = None if options.cache_dir is False else GenomeCache(options.cache_dir)
+        records = None if options.cache_dir is False else TuningRecords(options.cache_dir)
         space = program.choice_space()
         key = program_key(program.egraph.program, program.egraph.rulesets, signature, device, __version__)
-        cached = cache.load(key, space) if cache is not None else None
+        program.records, program.records_key, program.records_device = records, key, device
+        cached = records.best(key, space) if records is not None else None
         if cached is not None:
             program.genome = cached
             return
@@ -442,13 +445,11 @@ class DynamoProgram:
             program.genome = space.fused_genome()
         except Refused:  # the smallest-term genome stays
             pass
-        seconds = None
-        if options.generations:
-            result = program.search(options.generations, options.generation_size, budget=options.budget,
-                                    seed=options.seed, device=device, inputs=inputs)
-            seconds = result.best.seconds
-        if cache is not None:
-            cache.save(key, program.genome, seconds)
+        if options.generations:  # comp.search records every candidate
+            program.search(options.generations, options.generation_size, budget=options.budget, seed=options.seed,
+                           device=device, inputs=inputs)
+        elif records is not None:
+            records.add_unmeasured(key, device, program.genome)
 
     def __repr__(self) -> str:
         return f"<luminal_lab DynamoProgram, {len(self.programs)} compiled input signature(s)>"

@@ -6,8 +6,8 @@ compiled programs."""
 from __future__ import annotations
 
 import functools
-import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -23,6 +23,7 @@ from luminal_lab.compiler.dynamo import BackendOptions, DynamoProgram
 from luminal_lab.llir.regions import find_regions
 from luminal_lab.runtime import cuda_unavailable_reason
 from luminal_lab.runtime.cpu import CPURuntime
+from luminal_lab.search.records import TuningRecords
 from tests.helpers.models import MLP, mlp_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,9 +76,8 @@ def test_default_searches_from_the_most_fused_genome_and_caches_the_best(tmp_pat
     search = comp.last_search
     assert search is not None and search.history[0].hash == comp.choice_space().fused_genome().hash
     assert comp.genome.hash == search.best.hash
-    (entry,) = tmp_path.glob("*.json")
-    stored = json.loads(entry.read_text())
-    assert stored["hash"] == f"{search.best.hash:016x}" and stored["seconds"] == search.best.seconds
+    rows = TuningRecords(tmp_path).rows(comp.records_key)  # every candidate, as measured
+    assert [(r["hash"], r["seconds"]) for r in rows] == [(f"{c.hash:016x}", c.seconds) for c in search.history]
 
 
 def test_a_second_process_starts_with_the_cached_genome(tmp_path: Path) -> None:
@@ -105,21 +105,25 @@ def test_a_second_process_starts_with_the_cached_genome(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     searched, second = run.stdout.split()[-2:]
     assert searched == "False" and second == first
-    assert json.loads(next(tmp_path.glob("*.json")).read_text())["hash"] == first
+    assert len(TuningRecords(tmp_path).rows()) == len(comp.last_search.history)  # nothing measured again
 
 
-def test_a_stale_entry_is_not_used(tmp_path: Path) -> None:
-    """An entry whose choices are not this e-graph's (here: a tampered hash) is ignored and replaced."""
+def test_a_stale_record_is_not_used(tmp_path: Path) -> None:
+    """A record whose choices are not this e-graph's (here: a tampered hash) is ignored, and the genome chosen
+    again is recorded."""
     options = {"generations": 0, "cache_dir": tmp_path}
     torch.compile(chain, backend="luminal_lab", options=options)(*operands())
-    (entry,) = tmp_path.glob("*.json")
-    stored = json.loads(entry.read_text())
-    entry.write_text(json.dumps({**stored, "hash": "0" * 16}))
+    records = TuningRecords(tmp_path)
+    (stored,) = records.rows()
+    assert stored["outcome"] == "unmeasured" and stored["seconds"] is None
+    with sqlite3.connect(records.path) as connection:
+        connection.execute("UPDATE records SET hash = ?", ("0" * 16,))
+    connection.close()
     torch._dynamo.reset()
     compiled = torch.compile(chain, backend="luminal_lab", options=options)
     compiled(*operands())
     (comp,) = ll.programs(compiled)
-    assert json.loads(entry.read_text())["hash"] == stored["hash"] == f"{comp.genome.hash:016x}"
+    assert [r["hash"] for r in records.rows()] == ["0" * 16, stored["hash"]] == ["0" * 16, f"{comp.genome.hash:016x}"]
 
 
 def test_no_search_runs_the_most_fused_genome_and_fusion_can_be_off() -> None:

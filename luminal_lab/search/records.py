@@ -1,0 +1,176 @@
+"""Tuning records: every candidate a search measured, kept in an SQLite database that later searches and processes
+(and, exported, other machines) start from.
+
+A record holds the program key (``program_key``: a SHA-256 of the e-graph's egglog program and rulesets, the input
+signature, the device and the library version, so a record never serves another e-graph), the genome as its choices
+(e-class id -> e-node id) and hash, the device, the seconds it measured, its outcome (``search.OUTCOMES``, or
+``unmeasured`` for a genome chosen without measuring) and reason, the library version, the machine and when. The
+database is ``tuning.sqlite`` in ``$LUMINAL_LAB_GENOME_CACHE`` (else ``~/.cache/luminal_lab``) unless given; it
+runs in WAL mode and every write is one transaction, so several processes record into it at once.
+
+``best`` is the torch.compile genome cache: the fastest ``ok`` genome of a key (else the latest unmeasured one) that
+rebuilds in the program's choice space with the same hash. ``export``/``import_`` move records between machines as
+JSON lines; what is read back is data (JSON, SQLite), never unpickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import os
+import platform
+import sqlite3
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..llir.genome import ChoiceSpace, Genome
+from .search import Candidate
+
+CACHE_ENV = "LUMINAL_LAB_GENOME_CACHE"
+UNMEASURED = "unmeasured"
+FIELDS = ("key", "hash", "choices", "device", "seconds", "outcome", "reason", "version", "machine", "recorded")
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS records (id INTEGER PRIMARY KEY, {", ".join(FIELDS)});
+CREATE INDEX IF NOT EXISTS records_by_key ON records (key, outcome, seconds);
+"""
+
+
+def default_directory() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or "~/.cache/luminal_lab").expanduser()
+
+
+def program_key(program: str, rulesets: Iterable[str], signature: Iterable, device: str, version: str) -> str:
+    """The key of a program's records: a hex SHA-256 of everything that decides its genomes and their speed."""
+    text = json.dumps([program, list(rulesets), [str(s) for s in signature], device, version])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class TuningRecords:
+    """The records in ``directory``'s ``tuning.sqlite`` (see the module docstring)."""
+
+    def __init__(self, directory: str | os.PathLike | None = None):
+        self.directory = Path(directory).expanduser() if directory is not None else default_directory()
+        self.path = self.directory / "tuning.sqlite"
+
+    def _connect(self) -> sqlite3.Connection:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(self.path, timeout=30)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.executescript(_SCHEMA)
+        return connection
+
+    def add(self, key: str, device: str, candidates: Iterable[Candidate]) -> int:
+        """Record ``candidates`` (each with its genome) under ``key``; returns how many."""
+        from .. import __version__
+
+        now, machine = time.time(), platform.node()
+        rows = [(key, f"{c.hash:016x}", json.dumps(c.genome.choices if c.genome is not None else {}), device,
+                 c.seconds, c.outcome, c.reason, __version__, machine, now) for c in candidates]
+        with self._connect() as connection:
+            connection.executemany(f"INSERT INTO records ({', '.join(FIELDS)}) VALUES ({', '.join('?' * len(FIELDS))})",
+                                   rows)
+        connection.close()
+        return len(rows)
+
+    def add_unmeasured(self, key: str, device: str, genome: Genome) -> None:
+        """Record ``genome``, chosen for ``key`` without measuring."""
+        self.add(key, device, [Candidate(0, 0, genome.hash, None, [], UNMEASURED, genome=genome)])
+
+    def rows(self, key: str | None = None) -> list[dict]:
+        """The records (of ``key``, else all), oldest first, as dicts of ``FIELDS``."""
+        if not self.path.exists():
+            return []
+        where, args = ("WHERE key = ?", (key,)) if key is not None else ("", ())
+        connection = self._connect()
+        try:
+            found = connection.execute(f"SELECT {', '.join(FIELDS)} FROM records {where} ORDER BY id", args).fetchall()
+        finally:
+            connection.close()
+        return [{**dict(zip(FIELDS, row, strict=True)), "choices": json.loads(row[2])} for row in found]
+
+    def best(self, key: str, space: ChoiceSpace) -> Genome | None:
+        """The fastest ``ok`` genome recorded for ``key`` (else the latest unmeasured one) that is a genome of
+        ``space``; ``None`` if there is none."""
+        rows = self.rows(key)
+        measured = sorted((r for r in rows if r["outcome"] == "ok" and r["seconds"] is not None),
+                          key=lambda r: r["seconds"])
+        unmeasured = [r for r in reversed(rows) if r["outcome"] == UNMEASURED]
+        for row in (*measured, *unmeasured):
+            genome = _rebuilt(row, space)
+            if genome is not None:
+                return genome
+        return None
+
+    def export(self, path: str | os.PathLike) -> int:
+        """Write every record to ``path`` as JSON lines; returns how many."""
+        rows = self.rows()
+        with open(path, "w") as out:
+            for row in rows:
+                out.write(json.dumps(row) + "\n")
+        return len(rows)
+
+    def import_(self, path: str | os.PathLike) -> int:
+        """Add the records of a JSON-lines file written by ``export`` (records already here are not added again);
+        returns how many were added. A line that is not a record raises ``ValueError`` naming it."""
+        incoming = []
+        with open(path) as lines:
+            for number, line in enumerate(lines, 1):
+                try:
+                    row = json.loads(line)
+                    incoming.append(tuple(json.dumps(row[f]) if f == "choices" else row[f] for f in FIELDS))
+                except (ValueError, KeyError, TypeError) as error:
+                    raise ValueError(f"{path}, line {number}: not a tuning record ({error})") from None
+        here = {tuple(json.dumps(r[f]) if f == "choices" else r[f] for f in FIELDS) for r in self.rows()}
+        new = [row for row in incoming if row not in here]
+        with self._connect() as connection:
+            connection.executemany(f"INSERT INTO records ({', '.join(FIELDS)}) VALUES ({', '.join('?' * len(FIELDS))})",
+                                   new)
+        connection.close()
+        return len(new)
+
+
+def _rebuilt(row: dict, space: ChoiceSpace) -> Genome | None:
+    """The genome of ``row`` in ``space``, if every choice is an option there and the hash comes out the same."""
+    choices = row["choices"]
+    picks = []
+    for cid, options in zip(space.classes, space.options):
+        if not options:
+            picks.append(0)
+            continue
+        ids = [node.id for node in options]
+        if choices.get(cid) not in ids:
+            return None
+        picks.append(ids.index(choices[cid]))
+    genome = space.genome(picks)
+    return genome if f"{genome.hash:016x}" == row["hash"] else None
+
+
+class RecordsTable:
+    """Records as a table: ``rows`` (dicts of ``FIELDS``), shown as text or, in a notebook, HTML."""
+
+    COLUMNS = ("hash", "device", "seconds", "outcome", "reason", "machine", "version")
+
+    def __init__(self, rows: list[dict]):
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def _cells(self, row: dict) -> list[str]:
+        return [f"{row[c] * 1e3:.3f} ms" if c == "seconds" and row[c] is not None else str(row[c] or "")
+                for c in self.COLUMNS]
+
+    def __repr__(self) -> str:
+        lines = ["  ".join(self.COLUMNS)] + ["  ".join(self._cells(row)) for row in self.rows]
+        return f"<RecordsTable, {len(self.rows)} records>\n" + "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{c}</th>" for c in self.COLUMNS)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in self._cells(row)) + "</tr>"
+                       for row in self.rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

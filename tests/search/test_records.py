@@ -1,0 +1,123 @@
+"""Tuning records (``luminal_lab.search.records``): every searched candidate kept in SQLite, the best one found again
+in the program's choice space, several processes writing at once, and records moved between machines as JSON lines."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import luminal_lab as ll
+from luminal_lab.search.records import FIELDS, TuningRecords
+from tests.helpers.models import MLP, mlp_inputs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def kernel_count(llir) -> float:
+    """A cost that does not vary: fewer kernels is faster."""
+    return float(len(llir.kernels))
+
+
+@pytest.fixture(scope="module")
+def searched():
+    """An MLP's program and a seeded search of it under a fixed cost."""
+    comp = ll.compile(MLP().eval(), mlp_inputs())
+    result = comp.search(generations=1, generation_size=4, seed=0, cost=kernel_count, progress=False)
+    yield comp, result
+    comp.egraph.close()
+
+
+def test_every_candidate_is_recorded_and_the_best_is_found_in_the_choice_space(searched, tmp_path: Path) -> None:
+    comp, result = searched
+    records = TuningRecords(tmp_path)
+    assert records.add("k", "cpu", result.history) == len(result.history)
+    rows = records.rows("k")
+    assert [(r["hash"], r["outcome"], r["seconds"], r["reason"]) for r in rows] == \
+        [(f"{c.hash:016x}", c.outcome, c.seconds, c.reason) for c in result.history]
+    assert all(r["device"] == "cpu" and r["version"] == ll.__version__ and r["machine"] for r in rows)
+    best = records.best("k", comp.choice_space())
+    assert best is not None and best.hash == result.best.hash
+    assert records.best("another key", comp.choice_space()) is None
+
+
+def test_a_record_that_is_not_a_genome_of_the_space_is_skipped(searched, tmp_path: Path) -> None:
+    """The fastest record's hash tampered with: it no longer rebuilds to itself, so the next fastest serves."""
+    comp, result = searched
+    records = TuningRecords(tmp_path)
+    records.add("k", "cpu", result.history)
+    ok = sorted((c for c in result.history if c.outcome == "ok"), key=lambda c: c.seconds)
+    assert len(ok) >= 2
+    with sqlite3.connect(records.path) as connection:
+        connection.execute("UPDATE records SET hash = ? WHERE hash = ?", ("0" * 16, f"{ok[0].hash:016x}"))
+    connection.close()
+    second = min(c.seconds for c in ok[1:])
+    assert records.best("k", comp.choice_space()).hash in {c.hash for c in ok[1:] if c.seconds == second}
+
+
+def test_several_processes_record_at_once(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import sys
+        from luminal_lab.search.records import TuningRecords
+        from luminal_lab.search.search import Candidate
+        records = TuningRecords({str(tmp_path)!r})
+        for i in range(40):
+            records.add("k", "cpu", [Candidate(i, 0, i, None, [], "ok", seconds=float(sys.argv[1]))])
+    """)
+    workers = [subprocess.Popen([sys.executable, "-c", script, str(n)], cwd=ROOT) for n in range(4)]
+    assert [w.wait(timeout=120) for w in workers] == [0] * 4
+    rows = TuningRecords(tmp_path).rows("k")
+    assert sorted(r["seconds"] for r in rows) == sorted(float(n) for n in range(4) for _ in range(40))
+
+
+def test_records_move_between_machines_as_json_lines(searched, tmp_path: Path) -> None:
+    comp, result = searched
+    here, there = tmp_path / "here", tmp_path / "there"
+    TuningRecords(here).add("k", "cpu", result.history)
+    exported = tmp_path / "records.jsonl"
+    assert ll.export_records(exported, here) == len(result.history)
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert [set(line) for line in lines] == [set(FIELDS)] * len(result.history)
+    assert ll.import_records(exported, there) == len(result.history)
+    assert ll.import_records(exported, there) == 0  # nothing twice
+    assert TuningRecords(there).rows() == TuningRecords(here).rows()
+    assert TuningRecords(there).best("k", comp.choice_space()).hash == result.best.hash
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(exported.read_text().splitlines()[0] + "\n{\"key\": 1}\n")
+    with pytest.raises(ValueError, match=r"bad\.jsonl, line 2: not a tuning record"):
+        ll.import_records(bad, there)
+
+
+def test_the_backend_records_its_search_and_shows_it_as_a_table(tmp_path: Path) -> None:
+    def chain(a, b):
+        return (a * b + 1).sin().exp()
+
+    compiled = torch.compile(chain, backend="luminal_lab",
+                             options={"generations": 1, "generation_size": 2, "cache_dir": tmp_path})
+    a, b = torch.randn(8, 4), torch.randn(8, 4)
+    torch.testing.assert_close(compiled(a, b), chain(a, b), atol=1e-5, rtol=1e-5)
+    (comp,) = ll.programs(compiled)
+    table = comp.tuning_records()
+    assert [r["hash"] for r in table] == [f"{c.hash:016x}" for c in comp.last_search.history]
+    assert "<th>outcome</th>" in table._repr_html_() and f"{len(table)} records" in repr(table)
+    unrecorded = ll.compile(MLP().eval(), mlp_inputs())
+    with pytest.raises(ll.LuminalError, match=r"Compiled\.tuning_records: this program has no records yet"):
+        unrecorded.tuning_records()
+
+
+def test_a_measured_search_is_recorded_and_a_costed_one_is_not(tmp_path: Path) -> None:
+    comp = ll.compile(MLP().eval(), mlp_inputs())
+    comp.records = TuningRecords(tmp_path)
+    comp.search(generations=0, seed=0, cost=kernel_count, progress=False)
+    assert comp.records.rows() == []
+    result = comp.search(generations=0, seed=0, progress=False)
+    table = comp.tuning_records()
+    assert [(r["hash"], r["outcome"]) for r in table] == [(f"{c.hash:016x}", c.outcome) for c in result.history]
+    assert TuningRecords(tmp_path).best(comp.records_key, comp.choice_space()).hash == result.best.hash
+    comp.egraph.close()
