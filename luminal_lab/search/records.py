@@ -68,11 +68,18 @@ class TuningRecords:
         now, machine = time.time(), platform.node()
         rows = [(key, f"{c.hash:016x}", json.dumps(c.genome.choices if c.genome is not None else {}), device,
                  c.seconds, c.outcome, c.reason, __version__, machine, now) for c in candidates]
-        with self._connect() as connection:
-            connection.executemany(f"INSERT INTO records ({', '.join(FIELDS)}) VALUES ({', '.join('?' * len(FIELDS))})",
-                                   rows)
-        connection.close()
+        self._insert(rows)
         return len(rows)
+
+    def _insert(self, rows: list[tuple]) -> None:
+        """Add ``rows`` (values of ``FIELDS``) in one transaction."""
+        connection = self._connect()
+        try:
+            with connection:
+                connection.executemany(f"INSERT INTO records ({', '.join(FIELDS)}) "
+                                       f"VALUES ({', '.join('?' * len(FIELDS))})", rows)
+        finally:
+            connection.close()
 
     def add_unmeasured(self, key: str, device: str, genome: Genome) -> None:
         """Record ``genome``, chosen for ``key`` without measuring."""
@@ -124,10 +131,7 @@ class TuningRecords:
                     raise ValueError(f"{path}, line {number}: not a tuning record ({error})") from None
         here = {tuple(json.dumps(r[f]) if f == "choices" else r[f] for f in FIELDS) for r in self.rows()}
         new = [row for row in incoming if row not in here]
-        with self._connect() as connection:
-            connection.executemany(f"INSERT INTO records ({', '.join(FIELDS)}) VALUES ({', '.join('?' * len(FIELDS))})",
-                                   new)
-        connection.close()
+        self._insert(new)
         return len(new)
 
 
