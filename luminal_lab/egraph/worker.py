@@ -2,7 +2,10 @@
 
 The worker holds one ``egglog.bindings.EGraph`` and answers requests sent as pickled,
 length-prefixed messages over its stdin/stdout. It runs under an address-space limit
-(``RLIMIT_AS``): an iteration that outgrows it kills the worker, not the caller.
+(``RLIMIT_AS``): an iteration that outgrows it kills the worker, not the caller. Its threads share
+one malloc arena (``MALLOC_ARENA_MAX=1``): glibc otherwise reserves 64 MB of address space for each
+arena it adds when threads contend, which happens or not with the machine's load, so the same
+iteration would fit the limit on one run and not on the next.
 
 ``EgglogWorker`` (the caller's side) keeps a log of every command that succeeded. When
 the worker dies (memory) or overruns a deadline (it is killed), a new worker replays the
@@ -295,7 +298,8 @@ class EgglogWorker:
     _process: subprocess.Popen | None = None
 
     def _start(self) -> None:
-        self._process = _Spare.take(dict(os.environ, LUMINAL_LAB_EGGLOG_MEMORY=str(self.memory_limit)))
+        self._process = _Spare.take(dict(os.environ, LUMINAL_LAB_EGGLOG_MEMORY=str(self.memory_limit),
+                                         MALLOC_ARENA_MAX="1"))
 
     @property
     def pid(self) -> int | None:

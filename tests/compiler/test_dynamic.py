@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 import luminal_lab as ll
+from luminal_lab.search.records import TuningRecords
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}
 FAST = {"generations": 0, "cache_dir": False}
@@ -139,13 +140,14 @@ def test_the_dynamic_program_caches_one_genome_for_every_length(tmp_path: Path) 
     fast = torch.compile(model, backend="luminal_lab", options=options, dynamic=True)
     for length in (3, 5, 9):
         fast(_randn(length, 8, seed=length))
-    assert len(list(tmp_path.glob("*.json"))) == 1
-    torch._dynamo.reset()  # a new compile at other lengths finds the same entry
+    records = TuningRecords(tmp_path)
+    (chosen,) = records.rows()  # one program, one genome chosen (unmeasured: no search)
+    torch._dynamo.reset()  # a new compile at other lengths finds the same record
     fast = torch.compile(model, backend="luminal_lab", options=options, dynamic=True)
     for length in (12, 2):
         x = _randn(length, 8, seed=length)
         torch.testing.assert_close(fast(x), model(x), **TOL)
-    assert len(list(tmp_path.glob("*.json"))) == 1
+    assert records.rows() == [chosen]
 
 
 def test_gpt2_at_twenty_lengths_runs_at_most_two_programs() -> None:
