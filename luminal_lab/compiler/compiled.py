@@ -67,8 +67,7 @@ class Compiled:
         self._runtimes: dict[tuple[int, str], Runtime] = {}  # by (genome hash, device)
         self.last_search: SearchResult | None = None
         self.records: TuningRecords | None = TuningRecords()  # where its searches are recorded (None: nowhere)
-        self.records_key: str | None = None  # the key of its last search's records (``search.records.program_key``)
-        self.records_device: str | None = None  # and that search's device
+        self.records_key: str | None = None  # the key of its last recorded search or choice (``records_key_on``)
 
     @classmethod
     def of_torch(cls, program: TorchProgram, fusion: bool = True, rolling: bool = True) -> Compiled:
@@ -278,14 +277,13 @@ class Compiled:
         self._genome = result.best.genome
         self.last_search = result
         if self.records is not None and cost is None:  # measured, not costed: recorded
-            if self.records_device != device:
-                self.records_key, self.records_device = self._records_key(device), device
+            self.records_key = self.records_key_on(device)
             self.records.add(self.records_key, device, result.history)
         return result
 
-    def _records_key(self, device: str) -> str:
-        """The key of this program's records on ``device``: its e-graph and input signature (names, shapes,
-        dtypes), the device and the library version."""
+    def records_key_on(self, device: str) -> str:
+        """The key of this program's tuning records on ``device``: its e-graph and input signature (names, shapes
+        with their symbolic sizes, dtypes), the device and the library version."""
         from .. import __version__
 
         signature = [(name, str(spec.node.shape), spec.node.dtype.name) for name, spec in self.graph.inputs.items()

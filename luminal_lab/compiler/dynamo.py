@@ -21,7 +21,7 @@ tensors, and a buffer the graph mutates in place (so that the mutation is writte
 inputs.
 
 Each program gets its genome once: the best genome in the tuning records for it (``search.records``: keyed by the
-e-graph, the input signature without its dynamic sizes, the device and the library version), else the most-fused
+e-graph, the input signature with its dynamic sizes symbolic, the device and the library version), else the most-fused
 genome improved by a short measured search (``BackendOptions``) on the first call's inputs, whose every candidate is
 then recorded (with no search, the most-fused genome is recorded as chosen unmeasured). The
 device follows the inputs: CPU tensors run on the CPU runtime, CUDA tensors on the CUDA runtime (device-resident), and
@@ -70,7 +70,7 @@ from ..frontends.export import aot_decompositions, export_core_aten
 from ..frontends.translate import translate
 from ..hlir.graph import Graph
 from ..runtime import DEVICES, check_device
-from ..search.records import TuningRecords, program_key
+from ..search.records import TuningRecords
 from .compiled import Compiled
 
 
@@ -386,7 +386,7 @@ class DynamoProgram:
                      {name: position[name] for name, spec in program.graph.inputs.items()
                       if spec.is_weight and name in position})
         example = [args[i].detach().cpu() if isinstance(args[i], torch.Tensor) else args[i] for i in feed.inputs]
-        self.unchosen[key] = functools.partial(self.choose_genome, program, example, device, key)
+        self.unchosen[key] = functools.partial(self.choose_genome, program, example, device)
         if genome:
             self.choose_genomes()
         self.programs[key] = program
@@ -427,20 +427,18 @@ class DynamoProgram:
         return {name for name, a in zip(self.input_names, args, strict=True)
                 if isinstance(a, torch.nn.Parameter) or (isinstance(a, torch.Tensor) and name in self.from_module)}
 
-    def choose_genome(self, program: Compiled, inputs: list[torch.Tensor], device: str, signature: tuple) -> None:
+    def choose_genome(self, program: Compiled, inputs: list[torch.Tensor], device: str) -> None:
         """The best genome of ``program`` in the tuning records, else the most-fused one searched from (every
         candidate then recorded)."""
-        from .. import __version__
-
         options = self.options
-        records = None if options.cache_dir is False else TuningRecords(options.cache_dir)
+        program.records = records = None if options.cache_dir is False else TuningRecords(options.cache_dir)
         space = program.choice_space()
-        key = program_key(program.egraph.program, program.egraph.rulesets, signature, device, __version__)
-        program.records, program.records_key, program.records_device = records, key, device
-        cached = records.best(key, space) if records is not None else None
-        if cached is not None:
-            program.genome = cached
-            return
+        if records is not None:
+            program.records_key = program.records_key_on(device)
+            cached = records.best(program.records_key, space)
+            if cached is not None:
+                program.genome = cached
+                return
         try:
             program.genome = space.fused_genome()
         except Refused:  # the smallest-term genome stays
@@ -449,7 +447,7 @@ class DynamoProgram:
             program.search(options.generations, options.generation_size, budget=options.budget, seed=options.seed,
                            device=device, inputs=inputs)
         elif records is not None:
-            records.add_unmeasured(key, device, program.genome)
+            records.add_unmeasured(program.records_key, device, program.genome)
 
     def __repr__(self) -> str:
         return f"<luminal_lab DynamoProgram, {len(self.programs)} compiled input signature(s)>"

@@ -85,27 +85,31 @@ class TuningRecords:
         """Record ``genome``, chosen for ``key`` without measuring."""
         self.add(key, device, [Candidate(0, 0, genome.hash, None, [], UNMEASURED, genome=genome)])
 
-    def rows(self, key: str | None = None) -> list[dict]:
-        """The records (of ``key``, else all), oldest first, as dicts of ``FIELDS``."""
+    def _select(self, query: str, args: tuple = ()) -> list[tuple]:
+        """The rows ``query`` selects, as stored (choices as JSON text); none before anything is recorded."""
         if not self.path.exists():
             return []
-        where, args = ("WHERE key = ?", (key,)) if key is not None else ("", ())
         connection = self._connect()
         try:
-            found = connection.execute(f"SELECT {', '.join(FIELDS)} FROM records {where} ORDER BY id", args).fetchall()
+            return connection.execute(query, args).fetchall()
         finally:
             connection.close()
+
+    def rows(self, key: str | None = None) -> list[dict]:
+        """The records (of ``key``, else all), oldest first, as dicts of ``FIELDS``."""
+        where, args = ("WHERE key = ?", (key,)) if key is not None else ("", ())
+        found = self._select(f"SELECT {', '.join(FIELDS)} FROM records {where} ORDER BY id", args)
         return [{**dict(zip(FIELDS, row, strict=True)), "choices": json.loads(row[2])} for row in found]
 
     def best(self, key: str, space: ChoiceSpace) -> Genome | None:
         """The fastest ``ok`` genome recorded for ``key`` (else the latest unmeasured one) that is a genome of
-        ``space``; ``None`` if there is none."""
-        rows = self.rows(key)
-        measured = sorted((r for r in rows if r["outcome"] == "ok" and r["seconds"] is not None),
-                          key=lambda r: r["seconds"])
-        unmeasured = [r for r in reversed(rows) if r["outcome"] == UNMEASURED]
-        for row in (*measured, *unmeasured):
-            genome = _rebuilt(row, space)
+        ``space``; ``None`` if there is none. Candidates are read in that order and parsed one at a time."""
+        candidates = self._select(
+            "SELECT hash, choices FROM records WHERE key = ? AND ((outcome = 'ok' AND seconds IS NOT NULL) "
+            "OR outcome = ?) ORDER BY outcome != 'ok', seconds, CASE WHEN outcome = 'ok' THEN id ELSE -id END",
+            (key, UNMEASURED))
+        for stored_hash, choices in candidates:
+            genome = _rebuilt(json.loads(choices), stored_hash, space)
             if genome is not None:
                 return genome
         return None
@@ -129,15 +133,14 @@ class TuningRecords:
                     incoming.append(tuple(json.dumps(row[f]) if f == "choices" else row[f] for f in FIELDS))
                 except (ValueError, KeyError, TypeError) as error:
                     raise ValueError(f"{path}, line {number}: not a tuning record ({error})") from None
-        here = {tuple(json.dumps(r[f]) if f == "choices" else r[f] for f in FIELDS) for r in self.rows()}
+        here = set(self._select(f"SELECT {', '.join(FIELDS)} FROM records"))
         new = [row for row in incoming if row not in here]
         self._insert(new)
         return len(new)
 
 
-def _rebuilt(row: dict, space: ChoiceSpace) -> Genome | None:
-    """The genome of ``row`` in ``space``, if every choice is an option there and the hash comes out the same."""
-    choices = row["choices"]
+def _rebuilt(choices: dict[str, str], stored_hash: str, space: ChoiceSpace) -> Genome | None:
+    """The genome of ``choices`` in ``space``, if every choice is an option there and its hash is ``stored_hash``."""
     picks = []
     for cid, options in zip(space.classes, space.options):
         if not options:
@@ -148,7 +151,7 @@ def _rebuilt(row: dict, space: ChoiceSpace) -> Genome | None:
             return None
         picks.append(ids.index(choices[cid]))
     genome = space.genome(picks)
-    return genome if f"{genome.hash:016x}" == row["hash"] else None
+    return genome if f"{genome.hash:016x}" == stored_hash else None
 
 
 class RecordsTable:
