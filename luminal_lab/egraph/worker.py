@@ -9,7 +9,12 @@ iteration would fit the limit on one run and not on the next.
 
 ``EgglogWorker`` (the caller's side) keeps a log of every command that succeeded. When
 the worker dies (memory) or overruns a deadline (it is killed), a new worker replays the
-log, so the e-graph is back in its last good state and stays usable.
+log, so the e-graph is back in its last good state and stays usable. The replay runs under the
+limit plus a quarter (``REPLAY_HEADROOM``), then the limit applies again: the log reached that
+state within the limit once, but egglog matches rules on a rayon thread pool, so the address-space
+peak of the same commands varies with how the threads interleave, and a state reached near the
+limit may need a little more to be rebuilt. A replay that outgrows even that raises a named
+``EgglogError``.
 
 Starting a worker (a Python process importing egglog) takes about half a second, so each start
 leaves one spare started in the background for the next e-graph under the same settings
@@ -34,6 +39,7 @@ from typing import Any
 from ..core.errors import EgglogError
 
 _HEADER = struct.Struct("!Q")
+REPLAY_HEADROOM = 0.25  # a replay may use the memory limit plus this fraction of it
 
 
 def _send(stream, message: Any) -> None:
@@ -202,7 +208,7 @@ def serve() -> None:
 
     limit = int(os.environ.get("LUMINAL_LAB_EGGLOG_MEMORY", "0"))
     if limit > 0:
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit + int(limit * REPLAY_HEADROOM)))
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but replies may reach the pipe
     egraph = bindings.EGraph()
@@ -214,6 +220,15 @@ def serve() -> None:
         try:
             if request == "run":
                 reply = _run_text(egraph, payload)
+            elif request == "replay":  # the log of a dead worker, under the hard limit, then the limit again
+                soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+                resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+                try:
+                    for text in payload:
+                        _run_text(egraph, text)
+                finally:
+                    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+                reply = None
             elif request == "serialize":
                 reply = egraph.serialize([], **payload).to_json()
             elif request == "exit":
@@ -355,11 +370,21 @@ class EgglogWorker:
         return self._request("serialize", options, None)
 
     def _replay(self) -> None:
-        for text in self.log:
-            _send(self._process.stdin, ("run", text))
+        if not self.log:
+            return
+        try:
+            _send(self._process.stdin, ("replay", self.log))
             status, reply = _receive(self._process.stdout)
-            if status != "ok":
-                raise EgglogError(f"replaying the e-graph's history failed: {reply}")
+        except (EOFError, BrokenPipeError):
+            status, reply = "memory", None
+        if status == "memory":
+            self._kill()
+            limit = self.memory_limit / 10**6
+            raise EgglogError(f"restoring the e-graph ran out of memory: replaying its {len(self.log)} commands needed "
+                              f"more than {limit * (1 + REPLAY_HEADROOM):,.0f} MB (memory_limit {limit:,.0f} MB plus "
+                              f"{REPLAY_HEADROOM:.0%}); raise memory_limit to go on from this state")
+        if status != "ok":
+            raise EgglogError(f"replaying the e-graph's history failed: {reply}")
 
     def restart(self) -> None:
         """A fresh worker in the last good state (used after a deadline or memory stop)."""

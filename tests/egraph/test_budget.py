@@ -132,6 +132,39 @@ def test_a_worker_that_dies_reading_the_e_graph_back_undoes_the_step(monkeypatch
         eg.close()
 
 
+def _address_space(pid: int) -> tuple[int, int]:
+    """A process's peak address space and its soft ``RLIMIT_AS``, in bytes."""
+    with open(f"/proc/{pid}/status") as status:
+        peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmPeak:"))
+    with open(f"/proc/{pid}/limits") as limits:
+        soft = next(int(line.split()[3]) for line in limits if line.startswith("Max address space"))
+    return peak, soft
+
+
+def test_a_replay_may_pass_the_memory_limit_by_its_headroom_and_no_further() -> None:
+    eg = EGraph(long_sum(), memory_limit=3 * 2**30)
+    try:
+        eg.add_rules(ASSOCIATIVITY, ruleset="assoc")
+        eg.step()
+        eg.step()
+        worker = eg._worker
+        sizes = worker.run("(print-size)", record=False)
+        worker.restart()
+        peak, _ = _address_space(worker.pid)
+        # rebuilding this state needs more than a limit 12% under its peak, and gets it: a quarter more, for the replay
+        worker.memory_limit = int(peak / 1.12)
+        worker.restart()
+        assert worker.run("(print-size)", record=False) == sizes
+        assert _address_space(worker.pid)[1] == worker.memory_limit  # the limit again, once the replay is done
+        # a limit 40% under the peak leaves too little even with the headroom: a named error, not a broken pipe
+        worker.memory_limit = int(peak / 1.4)
+        with pytest.raises(ll.EgglogError, match=r"^restoring the e-graph ran out of memory: replaying its "
+                                                 r"\d+ commands needed more than [\d,]+ MB \(memory_limit"):
+            worker.restart()
+    finally:
+        eg.close()
+
+
 def test_small_graphs_saturate_well_inside_the_defaults() -> None:
     g = ll.Graph()
     x = g.tensor((4, 8), "x")
