@@ -36,6 +36,7 @@ from .hlir.graph import Graph, Node, Signature
 from .hlir.reference import ReferenceRuntime
 from .hlir.tensor import GraphTensor, concat, embedding, maximum, minimum, stack, where
 from .search.records import TuningRecords
+from .search.runners import InProcessRunner, LocalRunner, RayRunner
 
 __version__ = "0.1.0"
 
@@ -69,7 +70,8 @@ def load_ipython_extension(ipython) -> None:
 
 __all__ = [
     "ArgumentError", "BudgetExceeded", "Compiled", "DType", "DTypeBoundaryError", "DTypeError", "EgglogError", "Expr",
-    "Graph", "GraphTensor", "LuminalError", "MemoryBudgetError", "NoDeviceError", "NoEClassError", "Node", "Op",
+    "Graph", "GraphTensor", "InProcessRunner", "LocalRunner", "LuminalError", "MemoryBudgetError", "NoDeviceError",
+    "NoEClassError", "Node", "Op", "RayRunner",
     "ReferenceRuntime", "Refused", "SearchStopped", "ShapeError", "ShapeTracker", "Signature", "TuningRecords",
     "UnsupportedOpError", "bf16", "bool", "compile", "concat", "embedding", "export_records", "f16", "f32", "f64",
     "i8", "i16", "i32", "i64", "import_records", "maximum", "minimum", "programs", "stack", "u8", "where",

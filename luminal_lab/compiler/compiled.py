@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+import platform
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,8 @@ from ..llir.unroll import runs, unroll
 from ..runtime import Profile, Runtime, check_device, foreign_kernels, new_runtime
 from ..runtime.base import MEMORY_FRACTION, format_bytes, host_memory_available
 from ..search.records import RecordsTable, TuningRecords, program_key
-from ..search.search import SearchResult, compare, random_inputs, search
+from ..search.runners import Job, Runner, default_runner
+from ..search.search import Measurement, SearchResult, compare, random_inputs, search
 from .boundary import Boundary
 from .provenance import Pipeline
 
@@ -225,10 +227,17 @@ class Compiled:
     def search(self, generations: int = 5, generation_size: int = 30, mutations: int = 3, keep_best: int = 3,
                budget: float | None = None, seed: int = 0, device: str = "cpu", inputs: Sequence | None = None,
                trials: int = 10, cost=None, progress: bool = True, on_candidate=None, stop=None,
-               memory_budget: int | None = None) -> SearchResult:
+               memory_budget: int | None = None, runner: Runner | None = None, resume: bool = True,
+               measure_again: bool = False) -> SearchResult:
         """Measure genomes and keep the fastest: see ``luminal_lab.search``. ``budget`` is in seconds;
         ``on_candidate`` sees each candidate as it is measured, and setting the ``stop`` event ends early. A genome
         whose buffers exceed ``memory_budget`` bytes (default: half the device's free memory) is refused unrun.
+        ``runner`` builds and measures the candidates (``search.runners``; default: a ``LocalRunner`` shared by
+        every search of this process).
+
+        Every measured candidate joins the program's tuning records (``tuning_records``). With ``resume`` the search
+        starts from them: the ``keep_best`` fastest recorded on this machine are measured again, and no other genome
+        measured here before is measured again unless ``measure_again``.
 
         With rolled layers a candidate runs the rolled graph (one copy of the layer), is checked against that graph's
         reference, and its time counts the layer's kernels once per copy; the best is then run unrolled once and
@@ -242,11 +251,14 @@ class Compiled:
         budget = seconds(where, "budget", budget, optional=True)
         seed = integer(where, "seed", seed)
         trials = integer(where, "trials", trials, minimum=1)
+        resume, measure_again = flag(where, "resume", resume), flag(where, "measure_again", measure_again)
         if memory_budget is not None:
             memory_budget = integer(where, "memory_budget", memory_budget, minimum=1)
         cost, on_candidate = function(where, "cost", cost), function(where, "on_candidate", on_candidate)
         if stop is not None and not callable(getattr(stop, "is_set", None)):
             fail(where, "stop", stop, "a threading.Event (or anything with is_set()) or None")
+        if runner is not None and not isinstance(runner, Runner):
+            fail(where, "runner", runner, "a runner (ll.LocalRunner(), ll.InProcessRunner(), ll.RayRunner()) or None")
         space = self.choice_space()
         arrays, bindings = self._profiling_inputs(inputs, where)
         reference = self._reference.run(arrays, bindings)
@@ -256,29 +268,33 @@ class Compiled:
             reference = ReferenceRuntime(rolling.graph).run(arrays, bindings)
             if cost is not None:
                 cost = functools.partial(_unrolled_cost, cost, rolling)
+        recorded = self.records is not None and cost is None  # measured, not costed: recorded
+        key = self.records_key_on(device) if recorded else None
+        seeds, skip = [], frozenset()
+        if recorded and resume:
+            machine = platform.node()
+            seeds = self.records.fastest(key, space, keep_best, machine)
+            skip = frozenset() if measure_again else self.records.measured(key, machine)
+        runner = runner or default_runner()
+        measuring = runner if rolling is None else _CopiesCounted(runner, rolling)
+        measuring.start(Job(device, arrays, dict(self.graph.weights), bindings,
+                            [reference[name] for name in self.compiled_graph.outputs], trials, memory_budget))
 
-        def run(llir: LLIR):
-            runtime = new_runtime(llir, device, memory_budget)
-            outputs = runtime.run(arrays, self.graph.weights, bindings)
-            profile = runtime.profile(arrays, self.graph.weights, bindings, warmup=2, trials=trials)
-            if rolling is None:
-                self._runtimes[(llir.genome_hash, device)] = runtime
-                self._llirs[llir.genome_hash] = llir
-                return outputs, profile.total, dict(profile.kernels)
-            # one copy ran: the others' kernels are counted at its times, the markers not at all
-            extra = sum((n - 1) * profile.kernels.get(kid, 0.0) for kid, n in runs(llir, rolling).items())
-            return outputs, profile.total + extra, dict(profile.kernels)
+        def lower(genome: Genome) -> LLIR:
+            llir = self._lower(genome)
+            if rolling is None:  # the program's LLIR of the genome: kept, with the times its measurement gives it
+                self._llirs[genome.hash] = llir
+            return llir
 
-        result = search(space, run, [reference[name] for name in self.compiled_graph.outputs], generations,
-                        generation_size, mutations, keep_best, budget, seed, cost, progress, on_candidate, stop,
-                        foreign_kernels(device), self._lower)
+        result = search(space, measuring, generations, generation_size, mutations, keep_best, budget, seed, cost,
+                        progress, on_candidate, stop, foreign_kernels(device), lower, seeds, skip)
         if rolling is not None:
             self._check_unrolled(result, arrays, bindings, expected, device, memory_budget)
         self._genome = result.best.genome
         self.last_search = result
-        if self.records is not None and cost is None:  # measured, not costed: recorded
-            self.records_key = self.records_key_on(device)
-            self.records.add(self.records_key, device, result.history)
+        if recorded:
+            self.records_key = key
+            self.records.add(key, device, result.history)
         return result
 
     def records_key_on(self, device: str) -> str:
@@ -322,7 +338,7 @@ class Compiled:
     # ---- the notebook workbench ---------------------------------------------------------
     def profiler(self, **settings):
         """A widget that launches genome profiling (``search``) and shows its progress live; ``settings``
-        preset its controls (generations, generation_size, mutations, device)."""
+        preset its controls (generations, generation_size, mutations, device, seed) and its ``runner``."""
         from ..notebook.profiler import GenomeProfiler
 
         return GenomeProfiler(self, **settings)
@@ -404,3 +420,39 @@ def compile(program, example_inputs: Sequence | None = None, *, fusion: bool = T
 def _unrolled_cost(cost: Callable[[LLIR], float], rolling: Rolling, llir: LLIR) -> float:
     """A search's ``cost`` of a candidate of a rolled graph: ``cost`` of its unrolled LLIR."""
     return cost(unroll(llir, rolling))
+
+
+class _CopiesCounted(Runner):
+    """``runner``, measuring a candidate of a rolled graph (one copy of the layer): an ``ok`` time counts the
+    layer's kernels once per copy, at the times of the copy that ran (its markers not at all). Early abort compares
+    the copy's first run with that count, so it only ever aborts later than it would unrolled."""
+
+    def __init__(self, runner: Runner, rolling: Rolling):
+        self.runner, self.rolling = runner, rolling
+
+    def start(self, job: Job) -> None:
+        self.runner.start(job)
+
+    def build(self, llir: LLIR) -> None:
+        self.runner.build(llir)
+
+    def measure(self, llir: LLIR, best: float | None, deadline: float | None) -> Measurement:
+        return self._counted(llir, self.runner.measure(llir, best, deadline))
+
+    def measure_all(self, llirs: Sequence[LLIR], best: Callable[[], float | None],
+                    deadline: float | None) -> Iterator[Measurement]:
+        measurements = self.runner.measure_all(llirs, best, deadline)
+        try:
+            for llir, measured in zip(llirs, measurements):
+                yield self._counted(llir, measured)
+        finally:
+            measurements.close()
+
+    def _counted(self, llir: LLIR, measured: Measurement) -> Measurement:
+        if measured.outcome == "ok":
+            measured.seconds += sum((n - 1) * measured.kernel_seconds.get(kid, 0.0)
+                                    for kid, n in runs(llir, self.rolling).items())
+        return measured
+
+    def finish(self) -> None:
+        self.runner.finish()

@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import atexit
 import os
-import pickle
 import re
 import select
-import struct
 import subprocess
 import sys
 import threading
@@ -37,31 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import EgglogError
+from ..core.pipes import receive, send
 
-_HEADER = struct.Struct("!Q")
 REPLAY_HEADROOM = 0.25  # a replay may use the memory limit plus this fraction of it
-
-
-def _send(stream, message: Any) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)) + data)
-    stream.flush()
-
-
-def _read_exactly(stream, count: int) -> bytes:
-    chunks, remaining = [], count
-    while remaining:
-        chunk = stream.read(remaining)
-        if not chunk:
-            raise EOFError("the egglog worker closed its pipe")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-def _receive(stream) -> Any:
-    (length,) = _HEADER.unpack(_read_exactly(stream, _HEADER.size))
-    return pickle.loads(_read_exactly(stream, length))
 
 
 # ---- the worker's side -------------------------------------------------------------------------
@@ -214,7 +190,7 @@ def serve() -> None:
     egraph = bindings.EGraph()
     while True:
         try:
-            request, payload = _receive(stdin)
+            request, payload = receive(stdin)
         except EOFError:
             return
         try:
@@ -235,11 +211,11 @@ def serve() -> None:
                 return
             else:
                 raise ValueError(f"unknown request {request!r}")
-            _send(stdout, ("ok", reply))
+            send(stdout, ("ok", reply))
         except _Failed as failed:
-            _send(stdout, ("egglog", (failed.message, failed.changed)))
+            send(stdout, ("egglog", (failed.message, failed.changed)))
         except MemoryError:
-            _send(stdout, ("memory", "the egglog worker ran out of its memory budget"))
+            send(stdout, ("memory", "the egglog worker ran out of its memory budget"))
             return
 
 
@@ -339,13 +315,13 @@ class EgglogWorker:
             self._replay()
         process = self._process
         try:
-            _send(process.stdin, (request, payload))
+            send(process.stdin, (request, payload))
             if deadline is not None:
                 ready, _, _ = select.select([process.stdout], [], [], max(0.0, deadline - time.monotonic()))
                 if not ready:
                     self._kill()
                     raise WorkerDied("timeout")
-            status, reply = _receive(process.stdout)
+            status, reply = receive(process.stdout)
         except (EOFError, BrokenPipeError):
             self._kill()
             raise WorkerDied("memory") from None
@@ -373,8 +349,8 @@ class EgglogWorker:
         if not self.log:
             return
         try:
-            _send(self._process.stdin, ("replay", self.log))
-            status, reply = _receive(self._process.stdout)
+            send(self._process.stdin, ("replay", self.log))
+            status, reply = receive(self._process.stdout)
         except (EOFError, BrokenPipeError):
             status, reply = "memory", None
         if status == "memory":
@@ -401,7 +377,7 @@ class EgglogWorker:
     def close(self) -> None:
         if self._process is not None and self._process.poll() is None:
             try:
-                _send(self._process.stdin, ("exit", None))
+                send(self._process.stdin, ("exit", None))
                 self._process.wait(timeout=5)
             except (BrokenPipeError, subprocess.TimeoutExpired):
                 pass

@@ -29,11 +29,12 @@ import ipywidgets as widgets
 from matplotlib.figure import Figure
 
 from ..codegen.cuda_stage import CudaStage
-from ..core.arguments import integer, one_of
+from ..core.arguments import fail, integer, one_of
 from ..core.errors import LuminalError, NoDeviceError
 from ..core.stage import Stage
 from ..llir.regions import Regions
 from ..runtime import DEVICES, check_device
+from ..search.runners import Runner
 from ..search.search import OUTCOMES, Candidate, SearchResult
 
 if TYPE_CHECKING:
@@ -41,8 +42,8 @@ if TYPE_CHECKING:
 
 REDRAW_SECONDS = 0.5
 TABS = ("LLIR", "Regions", "CUDA")
-OUTCOME_COLOURS = {"ok": "#15803d", "nan": "#b45309", "mismatch": "#b45309", "error": "#b91c1c",
-                   "refused": "#6b7280"}
+OUTCOME_COLOURS = {"ok": "#15803d", "slow": "#a16207", "nan": "#b45309", "mismatch": "#b45309", "error": "#b91c1c",
+                   "timeout": "#b91c1c", "refused": "#6b7280"}
 PICTURE_STYLE = "overflow:auto; max-height:640px; border:1px solid #e5e7eb; padding:4px"
 
 
@@ -64,13 +65,16 @@ class GenomeProfiler(widgets.VBox):
     The keyword arguments preset the controls."""
 
     def __init__(self, comp: Compiled, generations: int = 5, generation_size: int = 30, mutations: int = 3,
-                 device: str = "cpu", seed: int = 0) -> None:
+                 device: str = "cpu", seed: int = 0, runner: Runner | None = None) -> None:
         where = "Compiled.profiler"
         for name, value, low in (("generations", generations, 0), ("generation_size", generation_size, 1),
                                  ("mutations", mutations, 1), ("seed", seed, None)):
             integer(where, name, value, minimum=low)
         one_of(where, "device", device, DEVICES)
+        if runner is not None and not isinstance(runner, Runner):
+            fail(where, "runner", runner, "a runner (ll.LocalRunner(), ll.InProcessRunner(), ll.RayRunner()) or None")
         self.comp = comp
+        self.runner = runner  # what measures the candidates (None: the search's default)
         self.history: list[Candidate] = []
         self.result: SearchResult | None = None
         self.error: str | None = None
@@ -134,7 +138,7 @@ class GenomeProfiler(widgets.VBox):
             return
         settings = {"generations": self.generations_input.value, "generation_size": self.size_input.value,
                     "mutations": self.mutations_input.value, "seed": self.seed_input.value,
-                    "device": self.device_input.value}
+                    "device": self.device_input.value, "runner": self.runner}
         self.history, self.result, self.error = [], None, None
         self.outcome_counts, self.best_curve = Counter(), []
         self._stop.clear()
@@ -284,7 +288,7 @@ class GenomeProfiler(widgets.VBox):
         self.selected = candidate
         if candidate is None:
             views = dict.fromkeys(TABS, "")
-        elif candidate.outcome in ("refused", "error"):
+        elif candidate.outcome in ("refused", "error", "timeout"):
             views = dict.fromkeys(TABS, self._reason_html(candidate))
         else:
             try:
@@ -293,8 +297,11 @@ class GenomeProfiler(widgets.VBox):
                          "CUDA": CudaStage(llir)._repr_html_()}
             except Exception as error:  # a view that cannot be drawn says why, in its tab
                 views = dict.fromkeys(TABS, f"<pre>{html.escape(f'{type(error).__name__}: {error}')}</pre>")
-            if candidate.reason:  # nan or mismatch: it ran, but wrongly
+            if candidate.reason:  # nan or mismatch: it ran, but wrongly; slow: aborted; ok: its trials cut short
                 views = {tab: self._reason_html(candidate) + view for tab, view in views.items()}
+            elif candidate.worker:
+                views = {tab: f"<div>measured by {html.escape(candidate.worker)}</div>" + view
+                         for tab, view in views.items()}
         self.selected_html = views
         for view, tab in zip(self.tab_views, TABS):
             view.value = views[tab]
@@ -302,5 +309,6 @@ class GenomeProfiler(widgets.VBox):
     @staticmethod
     def _reason_html(candidate: Candidate) -> str:
         colour = OUTCOME_COLOURS[candidate.outcome]
+        by = f" (measured by {html.escape(candidate.worker)})" if candidate.worker else ""
         return (f'<div style="color:{colour}"><b>{html.escape(candidate_label(candidate))}</b>: '
-                f"{html.escape(candidate.reason or '')}</div>")
+                f"{html.escape(candidate.reason or '')}{by}</div>")

@@ -151,15 +151,25 @@ class Runtime(ABC, Generic[P]):
         self._launch(plan)
         return self._collect(plan)
 
+    def time_once(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray] | None = None,
+                  bindings: Mapping[str, int] | None = None) -> float:
+        """Seconds one run's kernels take back to back (``_time_launch``), the inputs copied in first."""
+        return self._time_launch(self._prepare(inputs, weights or {}, bindings))
+
     def profile(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray] | None = None,
-                bindings: Mapping[str, int] | None = None, warmup: int = 2, trials: int = 10) -> Profile:
+                bindings: Mapping[str, int] | None = None, warmup: int = 2, trials: int = 10,
+                until: float | None = None) -> Profile:
         """Median seconds per kernel, of the kernels back to back (``_time_launch``), and per call (wall clock of
-        ``run``, copies included) over ``trials`` runs after ``warmup`` runs; fills ``llir.times``."""
+        ``run``, copies included) over ``trials`` runs after ``warmup`` runs; fills ``llir.times``. Past ``until``
+        (a ``time.monotonic()`` deadline) no further trial starts once one is done; ``Profile.trials`` says how
+        many ran."""
         for _ in range(warmup):
             self.run(inputs, weights, bindings)
         per_kernel: dict[int, list[float]] = defaultdict(list)
         totals, calls = [], []
-        for _ in range(trials):
+        for trial in range(trials):
+            if trial and until is not None and time.monotonic() >= until:
+                break
             start = time.perf_counter()
             self.run(inputs, weights, bindings)
             calls.append(time.perf_counter() - start)
@@ -170,8 +180,14 @@ class Runtime(ABC, Generic[P]):
         medians = {kid: statistics.median(times) for kid, times in per_kernel.items()}
         self.llir.times = dict(medians)
         ops = {k.id: k.op for k in self.llir.kernels}
-        return Profile(medians, statistics.median(totals), trials, {kid: ops[kid] for kid in medians},
+        return Profile(medians, statistics.median(totals), len(totals), {kid: ops[kid] for kid in medians},
                        statistics.median(calls))
+
+    def kernel_requests(self, weights: Mapping[str, np.ndarray],
+                        bindings: Mapping[str, int] | None = None) -> list:
+        """What a builder process would compile ahead for the plan of ``bindings``, listed without compiling (the
+        CPU runtime: its numba kernels; a runtime that compiles otherwise lists nothing)."""
+        return []
 
     def buffer_bytes(self, bindings: Mapping[str, int] | None = None) -> dict[int, int]:
         """Bytes of each kernel's buffer for ``bindings`` (kernels inside a fused region have none; scratch copies

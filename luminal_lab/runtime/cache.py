@@ -14,6 +14,7 @@ Workers are fresh interpreters (``compile_worker``), not forks: they import noth
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import importlib
 import json
@@ -23,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -108,12 +109,24 @@ class KernelCache:
         already are only loaded there), so that ``compile`` then loads each; with one worker, or one request, it
         compiles them here."""
         requests = list(dict.fromkeys(requests))
-        cold = [(source, signature) for source, signature in requests if not self._on_disk(source)
-                and all(isinstance(t, numba.types.Array) for t in signature)]
+        cold = self._cold(requests)
         if min(compile_workers(), len(cold)) > 1:
             _WORKERS.compile(self.directory, cold)
         for source, signature in requests:
             self.compile_signature(self.function(source), signature)
+
+    def compile_ahead(self, requests: Sequence[Request], workers: _Workers) -> int:
+        """Compile the kernels of ``requests`` that the disk cache lacks in ``workers``, for whoever loads them next
+        (nothing is loaded here); returns how many went to the workers."""
+        cold = self._cold(requests)
+        if cold:
+            workers.compile(self.directory, cold)
+        return len(cold)
+
+    def _cold(self, requests: Sequence[Request]) -> list[Request]:
+        """The requests (without repeats) that the disk cache lacks and a worker can compile (arrays only)."""
+        return [(source, signature) for source, signature in dict.fromkeys(requests) if not self._on_disk(source)
+                and all(isinstance(t, numba.types.Array) for t in signature)]
 
     def _on_disk(self, source: str) -> bool:
         """Whether numba's disk cache holds machine code of ``source`` (writing its module first)."""
@@ -170,17 +183,18 @@ def compile_workers() -> int:
 
 class _Workers:
     """Worker processes (``python -m luminal_lab.runtime.compile_worker``) that compile kernels into the disk cache,
-    started on first use and kept for this process's life. A request a worker fails on, or a worker that dies, costs
-    only time: this process then compiles that kernel itself."""
+    ``count()`` of them at ``nice`` priority, started on first use and kept for this process's life. A request a
+    worker fails on, or a worker that dies, costs only time: whoever loads that kernel compiles it."""
 
-    def __init__(self) -> None:
+    def __init__(self, count: Callable[[], int], nice: int = 0) -> None:
+        self.count, self.nice = count, nice
         self.processes: list[subprocess.Popen] = []
 
     def compile(self, directory: Path, requests: Sequence[Request]) -> None:
         """Compile ``requests`` (their signatures all of arrays) side by side, one per worker at a time."""
-        while len(self.processes) < compile_workers():
+        while len(self.processes) < self.count():
             self.processes.append(subprocess.Popen(
-                [sys.executable, "-m", "luminal_lab.runtime.compile_worker"], stdin=subprocess.PIPE,
+                [sys.executable, "-m", "luminal_lab.runtime.compile_worker", str(self.nice)], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, text=True))
         todo: queue.SimpleQueue[Request] = queue.SimpleQueue()
         for request in requests:
@@ -211,7 +225,33 @@ class _Workers:
                 return
 
 
-_WORKERS = _Workers()
+    def close(self) -> None:
+        """Stop the workers (they exit at the end of their input)."""
+        for process in self.processes:
+            process.stdin.close()
+            process.wait()
+        self.processes = []
+
+
+_WORKERS = _Workers(compile_workers)
+
+
+class Builders:
+    """``count`` compile workers at the lowest priority (``nice`` 19, so that a measurement running beside them
+    keeps its cores) that compile candidates' kernels into a cache's disk cache in the background, one candidate
+    after another: ``build`` returns at once, with a future that is done when the kernels are on disk."""
+
+    def __init__(self, count: int) -> None:
+        self.workers = _Workers(lambda: count, nice=19)
+        self.queue = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="luminal-build")
+
+    def build(self, cache: KernelCache, requests: Sequence[Request]) -> concurrent.futures.Future:
+        """Start compiling the kernels of ``requests`` that ``cache``'s disk cache lacks."""
+        return self.queue.submit(cache.compile_ahead, requests, self.workers)
+
+    def close(self) -> None:
+        self.queue.shutdown(wait=True, cancel_futures=True)
+        self.workers.close()
 
 
 def _array_type(t: Any) -> list:

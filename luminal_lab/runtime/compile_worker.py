@@ -1,17 +1,21 @@
 """A kernel-compiling worker of the kernel cache (``luminal_lab.runtime.cache``): ``python -m
 luminal_lab.runtime.compile_worker`` reads one JSON request a line (a cache directory, a kernel's source and its
 argument types, arrays as ``cache.array_type`` reads them), compiles it into that directory's disk cache and answers
-one line: ``ok``, or ``error`` and what went wrong."""
+one line: ``ok``, or ``error`` and what went wrong. An argument, when given, is the niceness it runs at (the search's
+builders run at 19, beside a measurement)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from .cache import KernelCache, array_type
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and int(sys.argv[1]):
+        os.nice(int(sys.argv[1]))
     for line in sys.stdin:
         request = json.loads(line)
         try:

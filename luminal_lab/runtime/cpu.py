@@ -302,6 +302,15 @@ class CPURuntime(Runtime[CPUPlan]):
         self.cache.compile_all(listing.requests)
         return _Planner(self, bindings).plan()
 
+    def kernel_requests(self, weights: Mapping[str, np.ndarray],
+                        bindings: Mapping[str, int] | None = None) -> list[Request]:
+        """The numba compile requests of every kernel of the plan (a listing pass: its buffers are allocated, never
+        touched), for another process to compile into the disk cache."""
+        self._weights.update(weights)
+        listing = _Listing(self.cache, every=True)
+        _Planner(self, dict(bindings or {}), listing).plan()
+        return listing.requests
+
     def region_bodies(self) -> dict[int, RegionBody]:
         """The body of each fused region of the LLIR, by its ``FusionEnd``'s id (found once for all plans)."""
         if self._bodies is None:
@@ -360,15 +369,16 @@ class CPURuntime(Runtime[CPUPlan]):
 
 
 class _Listing:
-    """A planner's kernel cache that lists what is not compiled in this process yet, in place of compiling it."""
+    """A planner's kernel cache that lists what is not compiled in this process yet (``every``: every kernel), in
+    place of compiling it."""
 
-    def __init__(self, cache: KernelCache) -> None:
-        self.cache = cache
+    def __init__(self, cache: KernelCache, every: bool = False) -> None:
+        self.cache, self.every = cache, every
         self.requests: list[Request] = []
 
     def compile(self, source: str, args: Sequence[np.ndarray]):
         function, request = self.cache.lookup(source, args)
-        if function is None:
+        if function is None or self.every:
             self.requests.append(request)
         return function or _not_compiled
 

@@ -9,8 +9,9 @@ database is ``tuning.sqlite`` in ``$LUMINAL_LAB_GENOME_CACHE`` (else ``~/.cache/
 runs in WAL mode and every write is one transaction, so several processes record into it at once.
 
 ``best`` is the torch.compile genome cache: the fastest ``ok`` genome of a key (else the latest unmeasured one) that
-rebuilds in the program's choice space with the same hash. ``export``/``import_`` move records between machines as
-JSON lines; what is read back is data (JSON, SQLite), never unpickled.
+rebuilds in the program's choice space with the same hash. A search resumes from ``fastest`` (the best few, measured
+again) and passes over what ``measured`` lists (every genome measured on this machine). ``export``/``import_`` move
+records between machines as JSON lines; what is read back is data (JSON, SQLite), never unpickled.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import os
 import platform
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..llir.genome import ChoiceSpace, Genome
@@ -104,15 +105,36 @@ class TuningRecords:
     def best(self, key: str, space: ChoiceSpace) -> Genome | None:
         """The fastest ``ok`` genome recorded for ``key`` (else the latest unmeasured one) that is a genome of
         ``space``; ``None`` if there is none. Candidates are read in that order and parsed one at a time."""
-        candidates = self._select(
+        return next(self._genomes(
             "SELECT hash, choices FROM records WHERE key = ? AND ((outcome = 'ok' AND seconds IS NOT NULL) "
             "OR outcome = ?) ORDER BY outcome != 'ok', seconds, CASE WHEN outcome = 'ok' THEN id ELSE -id END",
-            (key, UNMEASURED))
-        for stored_hash, choices in candidates:
+            (key, UNMEASURED), space), None)
+
+    def fastest(self, key: str, space: ChoiceSpace, count: int, machine: str | None = None) -> list[Genome]:
+        """Up to ``count`` different genomes of ``space``, the fastest ``ok`` ones recorded for ``key`` (on
+        ``machine`` when given), fastest first: where a search resumes from."""
+        on, args = ("AND machine = ?", (key, machine)) if machine is not None else ("", (key,))
+        found: dict[int, Genome] = {}
+        for genome in self._genomes(f"SELECT hash, choices FROM records WHERE key = ? AND outcome = 'ok' AND seconds "
+                                    f"IS NOT NULL {on} ORDER BY seconds, id", args, space):
+            found.setdefault(genome.hash, genome)
+            if len(found) == count:
+                break
+        return list(found.values())
+
+    def measured(self, key: str, machine: str) -> frozenset[int]:
+        """The hashes of every genome measured for ``key`` on ``machine``, whatever its outcome."""
+        rows = self._select("SELECT DISTINCT hash FROM records WHERE key = ? AND machine = ? AND outcome != ?",
+                            (key, machine, UNMEASURED))
+        return frozenset(int(stored, 16) for (stored,) in rows)
+
+    def _genomes(self, query: str, args: tuple, space: ChoiceSpace) -> Iterator[Genome]:
+        """The genomes of ``space`` among the (hash, choices) rows ``query`` selects, in order, parsed one at a
+        time (a row whose choices are not a genome of ``space`` is passed over)."""
+        for stored_hash, choices in self._select(query, args):
             genome = _rebuilt(json.loads(choices), stored_hash, space)
             if genome is not None:
-                return genome
-        return None
+                yield genome
 
     def export(self, path: str | os.PathLike) -> int:
         """Write every record to ``path`` as JSON lines; returns how many."""

@@ -1,15 +1,16 @@
-"""Measured search over genomes: every candidate is extracted, run, checked, and timed.
+"""Measured search over genomes: every candidate is extracted, built, run, checked, and timed.
 
-A search starts (generation 0) from the most-fused genome (``ChoiceSpace.fused_genome``: one kernel
-per region, matmuls kept) and a viable random genome (up to 100 random tries), then runs generations
-of children of the best ``keep_best`` candidates so far. Each candidate's outputs are compared
-with the reference runtime's (tolerance by dtype) and checked for NaNs before its time
-counts; a failing candidate is recorded with its outcome and reason, never fatal. A candidate
-that would not fit the memory budget, or runs out of memory, is refused with the reason.
-``budget`` (seconds) is checked before each candidate after the most-fused one, so a search ends
-within about one candidate's time of it. The random choices are seeded, so the same seed and
-the same measurements give the same history; pass ``cost`` (a function of the LLIR) for
-measurements that do not vary.
+A search starts (generation 0) from the genomes it resumes from (``seeds``: the best few of its tuning records,
+measured again), the most-fused genome (``ChoiceSpace.fused_genome``: one kernel per region, matmuls kept) and a
+viable random genome (up to 100 random tries), then runs generations of children of the best ``keep_best``
+candidates so far. A runner (``search.runners``) measures each candidate: its outputs are compared with the
+reference (tolerance by dtype) and checked for NaNs before its time counts; a candidate that fails, crashes, hangs,
+is over the memory budget or is too slow from its first timed run is recorded with its outcome and reason, never
+fatal. A generation's children are all made first, so the runner builds the next ones while it measures.
+``budget`` (seconds) is checked before each candidate after the first viable one and passed to the runner, which
+starts no timed run past it: a search ends within about one timed run of it. Genomes in ``skip`` (measured before,
+on this machine) are not measured again. The random choices are seeded, so the same seed and the same measurements
+give the same history; pass ``cost`` (a function of the LLIR) for measurements that do not vary.
 ``on_candidate`` sees each candidate as it joins the history (a live view), and setting the
 ``stop`` event ends the search before its next candidate, as an interrupt does.
 """
@@ -20,8 +21,9 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,7 +32,10 @@ from ..core.errors import Refused, SearchStopped
 from ..llir.genome import ChoiceSpace, Genome, children, extract
 from ..llir.llir import LLIR
 
-OUTCOMES = ("ok", "nan", "mismatch", "error", "refused")
+if TYPE_CHECKING:
+    from .runners import Runner
+
+OUTCOMES = ("ok", "slow", "nan", "mismatch", "error", "timeout", "refused")
 TOLERANCE = {  # (atol, rtol) when comparing a candidate with the reference
     DType.F64: (1e-9, 1e-9),
     DType.F32: (1e-4, 1e-4),
@@ -53,6 +58,7 @@ class Candidate:
     seconds: float | None = None
     kernel_seconds: dict[int, float] = field(default_factory=dict, repr=False)
     genome: Genome | None = field(default=None, repr=False)
+    worker: str | None = None  # who measured it (a runner's process, a Ray worker's machine)
 
     def __repr__(self) -> str:
         timing = f" {self.seconds * 1e3:.3f} ms" if self.seconds is not None else ""
@@ -83,7 +89,17 @@ class SearchResult:
                 f"initial {self.initial.seconds * 1e3:.3f} ms{stop}>")
 
 
-Runner = Callable[[LLIR], tuple[list[np.ndarray], float, dict[int, float]]]
+@dataclass
+class Measurement:
+    """What measuring one candidate gave, as data (it may come from another process or machine): an outcome of
+    ``OUTCOMES`` and its reason, the seconds (``ok``: the median of its trials; ``slow``: its first timed run), the
+    per-kernel seconds and the worker that measured it."""
+
+    outcome: str
+    reason: str | None = None
+    seconds: float | None = None
+    kernel_seconds: dict[int, float] = field(default_factory=dict)
+    worker: str | None = None
 
 
 def compare(got: list[np.ndarray], expected: list[np.ndarray]) -> tuple[str, str | None]:
@@ -110,15 +126,15 @@ def compare(got: list[np.ndarray], expected: list[np.ndarray]) -> tuple[str, str
     return "ok", None
 
 
-def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generations: int = 5,
-           generation_size: int = 30, mutations: int = 3, keep_best: int = 3, budget: float | None = None,
-           seed: int = 0, cost: Callable[[LLIR], float] | None = None, progress: bool = True,
-           on_candidate: Callable[[Candidate], None] | None = None,
-           stop: threading.Event | None = None, without: frozenset[str] = frozenset(),
-           lower: Callable[[Genome], LLIR] = extract) -> SearchResult:
-    """Search ``space``; ``lower`` makes a genome's LLIR (raising ``Refused``), ``run`` executes an LLIR and returns
-    (outputs, seconds, per-kernel seconds). No candidate picks a kernel op in ``without`` (what the device runs only
-    as another implementation).
+def search(space: ChoiceSpace, runner: Runner, generations: int = 5, generation_size: int = 30,
+           mutations: int = 3, keep_best: int = 3, budget: float | None = None, seed: int = 0,
+           cost: Callable[[LLIR], float] | None = None, progress: bool = True,
+           on_candidate: Callable[[Candidate], None] | None = None, stop: threading.Event | None = None,
+           without: frozenset[str] = frozenset(), lower: Callable[[Genome], LLIR] = extract,
+           seeds: Sequence[Genome] = (), skip: frozenset[int] = frozenset()) -> SearchResult:
+    """Search ``space``; ``lower`` makes a genome's LLIR (raising ``Refused``), ``runner`` (started on its job by
+    the caller) builds and measures it. No candidate picks a kernel op in ``without`` (what the device runs only as
+    another implementation).
 
     ``on_candidate`` is called with each candidate once it joins the history. ``stop`` is checked
     before each candidate: once set, the result so far comes back ``interrupted`` (or
@@ -127,42 +143,69 @@ def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generati
 
     rng = random.Random(seed)
     history: list[Candidate] = []
-    seen: set[int] = set()
+    seen: set[int] = set(skip) - {g.hash for g in seeds}
     deadline = time.monotonic() + budget if budget is not None else None
 
-    def evaluate(genome: Genome, generation: int, parent: int | None) -> Candidate:
-        """Try one genome; it joins the history once its outcome is known (not if interrupted)."""
-        if stop is not None and stop.is_set():
-            raise SearchStopped(f"search stopped after {len(history)} candidate(s)")
-        candidate = Candidate(len(history), generation, genome.hash, parent, genome.mutations, "ok", genome=genome)
+    def lowered(genome: Genome) -> LLIR | Measurement:
+        """The genome's LLIR, its build started; or why it has none."""
         try:
             llir = lower(genome)
-            outputs, seconds, per_kernel = run(llir)
         except Refused as refused:
-            candidate.outcome, candidate.reason = "refused", str(refused)
-        except MemoryError as error:  # over the memory budget, or an allocation failed: refused, the search goes on
-            candidate.outcome, candidate.reason = "refused", str(error) or f"{type(error).__name__}"
+            return Measurement("refused", str(refused))
         except Exception as error:  # a candidate that fails is recorded, never fatal
-            candidate.outcome, candidate.reason = "error", f"{type(error).__name__}: {error}"
-        else:
-            candidate.outcome, candidate.reason = compare(outputs, expected)
-            if candidate.outcome == "ok":
-                candidate.seconds = cost(llir) if cost is not None else seconds
-                candidate.kernel_seconds = per_kernel
+            return Measurement("error", f"{type(error).__name__}: {error}")
+        runner.build(llir)
+        return llir
+
+    def best_so_far() -> float | None:
+        """The fastest time so far, for early abort (none under a cost function: its units are not seconds)."""
+        timed = [c.seconds for c in history if c.outcome == "ok"]
+        return min(timed) if timed and cost is None else None
+
+    def check_stop() -> None:
+        if stop is not None and stop.is_set():
+            raise SearchStopped(f"search stopped after {len(history)} candidate(s)")
+
+    def record(genome: Genome, generation: int, parent: int | None, llir: LLIR | Measurement,
+               measured: Measurement) -> Candidate:
+        """The candidate ``measured`` describes joins the history (its LLIR gets the per-kernel times)."""
+        if measured.outcome == "ok" and isinstance(llir, LLIR):
+            llir.times = dict(measured.kernel_seconds)
+            if cost is not None:
+                measured.seconds = cost(llir)
+        ok = measured.outcome == "ok"
+        candidate = Candidate(len(history), generation, genome.hash, parent, genome.mutations, measured.outcome,
+                              measured.reason, measured.seconds if ok else None,
+                              measured.kernel_seconds if ok else {}, genome, measured.worker)
         history.append(candidate)
         if on_candidate is not None:
             on_candidate(candidate)
         return candidate
 
+    def evaluate(genome: Genome, generation: int, parent: int | None) -> Candidate:
+        """Lower and measure one genome."""
+        check_stop()
+        llir = lowered(genome)
+        measured = llir if isinstance(llir, Measurement) else runner.measure(llir, best_so_far(), deadline)
+        return record(genome, generation, parent, llir, measured)
+
+    def out_of_time() -> bool:
+        return initial is not None and deadline is not None and time.monotonic() > deadline
+
     bar = tqdm(total=generations * generation_size, desc="search", unit="genome", disable=not progress)
     interrupted = False
     initial = None
     try:
-        fused = space.fused_genome(without)
-        seen.add(fused.hash)
-        initial = candidate if (candidate := evaluate(fused, 0, None)).outcome == "ok" else None
-        for _ in range(100):
-            if initial is not None and deadline is not None and time.monotonic() > deadline:
+        for genome in [*seeds, space.fused_genome(without)]:  # the seeds are measured again, whatever skip says
+            if out_of_time():
+                raise TimeoutError
+            if genome.hash in seen:
+                continue
+            seen.add(genome.hash)
+            candidate = evaluate(genome, 0, None)
+            initial = initial or (candidate if candidate.outcome == "ok" else None)
+        for _ in range(100):  # and a viable random genome
+            if out_of_time():
                 raise TimeoutError
             genome = space.random_genome(rng.randrange(2**32), without)
             if genome.hash in seen:
@@ -174,26 +217,36 @@ def search(space: ChoiceSpace, run: Runner, expected: list[np.ndarray], generati
                 break
         if initial is None:
             reasons = Counter(c.outcome for c in history)
-            raise Refused("no viable genome", f"100 random tries gave {dict(reasons)}; the last: {history[-1].reason}")
+            last = history[-1].reason if history else "every genome tried was measured before (pass measure_again)"
+            raise Refused("no viable genome", f"100 random tries gave {dict(reasons)}; the last: {last}")
         for generation in range(1, generations + 1):
             parents = sorted((c for c in history if c.outcome == "ok"), key=lambda c: c.seconds)[:keep_best]
+            brood = []
             for slot in range(generation_size):
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError
                 parent = parents[slot % len(parents)]
-                brood = children(parent.genome, 1, mutations, rng, seen, without)
-                if not brood:
-                    continue
-                evaluate(brood[0], generation, parent.hash)
-                bar.update(1)
-                best = min(c.seconds for c in history if c.outcome == "ok")
-                bar.set_postfix(best=f"{best * 1e3:.3f} ms", refused=sum(c.outcome == "refused" for c in history))
+                brood += [(child, parent) for child in children(parent.genome, 1, mutations, rng, seen, without)]
+            ahead = [lowered(child) for child, _ in brood]  # the runner builds them while it measures
+            measurements = runner.measure_all([x for x in ahead if isinstance(x, LLIR)], best_so_far, deadline)
+            try:
+                for (child, parent), llir in zip(brood, ahead):
+                    if out_of_time():
+                        raise TimeoutError
+                    check_stop()
+                    measured = llir if isinstance(llir, Measurement) else next(measurements)
+                    record(child, generation, parent.hash, llir, measured)
+                    bar.update(1)
+                    best = min(c.seconds for c in history if c.outcome == "ok")
+                    bar.set_postfix(best=f"{best * 1e3:.3f} ms",
+                                    refused=sum(c.outcome == "refused" for c in history))
+            finally:
+                measurements.close()
     except (KeyboardInterrupt, SearchStopped, TimeoutError) as halt:
         interrupted = not isinstance(halt, TimeoutError)
         if initial is None:
             raise
     finally:
         bar.close()
+        runner.finish()
     return SearchResult(history, initial, interrupted)
 
 

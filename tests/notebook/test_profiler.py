@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import os
 import time
 
 import numpy as np
@@ -67,6 +68,24 @@ def test_a_launched_search_is_shown_live_and_in_full(comp) -> None:
     assert html.escape(Regions.of(llir).summary()) in shown["Regions"]
     assert html.escape(CudaStage(llir).summary()) in shown["CUDA"]
     assert [view.value for view in profiler.tab_views] == [shown[tab] for tab in TABS]
+    # the default runner measured it, in its own process
+    assert best.worker.endswith(f" pid {comp_pid_of(best)}") and f"measured by {best.worker}" in shown["LLIR"]
+
+
+def comp_pid_of(candidate: Candidate) -> int:
+    """The process id a candidate's worker names: not this process (the measuring process)."""
+    pid = int(candidate.worker.rsplit(" ", 1)[1])
+    assert pid != os.getpid()
+    return pid
+
+
+def test_the_profiler_measures_with_the_runner_it_is_given(comp) -> None:
+    profiler = comp.profiler(generations=1, generation_size=2, runner=ll.InProcessRunner())
+    profiler.launch()
+    result = profiler.wait(60)
+    assert result.history and all(c.worker.endswith("(in process)") for c in result.history)
+    with pytest.raises(ll.ArgumentError, match="runner"):
+        comp.profiler(runner="ray")
 
 
 def test_stop_ends_the_search_early_with_what_it_found(comp) -> None:

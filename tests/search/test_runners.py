@@ -1,0 +1,137 @@
+"""Runners: a measuring process that survives crashing and hanging candidates, early abort, a budget that holds
+within one timed run, builders that fill the kernel cache ahead, and searches that resume from their records."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+import luminal_lab as ll
+from luminal_lab.search.runners import InProcessRunner, Job, LocalRunner
+from tests.helpers.sabotage import Crash, Hang, sabotaged
+
+
+def small_program() -> ll.Graph:
+    g = ll.Graph()
+    a, b = g.tensor((96, 96), "a"), g.tensor((96, 96), "b")
+    ((a @ b).softmax(-1) * 2.0).output("y")
+    return g
+
+
+@pytest.fixture(scope="module")
+def comp():
+    compiled = ll.compile(small_program())
+    yield compiled
+    compiled.egraph.close()
+
+
+def job_of(comp: ll.Compiled, trials: int = 3) -> Job:
+    """The job ``comp.search`` hands its runner."""
+    arrays, bindings = comp._profiling_inputs(None, "test")
+    reference = comp._reference.run(arrays, bindings)
+    return Job("cpu", arrays, dict(comp.graph.weights), bindings, [reference[n] for n in comp.graph.outputs], trials)
+
+
+def test_a_candidate_that_crashes_or_hangs_the_measuring_process_is_recorded_and_the_next_one_runs(comp) -> None:
+    runner = LocalRunner(builders=0, timeout=3)
+    try:
+        runner.start(job_of(comp))
+        llir = comp.llir(comp.choice_space().fused_genome())
+        crashed = runner.measure(sabotaged(llir, Crash()), None, None)
+        assert (crashed.outcome, crashed.reason) == ("error", "the measuring process died (SIGSEGV)")
+        hung = runner.measure(sabotaged(llir, Hang(60)), None, None)
+        assert (hung.outcome, hung.reason) == ("timeout", "no result within the 3 s time limit; its measuring "
+                                                          "process was stopped")
+        fine = runner.measure(llir, None, None)
+        assert fine.outcome == "ok" and fine.seconds > 0 and fine.kernel_seconds and runner.restarts == 2
+        assert re.fullmatch(r".+ pid \d+", fine.worker) and fine.worker != crashed.worker
+    finally:
+        runner.close()
+
+
+class Sabotaging(LocalRunner):
+    """A local runner whose third candidate crashes its measuring process and fifth hangs it."""
+
+    calls = 0
+
+    def measure(self, llir, best, deadline):
+        self.calls += 1
+        sabotage = {3: Crash(), 5: Hang(60)}.get(self.calls)
+        return super().measure(llir if sabotage is None else sabotaged(llir, sabotage), best, deadline)
+
+
+def test_a_search_goes_on_past_crashes_and_hangs_and_records_them(comp, tmp_path) -> None:
+    comp.records = ll.TuningRecords(tmp_path)
+    runner = Sabotaging(timeout=5)
+    try:
+        result = comp.search(generations=1, generation_size=5, trials=2, progress=False, runner=runner)
+    finally:
+        runner.close()
+    assert [c.outcome for c in result.history][2] == "error" and result.history[4].outcome == "timeout"
+    assert result.best.outcome == "ok" and comp.genome.hash == result.best.hash
+    recorded = [(row["hash"], row["outcome"], row["reason"]) for row in comp.tuning_records()]
+    assert recorded == [(f"{c.hash:016x}", c.outcome, c.reason) for c in result.history]
+
+
+def test_early_abort_and_a_budget_that_holds_within_one_timed_run(comp) -> None:
+    runner = InProcessRunner(slow=3.0)
+    runner.start(job_of(comp, trials=10**6))
+    llir = comp.llir(comp.choice_space().fused_genome())
+    slow = runner.measure(llir, 1e-9, None)
+    assert slow.outcome == "slow" and slow.seconds > 3e-9
+    assert re.fullmatch(r"its first timed run took [\d.]+ ms, over 3x the best so far \(0\.000 ms\)", slow.reason)
+    cut = runner.measure(llir, None, time.monotonic() + 0.3)  # a million trials, cut by the deadline
+    assert cut.outcome == "ok" and cut.seconds > 0
+    trials = int(re.fullmatch(r"the search's budget ran out after (\d+) of 1000000 trials", cut.reason)[1])
+    assert 1 <= trials < 10**6
+
+
+def test_builders_compile_a_candidates_kernels_before_it_is_measured(comp, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("LUMINAL_LAB_KERNEL_CACHE", str(tmp_path))  # a cold cache, here and in the builders
+    runner = LocalRunner(builders=2)
+    try:
+        runner.start(job_of(comp))
+        llir = comp.llir(comp.choice_space().fused_genome())
+        runner.build(llir)
+        runner._builds[llir.genome_hash].result(timeout=120)
+        compiled = list((tmp_path / "__pycache__").glob("lk_*.nbi"))
+        sources = {p.name for p in tmp_path.glob("lk_*.py")}
+        assert compiled and {p.name.split(".")[0] + ".py" for p in compiled} <= sources
+        assert runner.measure(llir, None, None).outcome == "ok"
+    finally:
+        runner.close()
+
+
+RESUMED = """
+import json, sys
+sys.path.insert(0, {root!r})
+import luminal_lab as ll
+from tests.search.test_runners import small_program
+comp = ll.compile(small_program())
+comp.records = ll.TuningRecords({records!r})
+result = comp.search(generations=1, generation_size=4, keep_best=2, trials=2, progress=False)
+print(json.dumps([[f"{{c.hash:016x}}", c.generation, c.outcome] for c in result.history]))
+"""
+
+
+def test_a_search_in_another_process_resumes_from_the_records(comp, tmp_path) -> None:
+    comp.records = ll.TuningRecords(tmp_path)
+    first = comp.search(generations=1, generation_size=4, trials=2, progress=False)
+    fastest = [f"{c.hash:016x}" for c in sorted((c for c in first.history if c.outcome == "ok"),
+                                                key=lambda c: c.seconds)[:2]]
+    script = RESUMED.format(root=os.getcwd(), records=str(tmp_path))
+    second = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                       check=True).stdout.splitlines()[-1])
+    # the two fastest are measured again, first; nothing else measured before is measured again
+    assert [h for h, generation, _ in second[:2]] == fastest and {g for _, g, _ in second[:2]} == {0}
+    assert not {h for h, _, _ in second[2:]} & {f"{c.hash:016x}" for c in first.history}
+    rows = comp.records.rows(comp.records_key)
+    assert len(rows) == len(first.history) + len(second)
+    again = comp.search(generations=0, keep_best=2, trials=2, progress=False, measure_again=True)
+    assert comp.choice_space().fused_genome().hash in {c.hash for c in again.history}  # asked: measured again
