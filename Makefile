@@ -83,6 +83,7 @@ bench: setup
 	$(BIN)/python benchmarks/generate.py
 	$(BIN)/python benchmarks/train.py
 	$(BIN)/python benchmarks/scaling.py
+	$(BIN)/python benchmarks/search.py
 	$(BIN)/python benchmarks/gpu.py
 
 clean:

@@ -275,10 +275,13 @@ class Compiled:
             machine = platform.node()
             seeds = self.records.fastest(key, space, keep_best, machine)
             skip = frozenset() if measure_again else self.records.measured(key, machine)
-        runner = runner or default_runner()
+        job = Job(device, arrays, dict(self.graph.weights), bindings,
+                  [reference[name] for name in self.compiled_graph.outputs], trials, memory_budget)
+        if runner is None:
+            runner = default_runner(job)
+        else:
+            runner.start(job)
         measuring = runner if rolling is None else _CopiesCounted(runner, rolling)
-        measuring.start(Job(device, arrays, dict(self.graph.weights), bindings,
-                            [reference[name] for name in self.compiled_graph.outputs], trials, memory_budget))
 
         def lower(genome: Genome) -> LLIR:
             llir = self._lower(genome)
@@ -423,15 +426,12 @@ def _unrolled_cost(cost: Callable[[LLIR], float], rolling: Rolling, llir: LLIR) 
 
 
 class _CopiesCounted(Runner):
-    """``runner``, measuring a candidate of a rolled graph (one copy of the layer): an ``ok`` time counts the
-    layer's kernels once per copy, at the times of the copy that ran (its markers not at all). Early abort compares
-    the copy's first run with that count, so it only ever aborts later than it would unrolled."""
+    """``runner`` (started), measuring a candidate of a rolled graph (one copy of the layer): an ``ok`` time counts
+    the layer's kernels once per copy, at the times of the copy that ran (its markers not at all). Early abort
+    compares the copy's first run with that count, so it only ever aborts later than it would unrolled."""
 
     def __init__(self, runner: Runner, rolling: Rolling):
         self.runner, self.rolling = runner, rolling
-
-    def start(self, job: Job) -> None:
-        self.runner.start(job)
 
     def build(self, llir: LLIR) -> None:
         self.runner.build(llir)

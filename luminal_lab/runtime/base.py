@@ -143,6 +143,12 @@ class Runtime(ABC, Generic[P]):
         """The plan for one binding of the symbolic dimensions (built, and its kernels compiled, on first use)."""
         return self.plans.plan(bindings)
 
+    def prepare(self, weights: Mapping[str, np.ndarray], bindings: Mapping[str, int] | None = None) -> None:
+        """Build the plan of ``bindings`` for these ``weights`` (its kernels compiled) ahead of the first run, so that
+        the run can be timed on its own."""
+        self._weights.update(weights)
+        self.plan(bindings)
+
     def run(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray] | None = None,
             bindings: Mapping[str, int] | None = None) -> list[np.ndarray]:
         """Run once and wait for it; weights are copied in only when first seen (or when a different array is

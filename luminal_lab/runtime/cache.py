@@ -245,9 +245,10 @@ class Builders:
         self.workers = _Workers(lambda: count, nice=19)
         self.queue = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="luminal-build")
 
-    def build(self, cache: KernelCache, requests: Sequence[Request]) -> concurrent.futures.Future:
-        """Start compiling the kernels of ``requests`` that ``cache``'s disk cache lacks."""
-        return self.queue.submit(cache.compile_ahead, requests, self.workers)
+    def build(self, cache: KernelCache, requests: Callable[[], Sequence[Request]]) -> concurrent.futures.Future:
+        """Start compiling the kernels that ``requests()`` lists (called in the background too) and ``cache``'s disk
+        cache lacks."""
+        return self.queue.submit(lambda: cache.compile_ahead(requests(), self.workers))
 
     def close(self) -> None:
         self.queue.shutdown(wait=True, cancel_futures=True)

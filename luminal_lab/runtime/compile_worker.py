@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 
 from .cache import KernelCache, array_type
 
 
 def main() -> None:
+    # Ctrl-C (a notebook's "interrupt kernel", or its shutdown) reaches the whole process group: exit at once, quietly
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
     if len(sys.argv) > 1 and int(sys.argv[1]):
         os.nice(int(sys.argv[1]))
     for line in sys.stdin:

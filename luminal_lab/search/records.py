@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import io
 import json
 import os
 import platform
@@ -198,8 +199,52 @@ class RecordsTable:
         lines = ["  ".join(self.COLUMNS)] + ["  ".join(self._cells(row)) for row in self.rows]
         return f"<RecordsTable, {len(self.rows)} records>\n" + "\n".join(lines)
 
+    def plot(self) -> RecordsPlot:
+        """The records in order: each measured time (ms, log scale) as a dot coloured by machine, the other outcomes
+        as crosses along the bottom, and the best time so far as a line."""
+        from matplotlib.figure import Figure
+
+        figure = Figure(figsize=(7, 3.2), layout="constrained")
+        axes = figure.add_subplot()
+        timed = [(i, row["seconds"] * 1e3, row["machine"]) for i, row in enumerate(self.rows)
+                 if row["outcome"] == "ok" and row["seconds"] is not None]
+        for machine in dict.fromkeys(m for _, _, m in timed):
+            points = [(i, ms) for i, ms, m in timed if m == machine]
+            axes.scatter(*zip(*points), s=16, label=machine)
+        if timed:
+            best, curve = float("inf"), []
+            for _, ms, _ in timed:
+                best = min(best, ms)
+                curve.append(best)
+            axes.step([i for i, _, _ in timed], curve, where="post", color="black", linewidth=1, label="best so far")
+            axes.set_yscale("log")
+            floor = min(ms for _, ms, _ in timed) / 2
+            others = [(i, row["outcome"]) for i, row in enumerate(self.rows) if row["outcome"] != "ok"]
+            for outcome in dict.fromkeys(o for _, o in others):
+                axes.scatter([i for i, o in others if o == outcome], [floor] * sum(o == outcome for _, o in others),
+                             marker="x", s=20, label=outcome)
+        axes.set(title=f"tuning records ({len(self.rows)})", xlabel="record", ylabel="ms")
+        axes.legend(fontsize="small", loc="upper right")
+        ok = sum(row["outcome"] == "ok" for row in self.rows)
+        return RecordsPlot(figure, f"<RecordsPlot: {len(self.rows)} records, {ok} timed>")
+
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{c}</th>" for c in self.COLUMNS)
         body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in self._cells(row)) + "</tr>"
                        for row in self.rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+class RecordsPlot:
+    """``RecordsTable.plot()``: a matplotlib ``figure`` that shows itself in a notebook as PNG."""
+
+    def __init__(self, figure, caption: str):
+        self.figure, self.caption = figure, caption
+
+    def __repr__(self) -> str:
+        return self.caption
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        buffer = io.BytesIO()
+        self.figure.savefig(buffer, format="png")
+        return {"text/plain": self.caption, "image/png": buffer.getvalue()}

@@ -5,10 +5,11 @@ the trials and the memory budget); the search then hands it each candidate's LLI
 kernels ahead and ``measure`` runs it, checks it against the reference and times it, returning a ``Measurement``
 (data only: outcome, reason, seconds, per-kernel seconds, and which worker measured it).
 
-``measure_job`` is the measurement itself, wherever it runs: the candidate runs once (its plan built, its kernels
-compiled or loaded) and its outputs are compared with the reference; then one run of its kernels is timed, and a
-candidate slower than ``slow`` times the best so far stops there (``slow``: early abort); the rest are ``trials``
-timed runs, none started past the search's deadline once one is done, so a budget holds to within one timed run.
+``measure_job`` is the measurement itself, wherever it runs: the candidate's plan is built (its kernels compiled
+or loaded), then its first run is timed, and a candidate slower than ``slow`` times the best so far stops there
+(``slow``: early abort, unchecked: a candidate that slow is never kept); else its outputs are compared with the
+reference, and ``trials`` timed runs follow one warm-up, none started past the search's deadline once one is done,
+so a budget holds to within one timed run.
 
 - ``InProcessRunner``: the serial search, in the caller's process, with no early abort unless asked.
 - ``LocalRunner`` (the default): builders, compile workers at the lowest priority, compile the next candidates'
@@ -30,6 +31,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from abc import ABC, abstractmethod
@@ -43,7 +45,7 @@ import numpy as np
 from ..core.errors import LuminalError, Refused
 from ..core.pipes import receive, send
 from ..llir.llir import LLIR
-from ..runtime import Runtime, new_runtime
+from ..runtime import new_runtime
 from .search import Measurement, compare
 
 SLOW = 3.0  # early abort: a first timed run slower than this many times the best so far ends a candidate
@@ -63,29 +65,30 @@ class Job:
 
 
 def measure_job(job: Job, llir: LLIR, best: float | None, deadline: float | None, slow: float | None,
-                worker: str) -> tuple[Measurement, Runtime | None]:
-    """Run, check and time ``llir`` for ``job`` (see the module docstring); the measurement and the runtime it ran
-    on (``None`` when it did not run)."""
+                worker: str) -> Measurement:
+    """Run, check and time ``llir`` for ``job`` (see the module docstring)."""
     try:
         runtime = new_runtime(llir, job.device, job.memory_budget)
+        runtime.prepare(job.weights, job.bindings)
+        start = time.perf_counter()
         outputs = runtime.run(job.inputs, job.weights, job.bindings)
+        first = time.perf_counter() - start
     except Refused as refused:
-        return Measurement("refused", str(refused), worker=worker), None
+        return Measurement("refused", str(refused), worker=worker)
     except MemoryError as error:  # over the memory budget, or an allocation failed: refused
-        return Measurement("refused", str(error) or type(error).__name__, worker=worker), None
+        return Measurement("refused", str(error) or type(error).__name__, worker=worker)
     except Exception as error:  # a candidate that fails is recorded, never fatal
-        return Measurement("error", f"{type(error).__name__}: {error}", worker=worker), None
+        return Measurement("error", f"{type(error).__name__}: {error}", worker=worker)
+    if slow is not None and best is not None and first > slow * best:
+        return Measurement("slow", f"its first run took {first * 1e3:.3f} ms, over {slow:g}x the best so far "
+                                   f"({best * 1e3:.3f} ms)", first, worker=worker)
     outcome, reason = compare(outputs, job.expected)
     if outcome != "ok":
-        return Measurement(outcome, reason, worker=worker), runtime
-    first = runtime.time_once(job.inputs, job.weights, job.bindings)
-    if slow is not None and best is not None and first > slow * best:
-        return Measurement("slow", f"its first timed run took {first * 1e3:.3f} ms, over {slow:g}x the best so far "
-                                   f"({best * 1e3:.3f} ms)", first, worker=worker), runtime
-    profile = runtime.profile(job.inputs, job.weights, job.bindings, warmup=0, trials=job.trials, until=deadline)
+        return Measurement(outcome, reason, worker=worker)
+    profile = runtime.profile(job.inputs, job.weights, job.bindings, warmup=1, trials=job.trials, until=deadline)
     cut = (f"the search's budget ran out after {profile.trials} of {job.trials} trials"
            if profile.trials < job.trials else None)
-    return Measurement("ok", cut, profile.total, dict(profile.kernels), worker), runtime
+    return Measurement("ok", cut, profile.total, dict(profile.kernels), worker)
 
 
 class Runner(ABC):
@@ -94,7 +97,10 @@ class Runner(ABC):
     job: Job | None = None
 
     def start(self, job: Job) -> None:
-        """Take the job every following candidate is measured on."""
+        """Take the job every following candidate is measured on (a runner measures one search at a time)."""
+        if self.job is not None:
+            raise LuminalError(f"{type(self).__name__}.start: this runner is measuring another search; give each "
+                               "search that runs at the same time its own runner")
         self.job = job
 
     @abstractmethod
@@ -120,19 +126,16 @@ class Runner(ABC):
 
 class InProcessRunner(Runner):
     """Candidates built and measured one after another in this process (the serial search): no isolation, and no
-    early abort unless ``slow`` is given. The runtime of the last candidate that ran is kept (``last_runtime``)."""
+    early abort unless ``slow`` is given."""
 
     def __init__(self, slow: float | None = None):
         self.slow = slow
-        self.last_runtime: Runtime | None = None
 
     def build(self, llir: LLIR) -> None:
         """Nothing ahead: the serial search compiles a candidate's kernels as it measures it."""
 
     def measure(self, llir: LLIR, best: float | None, deadline: float | None) -> Measurement:
-        measurement, self.last_runtime = measure_job(self.job, llir, best, deadline, self.slow,
-                                                     f"{platform.node()} (in process)")
-        return measurement
+        return measure_job(self.job, llir, best, deadline, self.slow, f"{platform.node()} (in process)")
 
     def __repr__(self) -> str:
         return f"<InProcessRunner slow={self.slow}>"
@@ -151,6 +154,7 @@ class LocalRunner(Runner):
         self.restarts = 0  # measuring processes lost to a crash or a timeout
         self._process: subprocess.Popen | None = None
         self._sent: Job | None = None  # the job the measuring process holds
+        self._unanswered = False  # whether its "ready" for that job is still to be read
         self._builders = None  # runtime.cache.Builders, once a build starts
         self._builds: dict[int, Future] = {}  # by genome hash
         _LIVE.add(self)
@@ -158,30 +162,54 @@ class LocalRunner(Runner):
     def build(self, llir: LLIR) -> None:
         if not self.builders or self.job.device != "cpu":
             return  # CUDA kernels are compiled (by NVRTC) in the measuring process
-        try:
-            requests = new_runtime(llir, "cpu").kernel_requests(self.job.weights, self.job.bindings)
-        except Exception:  # a candidate that cannot even be planned fails in its measurement, with the reason
-            return
         from ..runtime.cache import Builders, kernel_cache  # numba loads on first use, not at import
 
         if self._builders is None:
             self._builders = Builders(self.builders)
+        job = self.job
+
+        def requests() -> list:  # listed in the background too
+            try:
+                return new_runtime(llir, "cpu").kernel_requests(job.weights, job.bindings)
+            except Exception:  # a candidate that cannot even be planned fails in its measurement, with the reason
+                return []
+
         self._builds[llir.genome_hash] = self._builders.build(kernel_cache(), requests)
+
+    def start(self, job: Job) -> None:
+        super().start(job)
+        self._ready()  # the measuring process starts (and takes the job) while the search lowers its first genomes
+
+    def _ready(self) -> None:
+        """A live measuring process, sent the job (its answer is read before the next measurement)."""
+        if self._process is None or self._process.poll() is not None:
+            command = [sys.executable, "-c", "from luminal_lab.search.runners import serve; serve()"]
+            self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            self._sent, self._unanswered = None, False
+        if self._sent is not self.job:
+            self._answered()  # the last job's answer first: each job sent is answered once, in order
+            send(self._process.stdin, ("job", self.job))
+            self._sent, self._unanswered = self.job, True
+
+    def _answered(self) -> None:
+        """Read the measuring process's answer to the last job sent, if not read yet."""
+        if self._unanswered:
+            self._unanswered = False
+            if receive(self._process.stdout) != "ready":
+                raise LuminalError("LocalRunner: the measuring process did not take the job")
 
     def measure(self, llir: LLIR, best: float | None, deadline: float | None) -> Measurement:
         build = self._builds.pop(llir.genome_hash, None)
         if build is not None:  # its kernels on disk first; one whose build fails compiles them as it loads them
             wait([build], timeout=None if deadline is None else max(deadline - time.monotonic(), 0.0))
-        if self._process is None or self._process.poll() is not None:
-            self._spawn()
-        if self._sent is not self.job:
-            self._send_job()
+        self._ready()
         process = self._process
-        limit = self.timeout
-        if deadline is not None:  # past the budget, one timed run's grace (at least a second) before the kill
-            limit = min(limit, max(deadline - time.monotonic(), 0.0) + max(1.0, (self.slow or SLOW) * (best or 0.0)))
         worker = f"{platform.node()} pid {process.pid}"
         try:
+            self._answered()  # it took the job (a process that died starting reads as EOF)
+            limit = self.timeout
+            if deadline is not None:  # past the budget, a trial's grace (3 runs at the best time; 0.25 s at least)
+                limit = min(limit, max(deadline - time.monotonic(), 0.0) + max(0.25, 3 * (best or 0.0)))
             send(process.stdin, ("measure", (llir, best, deadline, self.slow, worker)))
             ready, _, _ = select.select([process.stdout], [], [], limit)
             if ready:
@@ -200,17 +228,6 @@ class LocalRunner(Runner):
             build.cancel()
         self._builds.clear()
         super().finish()
-
-    def _spawn(self) -> None:
-        command = [sys.executable, "-c", "from luminal_lab.search.runners import serve; serve()"]
-        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self._sent = None
-
-    def _send_job(self) -> None:
-        send(self._process.stdin, ("job", self.job))
-        if receive(self._process.stdout) != "ready":
-            raise LuminalError("LocalRunner: the measuring process did not take the job")
-        self._sent = self.job
 
     def _lost(self) -> None:
         """The measuring process crashed or overran: kill it; the next candidate starts another."""
@@ -263,6 +280,9 @@ def _death(code: int) -> str:
 
 def serve() -> None:
     """The measuring process: take a job, then measure candidates until the pipe closes."""
+    # Ctrl-C (a notebook's "interrupt kernel") reaches the whole process group: this process exits at once, without
+    # a traceback, and the runner starts another for the next candidate
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but replies may reach the pipe
     job = None
@@ -276,27 +296,34 @@ def serve() -> None:
             send(stdout, "ready")
         elif request == "measure":
             llir, best, deadline, slow, worker = payload
-            send(stdout, measure_job(job, llir, best, deadline, slow, worker)[0])
+            send(stdout, measure_job(job, llir, best, deadline, slow, worker))
         else:
             os._exit(2)
 
 
 _DEFAULT: list[LocalRunner] = []
+_DEFAULT_LOCK = threading.Lock()
 
 
-def default_runner() -> LocalRunner:
-    """The ``LocalRunner`` every search of this process uses unless given another (started on first use)."""
-    if not _DEFAULT:
-        _DEFAULT.append(LocalRunner())
-    return _DEFAULT[0]
+def default_runner(job: Job) -> LocalRunner:
+    """A ``LocalRunner`` started on ``job``: the first of this process's default runners that no search is using,
+    else a new one (so searches one after another share a measuring process, and searches at the same time, a
+    profiler's and a cell's, each get their own)."""
+    with _DEFAULT_LOCK:
+        runner = next((r for r in _DEFAULT if r.job is None), None)
+        if runner is None:
+            runner = LocalRunner()
+            _DEFAULT.append(runner)
+        runner.start(job)
+        return runner
 
 
 class RayRunner(Runner):
-    """Candidates measured on a Ray cluster: one actor per GPU on GPU nodes for a CUDA search, else one per node,
-    each compiling and measuring with ``measure_job`` (so its kernels are compiled on its machine) and answering as
-    JSON. A generation's candidates are spread over the actors; their measurements come back in order, each naming
-    the machine and process that measured it. A candidate that kills its actor, or outlasts ``timeout``, is recorded
-    as ``error`` or ``timeout`` and the actor is replaced.
+    """Candidates measured on a Ray cluster: one actor per GPU on GPU nodes for a CUDA search, else one per node
+    holding all its CPUs, each compiling and measuring with ``measure_job`` (so its kernels are compiled on its
+    machine) and answering as JSON. A generation's candidates are spread over the actors; their measurements come
+    back in order, each naming the machine and process that measured it. A candidate that kills its actor, or
+    outlasts ``timeout``, is recorded as ``error`` or ``timeout`` and the actor is replaced.
 
     ``address`` is a running cluster's (``"auto"``, ``"ray://host:10001"``); ``None`` uses the cluster this process
     already joined (``ray.init``), else starts a local one, which listens on this machine's loopback only when Ray
@@ -354,8 +381,8 @@ class RayRunner(Runner):
             gpus = int(node["Resources"].get("GPU", 0))
             if device == "cuda":
                 placements += [{"num_gpus": 1, "num_cpus": 0, "scheduling_strategy": strategy}] * gpus
-            else:
-                placements.append({"num_cpus": 1, "scheduling_strategy": strategy})
+            else:  # the node's every CPU: nothing else runs there while it measures (and Ray gives BLAS them all)
+                placements.append({"num_cpus": node["Resources"].get("CPU", 1), "scheduling_strategy": strategy})
         return placements
 
     def _new_actor(self, options: dict):
@@ -392,7 +419,7 @@ class RayRunner(Runner):
         ray = self._ray
         actor, options = self._actors[slot]
         limit = self.timeout - (time.monotonic() - started)
-        if deadline is not None:
+        if deadline is not None:  # past the budget, a second's grace: a trial in flight, and the network
             limit = min(limit, deadline - time.monotonic() + 1.0)
         ready, _ = ray.wait([task], timeout=max(limit, 0.0))
         if ready:
@@ -438,7 +465,7 @@ class _RayMeasurer:
 
     def measure(self, llir: LLIR, best: float | None, left: float | None, slow: float | None) -> str:
         deadline = None if left is None else time.monotonic() + left
-        measured = measure_job(self.job, llir, best, deadline, slow, self.worker)[0]
+        measured = measure_job(self.job, llir, best, deadline, slow, self.worker)
         return json.dumps(dataclasses.asdict(measured))
 
 

@@ -1,16 +1,16 @@
 """Measured search over genomes: every candidate is extracted, built, run, checked, and timed.
 
-A search starts (generation 0) from the genomes it resumes from (``seeds``: the best few of its tuning records,
-measured again), the most-fused genome (``ChoiceSpace.fused_genome``: one kernel per region, matmuls kept) and a
-viable random genome (up to 100 random tries), then runs generations of children of the best ``keep_best``
-candidates so far. A runner (``search.runners``) measures each candidate: its outputs are compared with the
-reference (tolerance by dtype) and checked for NaNs before its time counts; a candidate that fails, crashes, hangs,
-is over the memory budget or is too slow from its first timed run is recorded with its outcome and reason, never
-fatal. A generation's children are all made first, so the runner builds the next ones while it measures.
-``budget`` (seconds) is checked before each candidate after the first viable one and passed to the runner, which
-starts no timed run past it: a search ends within about one timed run of it. Genomes in ``skip`` (measured before,
-on this machine) are not measured again. The random choices are seeded, so the same seed and the same measurements
-give the same history; pass ``cost`` (a function of the LLIR) for measurements that do not vary.
+A search starts (generation 0) from the genomes it resumes from (``seeds``: the best few of its tuning records, measured
+again), the most-fused genome (``ChoiceSpace.fused_genome``: one kernel per region, matmuls kept) and a viable random
+genome (up to 100 random tries; once one candidate is ``ok``, a ``slow`` one ran and will do), then runs generations of
+children of the best ``keep_best`` candidates so far. A runner (``search.runners``) measures each candidate: its outputs
+are compared with the reference (tolerance by dtype) and checked for NaNs before its time counts; a candidate that
+fails, crashes, hangs, is over the memory budget or is too slow from its first run is recorded with its outcome and
+reason, never fatal. A generation's children are all made first, so the runner builds the next ones while it measures.
+``budget`` (seconds) is checked before each candidate after the first viable one and passed to the runner, which starts
+no timed run past it: a search ends within about one timed run of it. Genomes in ``skip`` (measured before, on this
+machine) are not measured again. The random choices are seeded, so the same seed and the same measurements give the same
+history; pass ``cost`` (a function of the LLIR) for measurements that do not vary.
 ``on_candidate`` sees each candidate as it joins the history (a live view), and setting the
 ``stop`` event ends the search before its next candidate, as an interrupt does.
 """
@@ -204,7 +204,7 @@ def search(space: ChoiceSpace, runner: Runner, generations: int = 5, generation_
             seen.add(genome.hash)
             candidate = evaluate(genome, 0, None)
             initial = initial or (candidate if candidate.outcome == "ok" else None)
-        for _ in range(100):  # and a viable random genome
+        for _ in range(100):  # and a viable random genome (one that ran: ok, or slow beside a viable one)
             if out_of_time():
                 raise TimeoutError
             genome = space.random_genome(rng.randrange(2**32), without)
@@ -212,8 +212,8 @@ def search(space: ChoiceSpace, runner: Runner, generations: int = 5, generation_
                 continue
             seen.add(genome.hash)
             candidate = evaluate(genome, 0, None)
-            if candidate.outcome == "ok":
-                initial = initial or candidate
+            initial = initial or (candidate if candidate.outcome == "ok" else None)
+            if initial is not None and candidate.outcome in ("ok", "slow"):
                 break
         if initial is None:
             reasons = Counter(c.outcome for c in history)

@@ -147,7 +147,9 @@ def test_search_times_one_copy_and_checks_the_best_unrolled(monkeypatch: pytest.
         return ("mismatch", "made to differ") if len(checked) == 1 else compare(got, expected)
 
     monkeypatch.setattr(compiled, "compare", compare_unrolled)
-    result = comp.search(generations=1, generation_size=3, trials=1, inputs=(x,), progress=False)
+    # no early abort (the serial search): every candidate that runs is timed, so a second best is there to fall to
+    result = comp.search(generations=1, generation_size=3, trials=1, inputs=(x,), progress=False,
+                         runner=ll.InProcessRunner())
     ran = [c for c in result.history if c.kernel_seconds]
     assert len(ran) >= 2, [c.reason for c in result.history]
     for c in ran:  # each candidate ran the rolled graph: its loop markers were timed

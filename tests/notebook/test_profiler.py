@@ -89,7 +89,8 @@ def test_the_profiler_measures_with_the_runner_it_is_given(comp) -> None:
 
 
 def test_stop_ends_the_search_early_with_what_it_found(comp) -> None:
-    profiler = comp.profiler(generations=200, generation_size=30)
+    # no early abort (the serial search): every candidate is timed, so the search goes on long enough to be stopped
+    profiler = comp.profiler(generations=200, generation_size=30, runner=ll.InProcessRunner())
     profiler.launch()
     with pytest.raises(ll.LuminalError, match="already running"):
         profiler.launch()

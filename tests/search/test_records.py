@@ -120,4 +120,10 @@ def test_a_measured_search_is_recorded_and_a_costed_one_is_not(tmp_path: Path) -
     table = comp.tuning_records()
     assert [(r["hash"], r["outcome"]) for r in table] == [(f"{c.hash:016x}", c.outcome) for c in result.history]
     assert TuningRecords(tmp_path).best(comp.records_key, comp.choice_space()).hash == result.best.hash
+    plot = table.plot()
+    timed = sum(r["outcome"] == "ok" for r in table)
+    assert repr(plot) == f"<RecordsPlot: {len(table)} records, {timed} timed>"
+    assert plot._repr_mimebundle_()["image/png"].startswith(b"\x89PNG")
+    drawn = plot.figure.axes[0].collections  # one set of dots per machine, crosses per other outcome
+    assert sum(len(c.get_offsets()) for c in drawn) == len(table)
     comp.egraph.close()
