@@ -8,9 +8,11 @@ kernels compile cold, and nothing resumes from records), after ``ll.compile`` (n
 - ``local``: ``ll.LocalRunner(builders=2)``: builders compile ahead, early abort at 3x the best so far;
 - ``ray``: ``ll.RayRunner()`` on a local Ray cluster (this machine's CPUs, on the loopback).
 
-Per search: ``search_s`` (the whole ``comp.search`` call), ``best_ms`` (its best candidate) and ``best_vs_overall``
-(that over the best any search of the workload found: the processes time alike only to a few percent), the outcomes,
-and ``reach_s``: seconds from the search's start until it had measured a candidate within 5% of its best.
+Per search: ``search_s`` (the whole ``comp.search`` call), ``best_ms`` (its best candidate as the search timed it),
+``best_profiled_ms`` (that genome profiled again afterwards, in process, over 50 runs: the fastest of many noisy
+times is biased low, so searches are compared on this) and ``best_vs_overall`` (that over the lowest of the
+workload's searches), the outcomes, and ``reach_s``: seconds from the search's start until it had measured a
+candidate within 5% of its best.
 ``reach_speedup`` is serial's ``reach_s`` over the local runner's: above 1, the runner got there sooner. Each
 workload also has torch eager's and ``torch.compile``'s time for one call, and the best genome's ratio to them
 (above 1, luminal_lab's best is faster).
@@ -91,7 +93,10 @@ def measure(workload: str, runner_name: str) -> dict:
     result = comp.search(**settings, seed=0, progress=False, runner=runner,
                          on_candidate=lambda c: found.append((time.perf_counter() - start, c.outcome, c.seconds)))
     seconds = time.perf_counter() - start
-    return {"search_s": seconds, "best_ms": result.best.seconds * 1e3, "candidates": len(result.history),
+    trials = 50 if result.best.seconds < 0.01 else 5
+    profiled = comp.profile(result.best.genome, inputs=inputs, trials=trials).total
+    return {"search_s": seconds, "best_ms": result.best.seconds * 1e3, "best_profiled_ms": profiled * 1e3,
+            "candidates": len(result.history),
             "outcomes": dict(result.outcomes()),
             "found": [[at, outcome, None if s is None else s * 1e3] for at, outcome, s in found]}
 
@@ -108,12 +113,12 @@ def torch_times(workload: str) -> dict:
 
 
 def summary(workload: str, searches: dict[str, dict], torch_ms: dict) -> dict:
-    best = min(s["best_ms"] for s in searches.values())
+    best = min(s["best_profiled_ms"] for s in searches.values())
     for search in searches.values():
         own = search["best_ms"]
         found = search.pop("found")
         search["reach_s"] = next(at for at, outcome, ms in found if outcome == "ok" and ms <= own * WITHIN)
-        search["best_vs_overall"] = own / best
+        search["best_vs_overall"] = search["best_profiled_ms"] / best
     out = {"settings": WORKLOADS[workload][0], "best_ms": best, **torch_ms,
            "best_vs_eager": torch_ms["eager_ms"] / best, "best_vs_inductor": torch_ms["inductor_ms"] / best,
            "searches": searches}
@@ -121,11 +126,12 @@ def summary(workload: str, searches: dict[str, dict], torch_ms: dict) -> dict:
     if target is None:
         serial, local = searches["serial"], searches["local"]
         out["reach_speedup"] = serial["reach_s"] / local["reach_s"]
-        out["target"] = "local reaches its best >= 2x sooner than serial, and that best is within 5% of serial's"
-        out["target_met"] = out["reach_speedup"] >= 2 and local["best_ms"] <= serial["best_ms"] * WITHIN
+        out["target"] = "local reaches its best >= 2x sooner than serial, and that best profiles within 5% of serial's"
+        out["target_met"] = (out["reach_speedup"] >= 2
+                             and local["best_profiled_ms"] <= serial["best_profiled_ms"] * WITHIN)
     else:
-        out["target"] = f"the search finishes within {target:g} s"
-        out["target_met"] = all(s["search_s"] <= target for s in searches.values() if s is not searches.get("serial"))
+        out["target"] = f"the local runner's search finishes within {target:g} s"
+        out["target_met"] = searches["local"]["search_s"] <= target
     return out
 
 
