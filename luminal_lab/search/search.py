@@ -7,10 +7,10 @@ children of the best ``keep_best`` candidates so far. A runner (``search.runners
 are compared with the reference (tolerance by dtype) and checked for NaNs before its time counts; a candidate that
 fails, crashes, hangs, is over the memory budget or is too slow from its first run is recorded with its outcome and
 reason, never fatal. A generation's children are all made first, so the runner builds the next ones while it measures.
-``budget`` (seconds) is checked before each candidate after the first viable one and passed to the runner, which starts
-no timed run past it: a search ends within about one timed run of it. Genomes in ``skip`` (measured before, on this
-machine) are not measured again. The random choices are seeded, so the same seed and the same measurements give the same
-history; pass ``cost`` (a function of the LLIR) for measurements that do not vary.
+``budget`` (seconds) is checked before each candidate after the first viable one and passed to the runner for those,
+which starts no timed run past it: a search ends within about one timed run of it. Genomes in ``skip`` (measured before,
+on this machine) are not measured again. The random choices are seeded, so the same seed and the same measurements give
+the same history; pass ``cost`` (a function of the LLIR) for measurements that do not vary.
 ``on_candidate`` sees each candidate as it joins the history (a live view), and setting the
 ``stop`` event ends the search before its next candidate, as an interrupt does.
 """
@@ -183,10 +183,11 @@ def search(space: ChoiceSpace, runner: Runner, generations: int = 5, generation_
         return candidate
 
     def evaluate(genome: Genome, generation: int, parent: int | None) -> Candidate:
-        """Lower and measure one genome."""
+        """Lower and measure one genome (no budget cuts it before a viable genome is found: a search returns one)."""
         check_stop()
         llir = lowered(genome)
-        measured = llir if isinstance(llir, Measurement) else runner.measure(llir, best_so_far(), deadline)
+        measured = (llir if isinstance(llir, Measurement)
+                    else runner.measure(llir, best_so_far(), deadline if initial is not None else None))
         return record(genome, generation, parent, llir, measured)
 
     def out_of_time() -> bool:
