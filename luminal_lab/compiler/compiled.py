@@ -232,8 +232,8 @@ class Compiled:
         """Measure genomes and keep the fastest: see ``luminal_lab.search``. ``budget`` is in seconds;
         ``on_candidate`` sees each candidate as it is measured, and setting the ``stop`` event ends early. A genome
         whose buffers exceed ``memory_budget`` bytes (default: half the device's free memory) is refused unrun.
-        ``runner`` builds and measures the candidates (``search.runners``; default: a ``LocalRunner`` shared by
-        every search of this process).
+        ``runner`` builds and measures the candidates (``search.runners``; default: this process's idle default
+        ``LocalRunner``, so searches in turn share its measuring process).
 
         Every measured candidate joins the program's tuning records (``tuning_records``). With ``resume`` the search
         starts from them: the ``keep_best`` fastest recorded on this machine are measured again, and no other genome
