@@ -183,8 +183,10 @@ class LocalRunner(Runner):
     def _ready(self) -> None:
         """A live measuring process, sent the job (its answer is read before the next measurement)."""
         if self._process is None or self._process.poll() is not None:
+            # in a session of its own: Ctrl-C (a notebook's "interrupt kernel") reaches this process, which stops it
             command = [sys.executable, "-c", "from luminal_lab.search.runners import serve; serve()"]
-            self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             start_new_session=True)
             self._sent, self._unanswered = None, False
         if self._sent is not self.job:
             self._answered()  # the last job's answer first: each job sent is answered once, in order
@@ -218,6 +220,9 @@ class LocalRunner(Runner):
             code = process.wait()
             self._lost()
             return Measurement("error", f"the measuring process died ({_death(code)})", worker=worker)
+        except KeyboardInterrupt:  # the search is interrupted: its measurement, mid-way, goes with the process
+            self._stop()
+            raise
         self._lost()
         why = ("the search's budget ran out" if deadline is not None and time.monotonic() >= deadline
                else f"no result within the {self.timeout:g} s time limit")
@@ -280,9 +285,6 @@ def _death(code: int) -> str:
 
 def serve() -> None:
     """The measuring process: take a job, then measure candidates until the pipe closes."""
-    # Ctrl-C (a notebook's "interrupt kernel") reaches the whole process group: this process exits at once, without
-    # a traceback, and the runner starts another for the next candidate
-    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but replies may reach the pipe
     job = None

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -51,6 +53,25 @@ def test_a_candidate_that_crashes_or_hangs_the_measuring_process_is_recorded_and
         fine = runner.measure(llir, None, None)
         assert fine.outcome == "ok" and fine.seconds > 0 and fine.kernel_seconds and runner.restarts == 2
         assert re.fullmatch(r".+ pid \d+", fine.worker) and fine.worker != crashed.worker
+    finally:
+        runner.close()
+
+
+def test_an_interrupt_stops_the_measurement_with_its_process_and_the_next_one_runs(comp) -> None:
+    runner = LocalRunner(builders=0)
+    try:
+        runner.start(job_of(comp))
+        llir = comp.llir(comp.choice_space().fused_genome())
+        assert runner.measure(llir, None, None).outcome == "ok"
+        process = runner._process
+        # Ctrl-C, as a notebook's "interrupt kernel" sends it, a second into a measurement that would take a minute
+        threading.Timer(1.0, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            runner.measure(sabotaged(llir, Hang(60)), None, None)
+        assert process.returncode == -signal.SIGKILL and runner._process is None  # stopped, by the runner
+        fine = runner.measure(llir, None, None)
+        assert fine.outcome == "ok" and fine.worker != f"{os.uname().nodename} pid {process.pid}"
+        assert runner.restarts == 0  # an interrupt is not a crash
     finally:
         runner.close()
 
