@@ -157,11 +157,6 @@ class Runtime(ABC, Generic[P]):
         self._launch(plan)
         return self._collect(plan)
 
-    def time_once(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray] | None = None,
-                  bindings: Mapping[str, int] | None = None) -> float:
-        """Seconds one run's kernels take back to back (``_time_launch``), the inputs copied in first."""
-        return self._time_launch(self._prepare(inputs, weights or {}, bindings))
-
     def profile(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray] | None = None,
                 bindings: Mapping[str, int] | None = None, warmup: int = 2, trials: int = 10,
                 until: float | None = None) -> Profile:

@@ -115,13 +115,12 @@ class KernelCache:
         for source, signature in requests:
             self.compile_signature(self.function(source), signature)
 
-    def compile_ahead(self, requests: Sequence[Request], workers: _Workers) -> int:
+    def compile_ahead(self, requests: Sequence[Request], workers: _Workers) -> None:
         """Compile the kernels of ``requests`` that the disk cache lacks in ``workers``, for whoever loads them next
-        (nothing is loaded here); returns how many went to the workers."""
+        (nothing is loaded here)."""
         cold = self._cold(requests)
         if cold:
             workers.compile(self.directory, cold)
-        return len(cold)
 
     def _cold(self, requests: Sequence[Request]) -> list[Request]:
         """The requests (without repeats) that the disk cache lacks and a worker can compile (arrays only)."""

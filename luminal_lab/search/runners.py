@@ -48,7 +48,7 @@ from ..llir.llir import LLIR
 from ..runtime import new_runtime
 from .search import Measurement, compare
 
-SLOW = 3.0  # early abort: a first timed run slower than this many times the best so far ends a candidate
+SLOW = 3.0  # early abort: a first run slower than this many times the best so far ends a candidate
 
 
 @dataclass
@@ -224,9 +224,8 @@ class LocalRunner(Runner):
             self._stop()
             raise
         self._lost()
-        why = ("the search's budget ran out" if deadline is not None and time.monotonic() >= deadline
-               else f"no result within the {self.timeout:g} s time limit")
-        return Measurement("timeout", f"{why}; its measuring process was stopped", worker=worker)
+        return Measurement("timeout", f"{_overran(deadline, self.timeout)}; its measuring process was stopped",
+                           worker=worker)
 
     def finish(self) -> None:
         for build in self._builds.values():  # builds of candidates the search never reached
@@ -273,6 +272,13 @@ _LIVE: weakref.WeakSet[LocalRunner] = weakref.WeakSet()
 def _close_all() -> None:
     for runner in list(_LIVE):
         runner.close()
+
+
+def _overran(deadline: float | None, timeout: float) -> str:
+    """Why a measurement that gave no result in time was stopped, in words."""
+    if deadline is not None and time.monotonic() >= deadline:
+        return "the search's budget ran out"
+    return f"no result within the {timeout:g} s time limit"
 
 
 def _death(code: int) -> str:
@@ -430,9 +436,7 @@ class RayRunner(Runner):
             except ray.exceptions.RayActorError as died:
                 outcome, reason = "error", f"its Ray worker died ({type(died).__name__})"
         else:
-            why = ("the search's budget ran out" if deadline is not None and time.monotonic() >= deadline
-                   else f"no result within the {self.timeout:g} s time limit")
-            outcome, reason = "timeout", f"{why}; its Ray worker was stopped"
+            outcome, reason = "timeout", f"{_overran(deadline, self.timeout)}; its Ray worker was stopped"
         ray.kill(actor, no_restart=True)
         self.restarts += 1
         replacement = self._new_actor(options)

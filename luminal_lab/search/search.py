@@ -92,7 +92,7 @@ class SearchResult:
 @dataclass
 class Measurement:
     """What measuring one candidate gave, as data (it may come from another process or machine): an outcome of
-    ``OUTCOMES`` and its reason, the seconds (``ok``: the median of its trials; ``slow``: its first timed run), the
+    ``OUTCOMES`` and its reason, the seconds (``ok``: the median of its trials; ``slow``: its first run), the
     per-kernel seconds and the worker that measured it."""
 
     outcome: str

@@ -169,4 +169,6 @@ def test_a_runner_measures_one_search_at_a_time_and_the_default_ones_are_shared_
     second.finish()
     first.finish()
     assert default_runner(job) is first  # idle again: taken in turn
+    llir = comp.llir(comp.choice_space().fused_genome())
+    assert first.measure(llir, None, None).outcome == "ok"  # each job it was sent answered, in order
     first.finish()

@@ -226,3 +226,23 @@ def test_search_starts_from_the_most_fused_genome_without_the_left_out_ops(llama
                       generation_size=3, seed=0, progress=False, without=without)
     assert left_out.history[0].hash == space.fused_genome(without).hash != space.fused_genome().hash
     assert all("Matmul" not in {k.op for k in extract(c.genome).kernels} for c in left_out.history)
+
+
+def test_the_budget_cuts_no_measurement_before_a_viable_genome_and_a_slow_one_ends_generation_0(llama) -> None:
+    space = llama[2].choice_space()
+    deadlines = []
+
+    def fused_ok_then_slow(llir) -> Measurement:  # the first is ok, every other one too slow
+        return Measurement("ok", seconds=1e-3) if not deadlines[:-1] else Measurement("slow", "its first run took")
+
+    class Watching(Scripted):
+        def measure(self, llir, best, deadline):
+            deadlines.append(deadline)
+            return super().measure(llir, best, deadline)
+
+    result = search(space, Watching(fused_ok_then_slow), generations=0, seed=0, budget=0.0, progress=False)
+    assert deadlines == [None]  # the spent budget did not reach the first measurement: a search returns a genome
+    deadlines.clear()
+    result = search(space, Watching(fused_ok_then_slow), generations=0, seed=0, progress=False)
+    # generation 0: the most-fused genome, then one random genome that ran (slow will do once one is ok)
+    assert [c.outcome for c in result.history] == ["ok", "slow"]
