@@ -255,6 +255,7 @@ class DynamoProgram:
 
     def __init__(self, gm: torch.fx.GraphModule, options: BackendOptions | None = None,
                  frame: tuple[Any, Any] | None = None):
+        self.passed = _pass_inputs_through(gm)
         self.gm = gm
         self.options = options or BackendOptions()
         self.programs: dict[tuple, Compiled] = {}
@@ -289,6 +290,15 @@ class DynamoProgram:
         return tuple(args[i].item() for i in self.baked)
 
     def __call__(self, *args: Any) -> Any:
+        if not self.passed:
+            return self._run(args)
+        result = list(self._run(args))
+        for output, position in self.passed:
+            result.insert(output, args[position])
+        return result
+
+    def _run(self, args: Sequence[Any]) -> Any:
+        """The graph's results, without the inputs it returns unchanged (``passed``)."""
         if self.only is not None and self.floats(args) == self.only_floats:
             return self.only(args)  # dynamo's guards hold the other arguments to what the one program serves
         if self.first_eager:  # a recompile runs in torch once, and is compiled if it is called again
@@ -539,6 +549,27 @@ def _shapes(module: torch.nn.Module) -> list[tuple[str, torch.Size]]:
     return [(name, t.shape) for name, t in itertools.chain(module.named_parameters(), module.named_buffers())]
 
 
+def _pass_inputs_through(gm: torch.fx.GraphModule) -> list[tuple[int, int]]:
+    """Take out of ``gm``'s outputs the tensor inputs it returns unchanged (AOTAutograd's forward returns the
+    parameters the backward reads), so that a program neither copies them in nor out: ``(output index, input
+    index)`` pairs, by ascending output index, for the caller to put the inputs themselves back. Nothing is taken
+    from outputs that are not a flat tuple or list, or when no other output would be left."""
+    output = gm.graph.output_node()
+    values = output.args[0]
+    if not isinstance(values, (tuple, list)):
+        return []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    passed = [(i, placeholders.index(v)) for i, v in enumerate(values)
+              if isinstance(v, torch.fx.Node) and v.op == "placeholder"
+              and isinstance(v.meta.get("val", v.meta.get("example_value")), torch.Tensor)]
+    if not passed or len(passed) == len(values):
+        return []
+    taken = {i for i, _ in passed}
+    output.args = (type(values)(v for i, v in enumerate(values) if i not in taken),)
+    gm.recompile()
+    return passed
+
+
 def _read_from_module(placeholder: torch.fx.Node) -> bool:
     """Whether dynamo read the placeholder's value from a module's parameters or buffers."""
     from torch._dynamo.source import is_from_unspecialized_param_buffer_source
@@ -641,6 +672,7 @@ def _training(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: 
     of which stay its inputs."""
     from torch._functorch import config as functorch_config
     from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -662,7 +694,8 @@ def _training(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: 
     with functorch_config.patch(force_non_lazy_backward_lowering=True), sdpa_kernel([SDPBackend.MATH]):
         return aot_module_simplified(gm, example_inputs, fw_compiler=functools.partial(compiler, forward=True),
                                      bw_compiler=functools.partial(compiler, forward=False),
-                                     decompositions=aot_decompositions())
+                                     decompositions=aot_decompositions(),
+                                     partition_fn=min_cut_rematerialization_partition)
 
 
 def _same_shapes(given: Sequence[Any], traced: Sequence[Any]) -> bool:

@@ -239,10 +239,14 @@ class Runtime(ABC, Generic[P]):
             value = self._weights.get(slot.name)
             if value is None:
                 raise LuminalError(f"missing weight {slot.name!r}")
-            if value is not slot.bound:
-                self._fill(plan, slot, value)
-                slot.bound = value
+            self._bind_weight(plan, slot, value)
         return plan
+
+    def _bind_weight(self, plan: P, slot: Slot, value: np.ndarray) -> None:
+        """Copy a weight into its slot unless it is the array copied there last."""
+        if value is not slot.bound:
+            self._fill(plan, slot, value)
+            slot.bound = value
 
     def _fill(self, plan: P, slot: Slot, value: np.ndarray) -> None:
         value = np.asarray(value)

@@ -37,9 +37,10 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -105,7 +106,7 @@ class _View:
     shape: tuple[int, ...]
     strides: tuple[int, ...]  # in elements
     refresh: list[Step] = field(default_factory=list)
-    input: int | None = None  # the Input kernel whose own buffer ``flat`` is (no scratch between)
+    buffer: int | None = None  # the kernel whose own buffer ``flat`` is (no scratch between)
     box: _Box | None = None
 
     @property
@@ -236,45 +237,96 @@ class _Launch:
     def __call__(self) -> None:
         self.function(*self.args)
 
+    def binder(self, position: int, dims: tuple[int, ...] | None = None) -> Binder:
+        """What puts another buffer's flat array at ``position`` (as ``dims`` when given)."""
+        args = self.args
+
+        def bind(flat: np.ndarray) -> None:
+            args[position] = _numba_view(flat if dims is None else flat.reshape(dims))
+        return bind
+
+
+Binder = Callable[[np.ndarray], None]  # given a buffer's new flat array, points one read or write of it there
+
+
+class _Matmul:
+    """``out = lhs @ rhs`` over ``[batch, r, c]`` arrays (``out`` contiguous) as one library call: torch's mm or bmm
+    for floats (``_torch``), else numpy's matmul. ``arrays`` are ``out, lhs, rhs``, views of the plan's buffers that
+    ``binder`` moves to other arrays of the same layout."""
+
+    __slots__ = ("arrays", "call", "operands", "torch")
+
+    def __init__(self, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
+        self.arrays = [out, lhs, rhs]
+        self.torch = _torch() if lhs.dtype in (np.float32, np.float64) else None
+        if self.torch is None:
+            self.call = lambda c, a, b: np.matmul(a, b, out=c)
+        elif lhs.shape[0] == 1:
+            mm = self.torch.mm
+            self.call = lambda c, a, b: mm(a, b, out=c)
+        else:
+            bmm = self.torch.bmm
+            self.call = lambda c, a, b: bmm(a, b, out=c)
+        self.operands = [self._operand(x) for x in self.arrays]
+
+    def _operand(self, array: np.ndarray) -> Any:
+        """What the call takes for ``array``: itself, or a torch view of it (one matrix for mm)."""
+        if self.torch is None:
+            return array
+        tensor = self.torch.from_numpy(array)  # a view, no copy
+        return tensor[0] if array.shape[0] == 1 else tensor
+
+    def __call__(self) -> None:
+        self.call(*self.operands)
+
+    def binder(self, position: int, flat: np.ndarray) -> Binder | None:
+        """What points operand ``position`` (0: out, 1: lhs, 2: rhs), a view of ``flat``, at the same place in another
+        flat array; None when it is no view of ``flat``."""
+        array = self.arrays[position]
+        if not np.may_share_memory(array, flat):
+            return None
+        offset = (array.__array_interface__["data"][0] - flat.__array_interface__["data"][0]) // flat.itemsize
+        shape, strides, operands = array.shape, array.strides, self.operands
+
+        def bind(other: np.ndarray) -> None:
+            operands[position] = self._operand(as_strided(other[offset:], shape, strides))
+        return bind
+
 
 @dataclass
-class _InPlace:
-    """An input that only loop kernels read, at these ``(launch, argument position)`` places: a C-contiguous array of
-    the caller's is read there in place; any other is copied into ``buffer`` first."""
+class _Rebound:
+    """A buffer that the plan's kernels read (and, for an output, write) through ``binders``, so that each call can
+    put another array in its place: a caller's C-contiguous input or weight, read in place (any other is copied into
+    ``buffer`` first), or a fresh output array for the caller to keep."""
 
-    reads: list[tuple[_Launch, int]]
+    binders: list[Binder]
     buffer: np.ndarray
+    bound: np.ndarray | None = None
+    address: int | None = None  # of the memory the kernels now read (which they keep alive)
 
     def bind(self, array: np.ndarray) -> None:
-        flat = _numba_view(array.reshape(-1))
-        for launch, position in self.reads:
-            launch.args[position] = flat
+        self.bound = array
+        address = array.__array_interface__["data"][0]
+        if address != self.address:  # another view of the memory bound already (a tensor's, say) needs nothing
+            self.address = address
+            flat = array.reshape(-1)
+            for bind in self.binders:
+                bind(flat)
 
-
-@dataclass
-class _DirectOutput:
-    """An output that the kernel computing it writes straight into a fresh array of each call."""
-
-    launch: _Launch
-    dims: tuple[int, ...]  # the shape the kernel writes its out as
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    array: np.ndarray | None = None
-
-    def allocate(self) -> None:
-        self.array = np.empty(self.shape, self.dtype)
-        self.launch.args[0] = _numba_view(self.array.reshape(self.dims))
+    def fresh(self) -> None:
+        """A new array in the buffer's place (``bound``), for this call's kernels to write."""
+        self.bind(np.empty_like(self.buffer))
 
 
 @dataclass
 class CPUPlan(Plan):
     """A CPU plan: besides the slots and steps, the buffers by kernel id, the fresh arrays the Output steps make in a
-    run, the inputs read in place and the outputs written straight into fresh arrays."""
+    run, the inputs and weights read in place (by name) and the outputs written straight into fresh arrays."""
 
     buffers: dict[int, np.ndarray] = field(default_factory=dict)
     results: dict[int, np.ndarray] = field(default_factory=dict)
-    in_place: dict[str, _InPlace] = field(default_factory=dict)
-    direct: list[_DirectOutput] = field(default_factory=list)
+    in_place: dict[str, _Rebound] = field(default_factory=dict)
+    direct: list[_Rebound] = field(default_factory=list)
 
 
 class CPURuntime(Runtime[CPUPlan]):
@@ -332,20 +384,30 @@ class CPURuntime(Runtime[CPUPlan]):
         return self._arena
 
     def _copy_in(self, plan: CPUPlan, slot: Slot, value: np.ndarray) -> None:
-        """An input that only loop kernels read is read in place when C-contiguous; anything else is copied."""
+        """An input or weight that every kernel reads through a binder is read in place when C-contiguous, aligned and
+        writeable (as the kernels were compiled for); anything else is copied into its slot."""
         place = plan.in_place.get(slot.name)
-        if place is not None and value.flags.c_contiguous:
+        if place is not None and value.flags.c_contiguous and value.flags.aligned and value.flags.writeable:
             place.bind(value)
             return
         np.copyto(slot.buffer, value)
         if place is not None:
             place.bind(slot.buffer)
 
+    def _bind_weight(self, plan: CPUPlan, slot: Slot, value: np.ndarray) -> None:
+        """A weight this plan reads in place is bound per plan (the slot, shared by every plan, is not written);
+        any other is copied into its slot as ``Runtime`` does."""
+        place = plan.in_place.get(slot.name)
+        if place is None:
+            super()._bind_weight(plan, slot, value)
+        elif place.bound is not value:
+            self._fill(plan, slot, value)
+
     def _prepare(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
                  bindings: Mapping[str, int] | None) -> CPUPlan:
         plan = super()._prepare(inputs, weights, bindings)
         for output in plan.direct:
-            output.allocate()
+            output.fresh()
         return plan
 
     def _launch(self, plan: CPUPlan) -> None:
@@ -398,11 +460,12 @@ class _Planner:
         self.kernels = {k.id: k for k in self.llir.kernels}
         self.bodies = runtime.region_bodies()
         self.buffers: dict[int, np.ndarray] = {}
-        self.readers = Counter(src for kernel in self.llir.kernels for src, _ in kernel.sources)
-        self.writers: dict[int, tuple[_Launch, tuple[int, ...]]] = {}  # loop kernels: their launch and out's shape
-        user_inputs = [k.id for k in self.llir.kernels if k.op == "Input" and k.arg not in runtime._weights]
-        self.input_reads: dict[int, list[tuple[_Launch, int]]] = {kid: [] for kid in user_inputs}
-        self.input_uses: Counter[int] = Counter()
+        # by kernel id: how many views read its buffer, the binders of those reads that can move to another array,
+        # and the binder of the kernel's write into it (loop kernels, and matmuls that write it straight)
+        self.uses: Counter[int] = Counter()
+        self.reads: dict[int, list[Binder]] = defaultdict(list)
+        self.writers: dict[int, Binder] = {}
+        self.outputs: list[tuple[int, Kernel, _View]] = []  # Output steps, by position, that may write straight
         self.weight_names = set(runtime._weights)
         self.shared: set[int] = set()  # the weights' kernels, whose buffers are the runtime's slots
         self.result = CPUPlan(buffers=self.buffers)
@@ -446,10 +509,31 @@ class _Planner:
             step = self._step(kernel)
             if step is not None:
                 self.result.steps.append((kernel.id, step))
-        for kid, reads in self.input_reads.items():
-            if reads and len(reads) == self.input_uses[kid]:  # every read of it is a loop kernel's argument
-                self.result.in_place[self.kernels[kid].arg] = _InPlace(reads, self.buffers[kid])
+        for kernel in self.llir.kernels:
+            if kernel.op == "Input" and self._rebindable(kernel.id):
+                self.result.in_place[kernel.arg] = _Rebound(self.reads[kernel.id], self.buffers[kernel.id])
+        for position, kernel, view in self.outputs:
+            self._direct(position, kernel, view)
         return self.result
+
+    def _rebindable(self, kid: int, others: int = 0) -> bool:
+        """Whether every view of ``kid``'s buffer but ``others`` reads it through a binder."""
+        return len(self.reads[kid]) == self.uses[kid] - others > 0 or (others and self.uses[kid] == others)
+
+    def _direct(self, position: int, kernel: Kernel, view: _View) -> None:
+        """Output ``kernel``, whose step is at ``position``, written straight into a fresh array of each call when
+        the kernel computing it writes through a binder, the output reads its buffer as it is, and every other
+        read of that buffer goes through a binder too."""
+        source = kernel.sources[0][0]
+        buffer = self.buffers[source]
+        array = view.array
+        if (source not in self.writers or view.buffer != source or view.offset or array.size != buffer.size
+                or not array.flags.c_contiguous or not self._rebindable(source, others=1)):
+            return
+        output = _Rebound([self.writers[source], *self.reads[source]], buffer)
+        self.result.direct.append(output)
+        results, kid, shape = self.result.results, kernel.id, array.shape
+        self.result.steps[position] = (kid, lambda: results.__setitem__(kid, output.bound.reshape(shape)))
 
     # ---- views ----------------------------------------------------------------------
     def view(self, source: int, tracker: ShapeTracker, padded: bool = False) -> _View:
@@ -473,10 +557,9 @@ class _Planner:
             return _View(np.zeros(1, flat.dtype), 0, dims, (0,) * len(dims)) if padded else _materialised(view)
         if view.box is not None and not padded:
             view = _materialised(view)
-        if source in self.input_reads:
-            self.input_uses[source] += 1
-            if view.flat is flat:
-                view.input = source
+        self.uses[source] += 1
+        if view.flat is flat:
+            view.buffer = source
         return view
 
     def _boxed(self, source: int, flat: np.ndarray, dims: tuple[int, ...], tracker: ShapeTracker) -> _View | None:
@@ -579,8 +662,9 @@ class _Planner:
         args = [_numba_view(scratch), _numba_view(flat), index.astype(np.int32 if flat.size < 2**31 else np.int64)]
         if not valid.all():
             args += [np.ascontiguousarray(valid), _numba_view(np.zeros(1, flat.dtype))]
-        source_text = gather_source(len(args) > 3, scratch.size >= PARALLEL_THRESHOLD)
-        return _View(scratch, 0, dims, strides, [self._launch(source_text, args)])
+        launch = self._launch(gather_source(len(args) > 3, scratch.size >= PARALLEL_THRESHOLD), args)
+        self.reads[source].append(launch.binder(1))
+        return _View(scratch, 0, dims, strides, [launch])
 
     @staticmethod
     def _checked(view: _View, source: int) -> _View:
@@ -600,10 +684,10 @@ class _Planner:
         positions: the plan may bind an input's array in place of its buffer, and a fresh output array in place of
         ``kernel``'s buffer, between calls."""
         launch = self._launch(source, args)
-        self.writers[kernel.id] = (launch, args[0].shape)
+        self.writers[kernel.id] = launch.binder(0, args[0].shape)
         for position, view in reads:
-            if view.input is not None:
-                self.input_reads[view.input].append((launch, position))
+            if view.buffer is not None:
+                self.reads[view.buffer].append(launch.binder(position))
         return self._sequence(views, [launch])
 
     def _views(self, kernel: Kernel, padded: bool = False) -> list[_View]:
@@ -657,19 +741,12 @@ class _Planner:
                                  detail="the CPU runtime has no implementation of it")
 
     def _output(self, kernel: Kernel) -> Step:
-        """A fresh array per call, which the caller owns: written straight by the kernel that computes it when
-        that kernel's buffer is read by nothing else and in its own layout, else copied from the buffer."""
+        """A fresh array per call, which the caller owns: copied from the buffer of the kernel computing it, unless
+        the plan, once every kernel is planned, finds that kernel can write it straight (``_direct``)."""
         (view,) = self._views(kernel)
-        results, kid, source = self.result.results, kernel.id, kernel.sources[0][0]
+        results, kid = self.result.results, kernel.id
         array = view.array
-        writer = self.writers.get(source)
-        buffer = self.buffers[source]
-        if (writer is not None and self.readers[source] == 1 and view.offset == 0 and array.size == buffer.size
-                and array.flags.c_contiguous and np.shares_memory(array, buffer)):
-            launch, dims = writer
-            direct = _DirectOutput(launch, dims, array.shape, buffer.dtype)
-            self.result.direct.append(direct)
-            return lambda: results.__setitem__(kid, direct.array)
+        self.outputs.append((len(self.result.steps), kernel, view))
 
         def output() -> None:
             results[kid] = np.array(array, order="C")
@@ -715,7 +792,7 @@ class _Planner:
             extent = body.extent(f"x{j}")
             view = _in_shape(self.view(source, tracker), (*rows, 1 if extent is None else self.size(extent)))
             views.append(view if extent is not None else
-                         _View(view.flat, view.offset, view.shape, (*view.strides[:-1], 0), view.refresh, view.input))
+                         _View(view.flat, view.offset, view.shape, (*view.strides[:-1], 0), view.refresh, view.buffer))
         along = 1 if body.extent(body.result) is None else self.size(body.extent(body.result))
         if out.size == 0:
             return self._sequence(views, [])
@@ -756,15 +833,18 @@ class _Planner:
         compute = kernel.dtype.compute_numpy
         count, m, k, n = contraction.matmul_shape
         steps: list[Step] = []
-        operands = []
-        for compact, shape in zip(contraction.compact_operands(a.array, b.array), ((count, m, k), (count, k, n))):
+        operands = []  # each: the operand, and the view whose buffer it reads in place (None: a scratch)
+        for compact, shape, view in zip(contraction.compact_operands(a.array, b.array),
+                                        ((count, m, k), (count, k, n)), (a, b)):
             operand = _reshaped(compact, shape) if compact.dtype == compute else None
             if operand is None or not _blas_ready(operand):
                 scratch = np.empty(compact.shape, compute)
                 steps.append(lambda scratch=scratch, compact=compact: np.copyto(scratch, compact, casting="unsafe"))
-                operand = scratch.reshape(shape)
-            operands.append(operand)
-        lhs, rhs = operands
+                operand, view = scratch.reshape(shape), None
+            operands.append((operand, view))
+        (lhs, left_view), (rhs, right_view) = operands
+        product = np.empty((count, m, n), compute)
+        matmul, target = _Matmul(lhs, rhs, product), None
         if not contraction.neither and out.dtype == compute:  # write straight into out: as lhs @ rhs or its transpose
             for left, right, axes, shape in ((lhs, rhs, contraction.rows + contraction.cols, (count, m, n)),
                                              (rhs.transpose(0, 2, 1), lhs.transpose(0, 2, 1),
@@ -772,10 +852,23 @@ class _Planner:
                 order = [contraction.others.index(i) for i in contraction.batch + axes]
                 target = _reshaped(out.transpose(order), shape)
                 if target is not None and target.flags.c_contiguous:
-                    return self._sequence([a, b], [*steps, _matmul_step(left, right, target)])
-        product = np.empty((count, m, n), compute)
+                    matmul = _Matmul(left, right, target)
+                    writer = matmul.binder(0, out.reshape(-1))
+                    if writer is not None:
+                        self.writers[kernel.id] = writer
+                    if left is not lhs:  # the transpose: out's transpose is rhs' @ lhs'
+                        left_view, right_view = right_view, left_view
+                    break
+                target = None
+        for position, view in ((1, left_view), (2, right_view)):
+            if view is not None and view.buffer is not None:
+                binder = matmul.binder(position, view.flat)
+                if binder is not None:
+                    self.reads[view.buffer].append(binder)
+        if target is not None:
+            return self._sequence([a, b], [*steps, matmul])
         arranged = contraction.arrange(product)
-        steps += [_matmul_step(lhs, rhs, product), lambda: np.copyto(out, arranged, casting="unsafe")]
+        steps += [matmul, lambda: np.copyto(out, arranged, casting="unsafe")]
         return self._sequence([a, b], steps)
 
     def _dot_products(self, kernel: Kernel, out: np.ndarray, a: _View, b: _View) -> Step:
@@ -834,7 +927,7 @@ def _in_shape(view: _View, shape: tuple[int, ...]) -> _View:
     reshaped = _reshaped(view.array, shape)
     if reshaped is not None:  # the first element stays where it was, so the offset does too
         return _View(view.flat, view.offset, shape, tuple(s // view.flat.itemsize for s in reshaped.strides),
-                     view.refresh, view.input)
+                     view.refresh, view.buffer)
     array = view.array
     scratch = np.empty(shape, view.flat.dtype)
     target = scratch.reshape(view.shape)
@@ -886,21 +979,14 @@ def _blas_ready(x: np.ndarray) -> bool:
     return rows or columns
 
 
-def _matmul_step(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> Step:
-    """``out = lhs @ rhs`` over ``[batch, r, c]`` arrays (``out`` contiguous). Float products go through torch's
-    BLAS (MKL) when torch is installed: at transformer-block sizes it is 1.5-2x faster than numpy's OpenBLAS."""
-    if lhs.dtype in (np.float32, np.float64):
-        try:
-            import torch
-        except ImportError:
-            torch = None
-        if torch is not None:
-            a, b, c = (torch.from_numpy(x) for x in (lhs, rhs, out))  # views of the plan's arrays, no copies
-            if lhs.shape[0] == 1:
-                a, b, c = a[0], b[0], c[0]
-                return lambda: torch.mm(a, b, out=c)
-            return lambda: torch.bmm(a, b, out=c)
-    return lambda: np.matmul(lhs, rhs, out=out)
+def _torch():
+    """torch, when installed: float products go through its BLAS (MKL), at transformer-block sizes 1.5-2x faster
+    than numpy's OpenBLAS."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
 
 
 def _check_indexes(index: np.ndarray, size: int, kernel: Kernel) -> None:

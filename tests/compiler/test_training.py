@@ -91,7 +91,8 @@ def test_the_llama_block_gives_eager_gradients(sdpa: bool) -> None:
 
 def test_the_forward_and_backward_are_programs() -> None:
     """``ll.programs`` lists the forward (the input in, parameters held as weights, activations out after the
-    logits) and then the backward (the activations and the logits' gradient in, a gradient per input out)."""
+    logits) and then the backward (the activations and the logits' gradient in, a gradient per input out). The
+    parameters that the backward reads are handed to it as they are, not through the forward's program."""
     model = NormMLP()
     compiled = torch.compile(model, backend="luminal_lab", options=OPTIONS)
     x, y = batch()
@@ -99,6 +100,10 @@ def test_the_forward_and_backward_are_programs() -> None:
     forward, backward = ll.programs(compiled)
     assert len(forward.signature.inputs) == 1 and len(forward.graph.weights) == len(list(model.parameters()))
     assert len(forward.graph.outputs) > 1  # the logits, then the saved activations
+    llir = forward.llir()
+    kernels = {k.id: k for k in llir.kernels}
+    assert not [k for k in llir.kernels if k.op == "Output" and kernels[k.sources[0][0]].op == "Input"]
+    assert set(backward.signature.inputs) & set(forward.graph.weights)  # the parameters themselves
     assert not backward.graph.weights and backward.signature.inputs[-1].startswith("tangents")
     assert len(backward.graph.outputs) == 7  # a gradient per parameter, and the input's
 

@@ -452,10 +452,11 @@ def test_weights_are_bound_once_and_persist() -> None:
     third = runtime.run(inputs)  # the bound weights persist without being passed again
     np.testing.assert_array_equal(first[0], second[0])
     np.testing.assert_array_equal(first[0], third[0])
+    plan = runtime.plan()
+    assert set(plan.in_place) == set(graph.weights) | {"x"}  # every read is a loop kernel's or a matmul's
+    assert not any(slot.buffer.any() for slot in plan.weights)  # read where the caller keeps them: never copied
     name = next(n for n in graph.weights if n.endswith("weight"))
-    graph.weights[name] *= 2  # the same array, changed in place: not copied in again
-    np.testing.assert_array_equal(runtime.run(inputs, graph.weights)[0], first[0])
-    graph.weights[name] = graph.weights[name].copy()  # a different array: bound anew
+    graph.weights[name] = graph.weights[name] * 2  # a different array: bound anew
     rebound = runtime.run(inputs, graph.weights)[0]
     (expected,) = ll.ReferenceRuntime(graph).run(inputs).values()
     np.testing.assert_allclose(rebound, expected, atol=1e-5, rtol=1e-5)
@@ -553,6 +554,51 @@ def test_contiguous_inputs_are_read_in_place_and_outputs_written_straight_into_f
     transposed = {"a": np.ascontiguousarray(inputs["a"].T).T, "b": inputs["b"]}
     np.testing.assert_array_equal(runtime.run(transposed)[0], first[0])
     assert np.array_equal(plan.inputs[0].buffer, inputs["a"]) and not plan.inputs[1].buffer.any()
+
+
+def test_matmul_operands_are_read_in_place_and_an_output_read_downstream_is_written_straight() -> None:
+    g = ll.Graph()
+    x, w = g.tensor((16, 32), "x"), g.tensor((32, 24), "w")
+    h = x.matmul(w)
+    h.output("h")  # an output that later kernels read too
+    (h.sin() * 2.0).output("y")
+    x.matmul(w.permute(1, 0).permute(1, 0)).sum(-1).output("s")  # a second read of both, through a view
+    runtime = CPURuntime(llir_of(g))
+    rng = np.random.default_rng(1)
+    outputs = []
+    for _ in range(2):
+        inputs = {"x": rng.standard_normal((16, 32)).astype(np.float32),
+                  "w": rng.standard_normal((32, 24)).astype(np.float32)}
+        got = runtime.run(inputs)
+        expected = ll.ReferenceRuntime(g).run(inputs)
+        for value, name in zip(got, ("h", "y", "s")):
+            assert_matches(value, expected[name], ll.f32, what=name)
+        outputs.append(got)
+    plan = runtime.plan()
+    assert set(plan.in_place) == {"x", "w"} and len(plan.direct) == 3
+    assert not any(slot.buffer.any() for slot in plan.inputs)  # nothing was copied in
+    h_kernel = next(k.sources[0][0] for k in runtime.llir.kernels if k.op == "Output" and k.arg == 0)
+    assert not plan.buffers[h_kernel].any()  # h went straight into the caller's array, the plan's buffer unused
+    assert not np.shares_memory(outputs[0][0], outputs[1][0])
+
+
+def test_weights_read_in_place_are_bound_in_every_plan() -> None:
+    g = ll.Graph()
+    rng = np.random.default_rng(2)
+    weights = {"w": rng.standard_normal((8, 4)).astype(np.float32)}
+    x, w = g.tensor(("n", 8), "x"), g.weight("w", weights["w"])
+    (x.matmul(w) + 1.0).output("y")
+    runtime = CPURuntime(llir_of(g))
+    for size in (3, 5, 3, 7):
+        if size == 7:  # a different weight array: every plan reads the new one
+            weights = {"w": rng.standard_normal((8, 4)).astype(np.float32)}
+        inputs = {"x": rng.standard_normal((size, 8)).astype(np.float32)}
+        (got,) = runtime.run(inputs, weights, {"n": size})
+        np.testing.assert_allclose(got, inputs["x"] @ weights["w"] + 1.0, rtol=1e-5, atol=1e-5)
+        assert "w" in runtime.plan({"n": size}).in_place
+    (got,) = runtime.run({"x": inputs["x"][:3].copy()}, weights, {"n": 3})  # the first plan, with the new weight
+    np.testing.assert_allclose(got, inputs["x"][:3] @ weights["w"] + 1.0, rtol=1e-5, atol=1e-5)
+    assert not runtime.plan({"n": 3}).weights[0].buffer.any()  # never copied: read where the caller keeps it
 
 
 def test_an_input_read_by_more_than_loop_kernels_is_copied() -> None:
