@@ -4,7 +4,7 @@ A ``Runtime`` runs one LLIR. For each binding of the symbolic dimensions it buil
 once (``_build``, the device's own part): buffers, resolved reads, compiled kernels, and the
 steps that launch them in order. A call copies every input into its ``Slot`` and each weight
 only when it is first seen or the caller passes a different array (a weight's slot is the runtime's, shared by
-all its plans), checking dtype and shape
+all its plans; the CPU runtime reads both in place where its kernels can, ``cpu``), checking dtype and shape
 first (``DTypeBoundaryError``, ``ShapeError``; nothing is cast), runs the steps and reads the
 outputs back as fresh arrays in ``llir.outputs`` order. ``profile`` times whole runs by wall
 clock (``Profile.call``), the kernels back to back (``Profile.total``, what a search ranks by) and

@@ -16,7 +16,11 @@ and fused regions read a padded view in place: the producer's buffer with offset
 plus the box per axis, no scratch and no copy (a view that is nothing but padding is one zero,
 broadcast). Every other reader (row regions, reductions, matmuls, gathers, scatters, host casts,
 a region's start read in another shape) gets it materialised: a zeroed scratch whose box is
-copied in on each call. Each kernel is then a closure over fixed arrays.
+copied in on each call. Each kernel is then a closure over fixed arrays, but for the reads and writes a plan can
+move: where every read of an input or a weight goes through a binder (a loop kernel's or a gather's flat argument, a
+library matmul's operand), a caller's C-contiguous array is read in place, not copied into its slot; where the kernel
+computing an output writes through one and every other read of its buffer does too, each call binds a fresh array
+there, so the output is written straight into the array the caller keeps, never copied out.
 
 Elementwise ops, casts, reductions, fused regions and Gather run as generated source compiled
 with ``numba.njit`` and cached by source (``cache``); each kernel's operands are passed as flat
