@@ -1375,11 +1375,18 @@ class GraphTensor:
     @high_level
     def slice_scatter(self, src: GraphTensor, axis: int = 0, start: int | None = None,
                       stop: int | None = None, step: int = 1) -> GraphTensor:
-        """A copy of self with ``self[..., start:stop:step, ...] = src`` along ``axis``."""
+        """A copy of self with ``self[..., start:stop:step, ...] = src`` along ``axis``: with ``step`` 1, a concat of
+        the parts before and after the slice with ``src`` (pads and adds, which fuse: a slice's gradient is one pad);
+        else a Scatter to the slice's positions."""
         axis = self._axis(axis)
-        region = ShapeTracker.contiguous(self.shape).slice(axis, *self._slice_bounds(axis, start, stop), step)
+        begin, end = self._slice_bounds(axis, start, stop)
+        region = ShapeTracker.contiguous(self.shape).slice(axis, begin, end, step)
+        src = src.cast(self.dtype).broadcast_to(region.dims)
+        if step == 1 and self.dtype != DType.BOOL:
+            parts = [self.slice(axis, None, begin), src, self.slice(axis, end, None)]
+            return concat([p for p in parts if not (p.shape[axis].is_num and p.shape[axis].value == 0)], axis)
         flat = self.graph.iota(region.index_expr(), region.n_elements).reshape(region.dims)
-        return self._apply(Op.SCATTER, flat, src.cast(self.dtype).broadcast_to(region.dims))
+        return self._apply(Op.SCATTER, flat, src)
 
     def _axis_stride(self, axis: int) -> int | GraphTensor:
         return self._index_scalar(numel(self.shape[axis + 1:]))

@@ -86,6 +86,23 @@ def test_embedding_take_gather_scatter_and_scatter_add() -> None:
     torch.testing.assert_close(out[6], x.scatter_add(0, index, src))
 
 
+def test_a_unit_step_slice_scatter_is_a_concat_and_a_strided_one_a_scatter() -> None:
+    """``slice_scatter`` with step 1 (a slice's gradient, ``slice_backward``) joins the parts around the slice with
+    the source, pads and adds that fuse; a strided one scatters to the slice's positions."""
+    generator = torch.Generator().manual_seed(0)
+    x, unit, strided = (torch.randn(*shape, generator=generator) for shape in ((3, 10), (3, 3), (3, 3)))
+    g = ll.Graph()
+    xs, us, ss = g.tensor((3, 10), "x"), g.tensor((3, 3), "u"), g.tensor((3, 3), "s")
+    xs.slice_scatter(us, axis=1, start=1, stop=4).output("unit")
+    xs.slice_scatter(ss, axis=1, start=1, stop=7, step=2).output("strided")
+    xs.slice_scatter(us, axis=1, start=7).output("end")
+    assert sum(node.op == ll.Op.SCATTER for node in g.nodes) == 1
+    out = ll.compile(g).run_reference(x, unit, strided)
+    torch.testing.assert_close(out[0], x.slice_scatter(unit, dim=1, start=1, end=4))
+    torch.testing.assert_close(out[1], x.slice_scatter(strided, dim=1, start=1, end=7, step=2))
+    torch.testing.assert_close(out[2], x.slice_scatter(unit, dim=1, start=7))
+
+
 def test_gather_out_of_range_is_a_clear_error() -> None:
     g = ll.Graph()
     w, i = g.tensor((4, 2), "w"), g.tensor((3,), "ids", ll.i64)
