@@ -53,11 +53,11 @@ class EClass:
     hlir: list[int] = field(default_factory=list)  # built from these HLIR nodes, or (fused) mirrors them
     dtype: str | None = None
     best_term: str | None = None
+    ops: list[str] = field(default_factory=list)  # its e-nodes' ops in the compiler's terms (``Snapshot.kind``)
 
     def __repr__(self) -> str:
-        ops = ", ".join(sorted({n.label for n in self.nodes}))
         origin = f", HLIR {[f'h{h}' for h in self.hlir]}" if self.hlir else ""
-        return f"<EClass {self.id} {self.sort}: {len(self.nodes)} e-nodes [{ops}]{origin}>"
+        return f"<EClass {self.id} {self.sort}: {len(self.nodes)} e-nodes [{', '.join(self.ops)}]{origin}>"
 
 
 class Snapshot:
@@ -117,6 +117,31 @@ class Snapshot:
                 self.classes[fused].hlir = list(self.classes[origin].hlir)
         for eclass in self.classes.values():
             eclass.hlir.sort()
+            eclass.ops = list(dict.fromkeys(self.kind(n) for n in eclass.nodes))
+
+    # ---- in the compiler's terms --------------------------------------------------------
+    def kind(self, node: ENode) -> str:
+        """What ``node`` computes, as the compiler names it: an ``Op`` e-node by its OpKind e-class's constructors
+        (``KernelMatmul``, ``FusedAdd``; several joined by `` | ``), any other by its own op (with its literals)."""
+        if node.op == "Op" and node.children and node.children[0] in self.classes:
+            kinds = self.classes[node.children[0]].nodes
+            return " | ".join(dict.fromkeys(k.op for k in sorted(kinds, key=lambda k: k.subsumed))) or node.op
+        return node.label
+
+    def operands(self, node: ENode) -> list[str]:
+        """The e-classes ``node`` reads: an ``Op`` e-node's sources (its IList's elements, in order), any other's
+        child e-classes."""
+        if node.op != "Op" or len(node.children) < 2:
+            return list(node.children)
+        sources, seen, cid = [], set(), node.children[1]
+        while cid in self.classes and cid not in seen:
+            seen.add(cid)
+            cons = next((n for n in self.classes[cid].nodes if n.op == "ICons" and len(n.children) == 2), None)
+            if cons is None:
+                break
+            sources.append(cons.children[0])
+            cid = cons.children[1]
+        return sources
 
     # ---- counts -------------------------------------------------------------------------
     @property

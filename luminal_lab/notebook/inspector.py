@@ -2,11 +2,13 @@
 
 Type in the search box an e-class id (or part of one, ``IR-1``), an op (``KernelAdd``: an IR
 e-class matches by the OpKind names of its ``Op`` e-nodes too), an HLIR node (``h12``) or a sort
-(``IList``); the list shows the matching e-classes, IR ones first. For the selected e-class the
-widget shows its e-nodes (op, literals, child e-classes, subsumed), its child e-classes, its
-parents (the e-nodes that use it and their e-classes), the HLIR nodes it came from, the e-node
-the genome picks there, its smallest term and a picture of its neighbourhood. The child and
-parent e-class buttons select that e-class.
+(``IList``); the list shows the matching e-classes, IR ones first, each with its ops in the compiler's terms
+(``Snapshot.kind``: ``KernelMatmul``, ``FusedAdd``). For the selected e-class the widget shows its shape and dtype,
+its e-nodes (each one's op as the compiler names it, the e-classes it reads, its raw constructor and literals,
+whether the genome picks it, whether it is subsumed), its child e-classes, its parents (the e-nodes that use it and
+their e-classes), the HLIR nodes it came from, its smallest term and a picture of its neighbourhood. The child and
+parent e-class buttons, labelled with their e-class's op, select that e-class. The details always belong to one of
+the listed matches: a search that no longer matches the selected e-class clears them.
 
 ``search``, ``select`` and ``refresh`` are what the controls call; ``matches``, ``selected`` and
 ``details`` (a plain dict) hold what the widget shows.
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
+from ..core.shape_tracker import format_shape
 from ..egraph.snapshot import EClass
 
 if TYPE_CHECKING:
@@ -50,7 +53,7 @@ class EClassInspector(widgets.VBox):
         self.search_box = widgets.Text(placeholder="e-class id, op, h12 or sort", description="search",
                                        continuous_update=False)
         self.refresh_button = widgets.Button(description="refresh", tooltip="read the e-graph again")
-        self.eclass_list = widgets.Select(options=[], rows=12, layout=widgets.Layout(width="340px"))
+        self.eclass_list = widgets.Select(options=[], rows=12, layout=widgets.Layout(width="auto", min_width="340px"))
         self.message_view = widgets.HTML()
         self.details_view = widgets.HTML()
         self.children_box = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
@@ -90,6 +93,8 @@ class EClassInspector(widgets.VBox):
             self.eclass_list.value = self.selected if self.selected in self.matches[:MAX_LISTED] else None
         finally:
             self._listing = False
+        if self.selected is not None and self.selected not in self.matches:
+            self._clear()  # the details belong to a listed match, or to none
         if not found:
             self._show_message(f"No e-class matches {text.strip()!r}.")
         elif len(found) > MAX_LISTED:
@@ -107,21 +112,16 @@ class EClassInspector(widgets.VBox):
         return (query in eclass.id.lower() or query == eclass.sort.lower()
                 or any(query in op.lower() for op in self._ops(eclass)))
 
-    def _ops(self, eclass: EClass) -> list[str]:
-        """The ops of an e-class's e-nodes, and for an ``Op`` e-node the ops of its OpKind e-class."""
-        classes = self.egraph.snapshot.classes
-        ops = []
-        for node in eclass.nodes:
-            ops.append(node.op)
-            if node.op == "Op" and node.children and node.children[0] in classes:
-                ops.extend(kind.op for kind in classes[node.children[0]].nodes)
-        return list(dict.fromkeys(ops))
+    @staticmethod
+    def _ops(eclass: EClass) -> list[str]:
+        """The ops of an e-class's e-nodes in the compiler's terms, and their constructors (``Op``)."""
+        return list(dict.fromkeys([*eclass.ops, *(n.op for n in eclass.nodes)]))
 
-    def _label(self, eclass: EClass) -> str:
-        ops = [op for op in self._ops(eclass) if op != "Op"]
-        origin = f" · {', '.join(f'h{h}' for h in eclass.hlir[:4])}" if eclass.hlir else ""
-        text = f"{eclass.id} · {' | '.join(ops[:3])}{' | …' if len(ops) > 3 else ''}{origin}"
-        return text if len(text) <= 60 else text[:59] + "…"
+    @staticmethod
+    def _label(eclass: EClass) -> str:
+        """A list entry: the id, every op of its e-nodes, the HLIR nodes it came from (whole, never cut off)."""
+        origin = f" · {', '.join(f'h{h}' for h in eclass.hlir)}" if eclass.hlir else ""
+        return f"{eclass.id} · {' | '.join(eclass.ops)}{origin}"
 
     # ---- selecting --------------------------------------------------------------------------
     def select(self, cid: str) -> dict[str, Any]:
@@ -132,14 +132,17 @@ class EClassInspector(widgets.VBox):
         graph = self.egraph.graph
         genome = self.current_genome()
         children = list(dict.fromkeys(c for n in eclass.nodes for c in n.children))
-        parents = [{"enode": p.id, "op": p.op, "eclass": p.eclass} for p in eclass.parents]
+        parents = [{"enode": p.id, "op": p.op, "kind": snapshot.kind(p), "eclass": p.eclass} for p in eclass.parents]
+        shapes = [graph.nodes[h].shape for h in eclass.hlir]
         self.selected = cid
         self.details = {
             "id": cid,
             "sort": eclass.sort,
             "dtype": eclass.dtype,
-            "enodes": [{"id": n.id, "op": n.op, "literals": list(n.literals), "children": list(n.children),
-                        "subsumed": n.subsumed} for n in eclass.nodes],
+            "shape": format_shape(shapes[0]) if shapes else None,
+            "enodes": [{"id": n.id, "kind": snapshot.kind(n), "reads": snapshot.operands(n), "op": n.op,
+                        "literals": list(n.literals), "children": list(n.children), "subsumed": n.subsumed}
+                       for n in eclass.nodes],
             "children": children,
             "parents": parents,
             "hlir": [{"id": f"h{h}", "op": graph.nodes[h].op.value, "label": graph.nodes[h].label}
@@ -167,9 +170,10 @@ class EClassInspector(widgets.VBox):
     def refresh(self) -> None:
         """Read the e-graph again (after it stepped): the search again, the selected e-class again
         (or a message when a step merged it away)."""
+        selected = self.selected
         self.search(self.query)
-        if self.selected is not None:
-            self._select_shown(self.selected)
+        if selected is not None:
+            self._select_shown(selected)
 
     def _typed(self, change: dict[str, Any]) -> None:
         if change["new"] != self.query and len(self.search(change["new"])) == 1:
@@ -184,11 +188,15 @@ class EClassInspector(widgets.VBox):
         try:
             self.select(cid)
         except KeyError:
-            self.selected, self.details, self.picture_svg = None, {}, None
-            for view in (self.details_view, self.picture_view):
-                view.value = ""
-            self.children_box.children = self.parents_box.children = ()
+            self._clear()
             self._show_message(f"There is no e-class {cid!r} in the e-graph now (a step may have merged it).")
+
+    def _clear(self) -> None:
+        """Nothing selected: the details, buttons and picture cleared."""
+        self.selected, self.details, self.picture_svg = None, {}, None
+        for view in (self.details_view, self.picture_view):
+            view.value = ""
+        self.children_box.children = self.parents_box.children = ()
 
     def _show_message(self, text: str) -> None:
         self.message = text
@@ -198,21 +206,25 @@ class EClassInspector(widgets.VBox):
     def _draw(self) -> None:
         d = self.details
         picked = d["picked"]
+        classes = self.egraph.snapshot.classes
+        value = " ".join(part for part in (d["shape"], d["dtype"]) if part)
         rows = "".join(
-            f"<tr><td>{html.escape(n['id'])}{' ✔' if n['id'] == picked else ''}</td><td>{html.escape(n['op'])}</td>"
-            f"<td>{html.escape(' '.join(n['literals']))}</td><td>{html.escape(', '.join(n['children']))}</td>"
-            f"<td>{'subsumed' if n['subsumed'] else ''}</td></tr>" for n in d["enodes"])
+            f"<tr><td><b>{html.escape(n['kind'])}</b></td><td>{html.escape(value)}</td>"
+            f"<td>{html.escape(', '.join(_named(classes, c) for c in n['reads']))}</td>"
+            f"<td>{html.escape(n['id'])} ({html.escape(' '.join([n['op'], *n['literals']]))})</td>"
+            f"<td>{'✔ picked' if n['id'] == picked else ''}{' subsumed' if n['subsumed'] else ''}</td></tr>"
+            for n in d["enodes"])
         hlir = ", ".join(f"{h['id']} {h['label']}" for h in d["hlir"]) or "none"
         pick = (f"{picked} (✔)" if picked else "no genome yet" if self.current_genome() is None
                 else "not one of the genome's choices")
-        parents = "".join(f"<li>{html.escape(p['enode'])} ({html.escape(p['op'])}) in {html.escape(p['eclass'])}</li>"
+        parents = "".join(f"<li>{html.escape(p['kind'])} ({html.escape(p['enode'])}) in {html.escape(p['eclass'])}</li>"
                           for p in d["parents"]) or "<li>none</li>"
         self.details_view.value = (
             f"<p><b>{html.escape(d['id'])}</b> · sort {html.escape(d['sort'])}"
-            f"{' · ' + html.escape(d['dtype']) if d['dtype'] else ''} · HLIR {html.escape(hlir)}</p>"
+            f"{' · ' + html.escape(value) if value else ''} · HLIR {html.escape(hlir)}</p>"
             f"<p>genome picks: {html.escape(pick)}</p>"
             f"<p>best term: <code>{html.escape(d['best_term'])}</code></p>"
-            "<table class='ll-enodes'><thead><tr><th>e-node</th><th>op</th><th>literals</th><th>children</th>"
+            "<table class='ll-enodes'><thead><tr><th>op</th><th>shape</th><th>reads</th><th>e-node</th>"
             f"<th></th></tr></thead><tbody>{rows}</tbody></table>"
             f"<p>used by</p><ul>{parents}</ul>")
         self.children_box.children = self._buttons(d["children"])
@@ -229,13 +241,21 @@ class EClassInspector(widgets.VBox):
     def _buttons(self, cids: list[str]) -> tuple[widgets.Widget, ...]:
         """A button per e-class (selecting it), at most ``MAX_BUTTONS`` and a note of the rest."""
         buttons: list[widgets.Widget] = []
+        classes = self.egraph.snapshot.classes
         for cid in cids[:MAX_BUTTONS]:
-            button = widgets.Button(description=cid, tooltip=f"select {cid}", layout=widgets.Layout(width="auto"))
+            button = widgets.Button(description=_named(classes, cid), tooltip=f"select {cid}",
+                                    layout=widgets.Layout(width="auto"))
             button.on_click(lambda _, cid=cid: self._select_shown(cid))
             buttons.append(button)
         if len(cids) > MAX_BUTTONS:
             buttons.append(widgets.HTML(f"… {len(cids) - MAX_BUTTONS} more"))
         return tuple(buttons) if buttons else (widgets.HTML("none"),)
+
+
+def _named(classes: dict[str, EClass], cid: str) -> str:
+    """An e-class as a link shows it: its id and the op (or kind) of its first e-node."""
+    eclass = classes.get(cid)
+    return f"{cid} · {eclass.ops[0]}" if eclass is not None and eclass.ops else cid
 
 
 def _order(eclass: EClass) -> tuple:

@@ -286,10 +286,13 @@ def test_select_shows_the_snapshot_and_the_compiled_genome_pick(program: ll.Comp
     details = inspector.select(cid)
     eclass = eg.snapshot.classes[cid]
     assert details is inspector.details and inspector.selected == cid and inspector.eclass_list.value == cid
-    assert details["enodes"] == [{"id": n.id, "op": n.op, "literals": list(n.literals), "children": list(n.children),
-                                  "subsumed": n.subsumed} for n in eclass.nodes]
+    snapshot = eg.snapshot
+    assert details["enodes"] == [{"id": n.id, "kind": snapshot.kind(n), "reads": snapshot.operands(n), "op": n.op,
+                                  "literals": list(n.literals), "children": list(n.children), "subsumed": n.subsumed}
+                                 for n in eclass.nodes]
     assert details["children"] == list(dict.fromkeys(c for n in eclass.nodes for c in n.children))
-    assert details["parents"] == [{"enode": p.id, "op": p.op, "eclass": p.eclass} for p in eclass.parents]
+    assert details["parents"] == [{"enode": p.id, "op": p.op, "kind": snapshot.kind(p), "eclass": p.eclass}
+                                  for p in eclass.parents]
     assert details["parents"], "the input is read by the ops that use it"
     assert details["hlir"] == [{"id": "h0", "op": "Input", "label": "Input a"},
                                {"id": "h2", "op": "Mul", "label": "Mul"}, {"id": "h4", "op": "Add", "label": "Add"}]
@@ -332,14 +335,54 @@ def test_navigation_through_children_and_parents(program: ll.Compiled) -> None:
     inspector.eclass_list.value = sin  # clicking it in the list
     assert inspector.selected == sin and inspector.details["id"] == sin
     assert "focus" in svg_classes(inspector.picture_svg)[sin], "the picture is drawn around the selected e-class"
-    buttons = {b.description: b for b in inspector.children_box.children}
+    buttons = {b.tooltip.removeprefix("select "): b for b in inspector.children_box.children}
     assert list(buttons) == inspector.details["children"]
     ilist = next(c for c in buttons if c.startswith("IList"))
+    assert buttons[ilist].description == f"{ilist} · ICons", "a link names the e-class's op"
     buttons[ilist].click()
     assert inspector.selected == ilist and sin in [p["eclass"] for p in inspector.details["parents"]]
-    parents = {b.description: b for b in inspector.parents_box.children}
+    parents = {b.tooltip.removeprefix("select "): b for b in inspector.parents_box.children}
+    assert parents[sin].description == f"{sin} · KernelSin"
     parents[sin].click()
     assert inspector.selected == sin
+
+
+def test_enodes_are_shown_in_the_compilers_terms(program: ll.Compiled) -> None:
+    """An IR e-class's e-nodes read as the kernels they are (``KernelSin``, not ``Op``), with the e-class's shape and
+    dtype and the e-classes each reads; the repr and the list name the ops too, and no list entry is cut off."""
+    comp = program
+    eg = comp.egraph
+    eg.step()
+    snapshot = eg.snapshot
+    sin, source = eg.eclass_of(5).id, eg.eclass_of(4).id
+    assert "KernelSin" in snapshot.classes[sin].ops and "Op" not in snapshot.classes[sin].ops
+    assert "KernelSin" in repr(snapshot.classes[sin]) and "[Op" not in repr(snapshot.classes[sin])
+    inspector = eg.inspector()
+    details = inspector.select(sin)
+    kernel = next(n for n in details["enodes"] if n["kind"] == "KernelSin")
+    assert kernel["op"] == "Op" and kernel["reads"] == [source]
+    assert details["shape"] == "[4, 4]" and details["dtype"] == "F32"
+    shown = inspector.details_view.value
+    assert "<b>KernelSin</b>" in shown and "[4, 4] F32" in shown and f"{source} · " in shown
+    assert details["picked"] == comp.genome.pick(sin).id and "✔ picked" in shown
+    for label, cid in inspector.eclass_list.options:
+        assert all(op in label for op in snapshot.classes[cid].ops) and "…" not in label
+
+
+def test_details_always_belong_to_a_listed_match(program: ll.Compiled) -> None:
+    comp = program
+    eg = comp.egraph
+    eg.step()
+    inspector = eg.inspector()
+    sin = eg.eclass_of(5).id
+    inspector.select(sin)
+    inspector.search_box.value = "IList"  # several matches, none of them the selected e-class
+    assert sin not in inspector.matches and len(inspector.matches) > 1
+    assert inspector.selected is None and inspector.details == {} and inspector.details_view.value == ""
+    inspector.search_box.value = "KernelSin"  # the selected e-class among the matches stays selected
+    inspector.select(sin)
+    inspector.search("Kernel")
+    assert inspector.selected == sin and inspector.details["id"] == sin
 
 
 def test_unknown_or_merged_eclass(program: ll.Compiled) -> None:
