@@ -67,7 +67,8 @@ def default_memory_limit() -> int:
 
 @dataclass
 class StepReport:
-    """What one step did: matches and time per rule, and how the e-graph changed."""
+    """What one step did: matches and time per rule, and how the e-graph changed. ``index`` counts the steps from 1
+    (step 0 is the e-graph as built), as the stepper's status, table, plot and the pictures' captions do."""
 
     index: int
     label: str
@@ -292,7 +293,7 @@ class EGraph(Stage):
             budget.stopped = BudgetExceeded(f"the egglog worker ran out of memory taking the snapshot after "
                                             f"{label}; the e-graph was restored to before it")
             self._snapshot = self._take_snapshot()
-        report = _diff(len(self.history), label, before, self._snapshot, budget)
+        report = _diff(len(self.history) + 1, label, before, self._snapshot, budget)
         report.wall_seconds = time.monotonic() - start
         self.history.append(report)
         self.status = f"stopped: {budget.stopped}" if budget.stopped else f"step {report.index}"

@@ -2,11 +2,13 @@
 
 The widget runs ``step``, ``run(ruleset)``, ``saturate`` and ``reset`` on the e-graph (under the
 budgets in its e-node and seconds boxes) and then shows: the rules that fired in the last action
-(matches and time, most matches first) with the e-node and e-class counts before and after and
-the budget that stopped it, if one did; a plot of e-nodes and e-classes from the e-graph as built
-through every step of its history; and the e-graph picture, in which the e-nodes the last step
-added have a red outline. An action that fails (say egglog rejects it) is reported in the status
-line, never raised out of a button, so the notebook kernel carries on.
+(matches and time, most matches first: egglog's per-rule times, in µs under a millisecond, and the step's own
+wall time) with the e-node and e-class counts before and after and the budget that stopped it, if one did; a
+plot of e-nodes and e-classes from the e-graph as built through every step of its history (whole-number ticks);
+and the e-graph picture, in which the e-nodes the last step added have a red outline. Steps are numbered from 1
+(``StepReport.index``) in the status, the table, the plot and the picture's caption alike; step 0 is the e-graph
+as built. An action that fails (say egglog rejects it) is reported in the status line, never raised out of a
+button, so the notebook kernel carries on.
 
 Each button calls a method (``step_round``, ``run_ruleset``, ``saturate``, ``reset``) that code and
 tests can call too; what the widget shows is kept in plain attributes (``last_report``,
@@ -31,6 +33,13 @@ if TYPE_CHECKING:
     from ..egraph.egraph import EGraph
 
 T = TypeVar("T")
+
+
+def duration(seconds: float) -> str:
+    """A rule's time as people read it: µs under a millisecond, ms under a second, else s."""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 STATUS_COLOURS = {"ok": "#374151", "running": "#6b7280", "stopped": "#b45309", "error": "#b91c1c"}
 PICTURE_STYLE = "overflow:auto; max-height:640px; border:1px solid #e5e7eb; padding:4px"
@@ -184,16 +193,17 @@ class RuleStepper(widgets.VBox):
         title = (f"{first.label} #{first.index}" if len(self.reports) == 1
                  else f"{len(self.reports)} steps, #{first.index}–#{last.index}")
         rows = "".join(f"<tr><td>{html.escape(rule)}</td><td style='text-align:right'>{n}</td>"
-                       f"<td style='text-align:right'>{seconds[rule] * 1e3:.3g}</td></tr>"
+                       f"<td style='text-align:right'>{duration(seconds[rule])}</td></tr>"
                        for rule, n in self.fired.items())
-        table = ("<table class='ll-matches'><thead><tr><th>rule</th><th>matches</th><th>ms</th></tr></thead>"
+        table = ("<table class='ll-matches'><thead><tr><th>rule</th><th>matches</th><th>time</th></tr></thead>"
                  f"<tbody>{rows}</tbody></table>" if self.fired else "<p>No rule matched.</p>")
         added = sum(len(r.added_enodes) for r in self.reports)
         merged = sum(len(r.merged) for r in self.reports)
         counts = (f"e-nodes {first.enodes_before} → {last.enodes_after}, e-classes {first.eclasses_before} → "
                   f"{last.eclasses_after}; {added} e-nodes added, {merged} e-classes merged")
+        took = duration(sum(r.wall_seconds for r in self.reports))
         self.matches_html = (f"<p><b>{html.escape(title)}</b>: {sum(self.fired.values())} matches in "
-                             f"{len(self.fired)} rules</p>{table}<p>{counts}</p>{stop}")
+                             f"{len(self.fired)} rules in {took}</p>{table}<p>{counts}</p>{stop}")
         self.matches_view.value = self.matches_html
 
     def _draw_plot(self) -> None:
@@ -201,7 +211,7 @@ class RuleStepper(widgets.VBox):
         history = self.egraph.history
         if history:
             points = [(0, history[0].enodes_before, history[0].eclasses_before)]
-            points += [(r.index + 1, r.enodes_after, r.eclasses_after) for r in history]
+            points += [(r.index, r.enodes_after, r.eclasses_after) for r in history]
         else:
             points = [(0, self.egraph.snapshot.n_enodes, self.egraph.snapshot.n_eclasses)]
         self.plot_points = points
@@ -211,7 +221,9 @@ class RuleStepper(widgets.VBox):
         axes.plot(steps, [p[1] for p in points], marker="o", label="e-nodes")
         axes.plot(steps, [p[2] for p in points], marker="s", label="e-classes")
         axes.set_xlabel("step (0: as built)")
+        axes.set_xlim(-0.25, max(steps[-1], 1) + 0.25)  # a fresh or reset e-graph's one point on an axis to step 1
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.yaxis.set_major_locator(MaxNLocator(integer=True))
         axes.set_ylim(bottom=0)
         axes.legend(loc="lower right", fontsize="small")
         figure.tight_layout()

@@ -283,7 +283,7 @@ def test_step_reports_add_up(egraphs: Make) -> None:
     result = assert_saturated_within_budget(egraph)
     history = egraph.history
     assert result.rounds == len(history) >= 2
-    assert [r.index for r in history] == list(range(len(history)))
+    assert [r.index for r in history] == list(range(1, len(history) + 1))
     assert (history[0].enodes_before, history[0].eclasses_before) == initial
     for previous, current in itertools.pairwise(history):
         assert current.enodes_before == previous.enodes_after

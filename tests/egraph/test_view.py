@@ -21,7 +21,7 @@ SVG_NS = "{http://www.w3.org/2000/svg}"
 RULESETS = "rulesets expr, dtype_prop, early, kernel_lower, algebra, cleanup"
 # the second round adds the matmul alternative of the contraction (KernelMatmul, and its Op e-node)
 SUMMARY = (f"E-graph: 116 e-classes (15 IR), 140 e-nodes (17 subsumed) | {RULESETS} | "
-           "2 steps, last: round +11 e-nodes, 21 matches | step 1")
+           "2 steps, last: round +11 e-nodes, 21 matches | step 2")
 
 
 def softmax_of_matmul() -> ll.Graph:
@@ -75,7 +75,7 @@ def test_builds_are_identical_and_summary_tracks_steps(egraph):
     try:
         assert other.summary() == f"E-graph: 86 e-classes (15 IR), 86 e-nodes | {RULESETS} | 0 steps | built"
         other.step()
-        assert other.summary().endswith("1 step, last: round +43 e-nodes, 69 matches | step 0")
+        assert other.summary().endswith("1 step, last: round +43 e-nodes, 69 matches | step 1")
         other.step()
         assert other.summary() == eg.summary()
         assert other.to_json() == eg.to_json()
@@ -101,7 +101,7 @@ def test_json_envelope(egraph):
     meta = data["meta"]
     assert meta["counts"]["eclasses"] == 116 and meta["counts"]["ir_eclasses"] == 15
     assert meta["counts"]["subsumed"] == sum(n["subsumed"] for n in enodes.values()) == 17
-    assert meta["rulesets"] == eg.rulesets and meta["status"] == "step 1" and meta["steps"] == 2
+    assert meta["rulesets"] == eg.rulesets and meta["status"] == "step 2" and meta["steps"] == 2
     last = meta["last_step"]
     assert last["total_matches"] == 21 and sum(last["matches"].values()) == 21
     assert last["matches"]["lower-Mul"] == 4 and last["matches"]["matmul-of-mul-sum"] == 1
@@ -342,7 +342,7 @@ def test_picture_folded_by_hlir_node(stacked):
     assert clusters == {}, "folded whole, no e-class is drawn"
     assert set(nodes) == {f"group-h{k}" for k in range(33)}, "one box per HLIR node (the rolled stack has 33)"
     assert all(classes >= {"node", "group"} for classes in nodes.values())
-    assert picture.caption == "E-graph after round #3: IR e-classes folded by HLIR node; 33 groups of 123 IR e-classes"
+    assert picture.caption == "E-graph after round #4: IR e-classes folded by HLIR node; 33 groups of 123 IR e-classes"
     texts = {g.get("id"): "".join(t.text or "" for t in g.iter(f"{SVG_NS}text")) for g in tree.iter(f"{SVG_NS}g")}
     sizes = Counter(group.values())
     enodes = Counter()

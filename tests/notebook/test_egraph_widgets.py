@@ -16,7 +16,7 @@ import pytest
 import luminal_lab as ll
 from luminal_lab.egraph import EGraph
 from luminal_lab.notebook.inspector import EClassInspector
-from luminal_lab.notebook.stepper import RuleStepper
+from luminal_lab.notebook.stepper import RuleStepper, duration
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -58,7 +58,7 @@ def added_enodes(svg: str | None) -> set[str]:
 def expected_points(eg: EGraph) -> list[tuple[int, int, int]]:
     first = eg.history[0]
     return [(0, first.enodes_before, first.eclasses_before),
-            *((r.index + 1, r.enodes_after, r.eclasses_after) for r in eg.history)]
+            *((r.index, r.enodes_after, r.eclasses_after) for r in eg.history)]
 
 
 # ---- the stepper -------------------------------------------------------------------------------
@@ -73,6 +73,44 @@ def test_stepper_starts_at_the_egraph_as_built(program: ll.Compiled) -> None:
     assert "No step yet" in stepper.matches_html
     assert list(stepper.ruleset_dropdown.options) == eg.rulesets
     assert stepper.plot_svg.startswith("<svg") and stepper.plot_view.value == stepper.plot_svg
+    assert whole_ticks(stepper.plot_svg), "one point on an axis to step 1, not one from -0.045 to 0.045"
+
+
+def whole_ticks(svg: str) -> bool:
+    """Whether a matplotlib SVG's tick labels are whole numbers: no '.' or minus glyph is drawn (the legend's
+    'e-nodes' has a hyphen, not a minus)."""
+    return "DejaVuSans-2e" not in svg and "DejaVuSans-2212" not in svg
+
+
+@needs_dot
+def test_the_status_table_plot_and_picture_number_steps_alike(program: ll.Compiled) -> None:
+    """Step N is the N-th step everywhere (step 0 is the e-graph as built); rule times are in µs under a
+    millisecond; a reset stepper shows the e-graph as built on a plot that is not degenerate."""
+    comp = program
+    eg = comp.egraph
+    stepper = eg.stepper()
+    stepper.step_button.click()
+    stepper.step_button.click()
+    report = eg.history[-1]
+    assert report.index == 2 and stepper.status_text.startswith("round: step 2;")
+    assert "<b>round #2</b>" in stepper.matches_html
+    assert stepper.plot_points[-1] == (2, report.enodes_after, report.eclasses_after)
+    assert eg.picture().caption.startswith("E-graph after round #2")
+    assert whole_ticks(stepper.plot_svg)
+    times = re.findall(r"<td style='text-align:right'>([^<]*)</td></tr>", stepper.matches_html)
+    assert times and all(re.fullmatch(r"\d+ µs|[\d.]+ ms|[\d.]+ s", t) for t in times), times
+    assert f"in {duration(report.wall_seconds)}</p>" in stepper.matches_html, "the step's own time"
+    outcome = stepper.saturate()
+    assert outcome is not None and outcome.saturated
+    first, last = stepper.reports[0], stepper.reports[-1]
+    assert stepper.status_text.startswith(f"saturate: saturated after {outcome.rounds} round")
+    title = (f"{first.label} #{first.index}" if outcome.rounds == 1
+             else f"{outcome.rounds} steps, #{first.index}–#{last.index}")
+    assert f"<b>{title}</b>" in stepper.matches_html
+    assert last.index == len(eg.history) and first.index == 3
+    stepper.reset()
+    assert stepper.plot_points == [(0, *counts(eg))] and "No step yet" in stepper.matches_html
+    assert whole_ticks(stepper.plot_svg)
 
 
 @needs_dot
@@ -94,7 +132,7 @@ def test_step_round_shows_what_fired_and_what_was_added(program: ll.Compiled) ->
             in stepper.matches_html)
     assert f"{report.total_matches} matches in {len(expected)} rules" in stepper.matches_html
     assert stepper.plot_points == [(0, *before), (1, report.enodes_after, report.eclasses_after)]
-    assert stepper.status_text == f"round: step 0; {report.enodes_after} e-nodes, {report.eclasses_after} e-classes"
+    assert stepper.status_text == f"round: step 1; {report.enodes_after} e-nodes, {report.eclasses_after} e-classes"
     added = added_enodes(stepper.picture_svg)
     assert added and added <= {n.id for c in eg.eclasses if c.sort == "IR" for n in c.nodes}
     assert stepper.picture_svg in stepper.picture_view.value
@@ -208,7 +246,7 @@ def test_reset_goes_back_to_the_egraph_as_built(program: ll.Compiled) -> None:
     assert stepper.status_text == f"reset: built; {built[0]} e-nodes, {built[1]} e-classes"
     again = stepper.step_round()
     assert (again.index, again.matches, again.added_enodes, again.merged) == (
-        0, first.matches, first.added_enodes, first.merged), "the same first round as before the reset"
+        1, first.matches, first.added_enodes, first.merged), "the same first round as before the reset"
 
 
 def test_reset_keeps_the_rules_added(program: ll.Compiled) -> None:
