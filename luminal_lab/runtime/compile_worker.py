@@ -28,7 +28,10 @@ def main() -> None:
             answer = "ok"
         except Exception as error:  # the caller compiles the kernel itself, and meets the error there
             answer = f"error {type(error).__name__}: {error}".replace("\n", " ")
-        print(answer, flush=True)
+        try:
+            print(answer, flush=True)
+        except BrokenPipeError:  # the caller stopped listening (a search's builders closed): nothing to answer
+            os._exit(0)
 
 
 if __name__ == "__main__":

@@ -714,6 +714,15 @@ def test_a_bad_number_of_workers_is_named() -> None:
             compile_workers()
 
 
+def test_a_compile_worker_whose_caller_stopped_listening_exits_quietly() -> None:
+    """A search's builders closed mid-build leave a worker answering into a closed pipe: it exits, no traceback."""
+    worker = subprocess.Popen([sys.executable, "-m", "luminal_lab.runtime.compile_worker"], cwd=ROOT,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    worker.stdout.close()  # the caller is gone
+    _, errors = worker.communicate(b"{}\n", timeout=60)
+    assert worker.returncode == 0 and b"Traceback" not in errors, errors.decode()
+
+
 def test_cache_directory_comes_from_the_environment(kernel_directory: Path) -> None:
     assert kernel_cache().directory == kernel_directory
     assert isinstance(kernel_cache(), KernelCache) and kernel_cache() is kernel_cache()
