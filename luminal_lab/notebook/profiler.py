@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from ..codegen.cuda_stage import CudaStage
 from ..core.arguments import fail, integer, one_of
@@ -245,21 +246,30 @@ class GenomeProfiler(widgets.VBox):
             self._list_candidates()
 
     def _plot(self) -> bytes:
-        """Time per candidate (coloured by generation) and the best time so far, as PNG."""
+        """``figure()`` as PNG."""
+        buffer = io.BytesIO()
+        self.figure().savefig(buffer, format="png")
+        return buffer.getvalue()
+
+    def figure(self) -> Figure:
+        """Time per candidate (coloured by generation) and the best time so far; whole-number ticks where an axis
+        counts candidates or generations."""
         figure = Figure(figsize=(8, 2.8), dpi=90, layout="constrained")
         per_candidate, best = figure.subplots(1, 2)
         timed = [c for c in self.history if c.outcome == "ok"]
         if timed:
             points = per_candidate.scatter([c.index for c in timed], [c.seconds * 1e3 for c in timed], s=14,
-                                           c=[c.generation for c in timed], cmap="viridis")
-            figure.colorbar(points, ax=per_candidate, label="generation")
+                                           c=[c.generation for c in timed], cmap="viridis", vmin=0,
+                                           vmax=max(1, max(c.generation for c in timed)))
+            figure.colorbar(points, ax=per_candidate, label="generation", ticks=MaxNLocator(integer=True))
         per_candidate.set(title="time per candidate", xlabel="candidate", ylabel="ms")
         first = len(self.history) - len(self.best_curve)
         best.step(range(first, len(self.history)), [s * 1e3 for s in self.best_curve], where="post")
         best.set(title="best so far", xlabel="candidate", ylabel="ms")
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png")
-        return buffer.getvalue()
+        for axes in (per_candidate, best):  # every candidate's place, on an axis at least two wide
+            axes.set_xlim(-0.5, max(len(self.history) - 1, 1) + 0.5)
+            axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        return figure
 
     def _show_outcomes(self) -> None:
         cells = "".join(f'<tr><td style="color:{OUTCOME_COLOURS[o]}">{o}</td>'

@@ -203,9 +203,11 @@ class RecordsTable:
         """The records in order: each measured time (ms, log scale) as a dot coloured by machine, the other outcomes
         as crosses along the bottom, and the best time so far as a line."""
         from matplotlib.figure import Figure
+        from matplotlib.ticker import MaxNLocator
 
         figure = Figure(figsize=(7, 3.2), layout="constrained")
         axes = figure.add_subplot()
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # records are counted
         timed = [(i, row["seconds"] * 1e3, row["machine"]) for i, row in enumerate(self.rows)
                  if row["outcome"] == "ok" and row["seconds"] is not None]
         for machine in dict.fromkeys(m for _, _, m in timed):

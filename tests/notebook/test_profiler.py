@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import io
 import os
 import time
 
@@ -51,6 +52,10 @@ def test_a_launched_search_is_shown_live_and_in_full(comp) -> None:
     assert profiler.status_text.startswith("done:") and f"{len(history)} candidates" in profiler.status_text
     assert f"best {result.best.seconds * 1e3:.3f} ms" in profiler.status_text
     assert profiler.plot_png.startswith(b"\x89PNG") and profiler.plot_view.value == profiler.plot_png
+    figure = profiler.figure()
+    figure.savefig(io.BytesIO(), format="png")  # laid out: the ticks are placed
+    counted_axes = [a.xaxis for a in figure.axes[:2]] + [figure.axes[2].yaxis]  # candidates, generation colours
+    assert all(float(t).is_integer() for axis in counted_axes for t in axis.get_ticklocs()), "whole-number ticks"
     table = profiler.outcomes_view.value
     assert all(f">{o}</td>" in table for o in OUTCOMES) and f">{result.outcomes()['ok']}</td>" in table
     assert [value for _, value in profiler.selector.options] == [c.index for c in history]

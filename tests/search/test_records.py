@@ -124,6 +124,7 @@ def test_a_measured_search_is_recorded_and_a_costed_one_is_not(tmp_path: Path) -
     timed = sum(r["outcome"] == "ok" for r in table)
     assert repr(plot) == f"<RecordsPlot: {len(table)} records, {timed} timed>"
     assert plot._repr_mimebundle_()["image/png"].startswith(b"\x89PNG")
+    assert all(float(t).is_integer() for t in plot.figure.axes[0].get_xticks()), "records are counted"
     drawn = plot.figure.axes[0].collections  # one set of dots per machine, crosses per other outcome
     assert sum(len(c.get_offsets()) for c in drawn) == len(table)
     comp.egraph.close()
