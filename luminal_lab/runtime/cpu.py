@@ -397,6 +397,7 @@ class CPURuntime(Runtime[CPUPlan]):
         np.copyto(slot.buffer, value)
         if place is not None:
             place.bind(slot.buffer)
+            place.bound = value  # what it holds: a weight is copied again only for another array
 
     def _bind_weight(self, plan: CPUPlan, slot: Slot, value: np.ndarray) -> None:
         """A weight this plan reads in place is bound per plan (the slot, shared by every plan, is not written);

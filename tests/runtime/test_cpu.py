@@ -599,6 +599,11 @@ def test_weights_read_in_place_are_bound_in_every_plan() -> None:
     (got,) = runtime.run({"x": inputs["x"][:3].copy()}, weights, {"n": 3})  # the first plan, with the new weight
     np.testing.assert_allclose(got, inputs["x"][:3] @ weights["w"] + 1.0, rtol=1e-5, atol=1e-5)
     assert not runtime.plan({"n": 3}).weights[0].buffer.any()  # never copied: read where the caller keeps it
+    transposed = {"w": np.asfortranarray(weights["w"] * 3)}  # not C-contiguous: copied into the slot, once
+    for size in (3, 5):
+        (got,) = runtime.run({"x": inputs["x"][:size].copy()}, transposed, {"n": size})
+        np.testing.assert_allclose(got, inputs["x"][:size] @ transposed["w"] + 1.0, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(runtime.plan({"n": 3}).weights[0].buffer, transposed["w"])
 
 
 def test_an_input_read_by_more_than_loop_kernels_is_copied() -> None:
