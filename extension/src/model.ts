@@ -22,6 +22,30 @@ export function stageTitle(stage: string): string {
   return Object.prototype.hasOwnProperty.call(TITLES, stage) ? TITLES[stage] : stage;
 }
 
+/** What the nodes of each kind are, counted (an e-graph stage draws its e-classes and their e-nodes). */
+const KIND_NAMES: Record<string, string> = { eclass: 'e-classes', enode: 'e-nodes' };
+
+/**
+ * What a pipeline tab's number counts, in words: the nodes its stage draws, by kind where it has several
+ * ("121 nodes drawn: 15 e-classes, 106 e-nodes"). The linked count beside it has one meaning too
+ * (`linkedCount`).
+ */
+export function drawnCount(stage: StageEnvelope): string {
+  const kinds = new Map<string, number>();
+  for (const node of stage.nodes) {
+    const kind = typeof node.kind === 'string' ? node.kind : '';
+    kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+  }
+  const parts = [...kinds].filter(([kind]) => kind).map(([kind, n]) => `${n} ${KIND_NAMES[kind] ?? kind}`);
+  const total = `${stage.nodes.length} node${stage.nodes.length === 1 ? '' : 's'} drawn`;
+  return parts.length > 1 ? `${total}: ${parts.join(', ')}` : total;
+}
+
+/** What a tab's badge counts, in words: the stage's nodes linked to the selected node by provenance. */
+export function linkedCount(n: number, selected: string): string {
+  return `${n} node${n === 1 ? '' : 's'} linked to the selected ${selected}`;
+}
+
 export interface StageNode {
   id: string;
   label: string;

@@ -7,6 +7,7 @@
 
 import {
   detailsOf,
+  drawnCount,
   FOLD_MODES,
   FoldMode,
   groupNodes,
@@ -16,6 +17,7 @@ import {
   LABEL_MIN_SCALE,
   Level,
   LEVELS,
+  linkedCount,
   makeScene,
   openingFold,
   PipelineEnvelope,
@@ -1303,9 +1305,11 @@ export class PipelineView {
       tab.dataset.stage = stage.stage;
       tab.setAttribute('role', 'tab');
       tab.appendChild(html('span', 'lx-tab-title', stageTitle(stage.stage)));
-      tab.appendChild(html('span', 'lx-tab-size', String(stage.nodes.length)));
+      const size = html('span', 'lx-tab-size', String(stage.nodes.length));
+      size.title = drawnCount(stage);
+      tab.title = `${stageTitle(stage.stage)}: ${size.title}`;
+      tab.appendChild(size);
       const count = html('span', 'lx-tab-count');
-      count.title = 'nodes linked to the selection';
       tab.appendChild(count);
       tab.addEventListener('click', () => this.show(i));
       tabs.appendChild(tab);
@@ -1373,12 +1377,13 @@ export class PipelineView {
     this.views.forEach((view, j) => {
       if (view === from) {
         view.setLinked(null);
-        this.counts[j].textContent = '';
+        this.counts[j].textContent = this.counts[j].title = '';
         return;
       }
       const ids = found[view.stage] ?? [];
       view.setLinked({ from: { stage: from.stage, id, label }, ids, lines });
       this.counts[j].textContent = ids.length ? String(ids.length) : '';
+      this.counts[j].title = ids.length ? linkedCount(ids.length, `${stageTitle(from.stage)} ${id}`) : '';
     });
   }
 

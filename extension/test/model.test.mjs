@@ -3,7 +3,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
-import { detailsOf, parseEnvelope, Provenance, StageGraph, visualKind, SCHEMA_VERSION } from '../lib/model.js';
+import {
+  detailsOf, drawnCount, linkedCount, parseEnvelope, Provenance, StageGraph, visualKind, SCHEMA_VERSION
+} from '../lib/model.js';
 
 const fixture = name => JSON.parse(readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8'));
 const pipeline = fixture('pipeline_fused.json');
@@ -219,4 +221,15 @@ test('links read both ways and each stage visited once along a chain', () => {
   assert.deepEqual(provenance.counterparts('a', 'a1'), { b: ['b1'], c: [] });
   assert.deepEqual(provenance.counterparts('c', 'c0'), { a: ['a0'], b: ['b0'] });
   assert.deepEqual(provenance.lines('a', 'a0'), {});
+});
+
+test('a tab counts the nodes its stage draws, by kind, and its badge the nodes linked to the selection', () => {
+  assert.equal(drawnCount(tiny()), '3 nodes drawn');
+  const egraph = stageOf('egraph');
+  const classes = egraph.nodes.filter(n => n.kind === 'eclass').length;
+  const enodes = egraph.nodes.filter(n => n.kind === 'enode').length;
+  assert.ok(classes > 0 && enodes > 0);
+  assert.equal(drawnCount(egraph), `${egraph.nodes.length} nodes drawn: ${classes} e-classes, ${enodes} e-nodes`);
+  assert.equal(linkedCount(1, 'HLIR h5'), '1 node linked to the selected HLIR h5');
+  assert.equal(linkedCount(12, 'HLIR h5'), '12 nodes linked to the selected HLIR h5');
 });

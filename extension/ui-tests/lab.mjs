@@ -189,8 +189,9 @@ async function stages(page, ctx) {
   ctx.facts.roots = await describeStages(page);
   ctx.facts.pipelines = await page.locator('.jp-LuminalPipeline').evaluateAll((els) => els.map((p) => ({
     tabs: [...p.querySelectorAll('.lx-tabs button.lx-tab')].map((b) => ({ stage: b.dataset.stage,
-      count: b.querySelector('.lx-tab-count')?.textContent ?? null, text: b.textContent,
-      size: b.querySelector('.lx-tab-size')?.textContent ?? null })),
+      count: b.querySelector('.lx-tab-count')?.textContent ?? null, text: b.textContent, title: b.title,
+      size: b.querySelector('.lx-tab-size')?.textContent ?? null,
+      size_title: b.querySelector('.lx-tab-size')?.title ?? null })),
     stages: p.querySelectorAll('.jp-LuminalStage').length,
   })));
   const roots = ctx.facts.roots;
@@ -336,7 +337,8 @@ async function stages(page, ctx) {
   ctx.facts.pipeline_click = { selected: (await classIds(page, pHlir, 'lx-selected')).nodes, linked,
     details: await details(page, pHlir), cuda_details: await details(page, pipeIndex('cuda')),
     tabs: await pipeline.locator('button.lx-tab').evaluateAll((bs) => bs.map((b) => ({ stage: b.dataset.stage,
-      count: b.querySelector('.lx-tab-count')?.textContent ?? null }))) };
+      count: b.querySelector('.lx-tab-count')?.textContent ?? null,
+      count_title: b.querySelector('.lx-tab-count')?.title ?? null }))) };
   const links = ctx.facts.pipeline_click.details?.links ?? [];
   const target = links.find((l) => l.stage === plan.pipeline.follow) ?? links.find((l) => l.stage !== 'hlir');
   if (target) {
@@ -598,7 +600,8 @@ async function workbench(page, ctx) {
     selected: [...root.querySelectorAll('.ll-selected')].map((e) => e.getAttribute('data-ll-node')),
     highlighted: [...root.querySelectorAll('.ll-pane')].map((p) => [...p.querySelectorAll('.ll-highlight')]
       .map((e) => e.getAttribute('data-ll-node'))),
-    tabs: [...root.querySelectorAll('.ll-tabs button')].map((b) => b.textContent),
+    tabs: [...root.querySelectorAll('.ll-tabs button')].map((b) => ({ text: b.textContent, title: b.title,
+      linked: b.querySelector('.ll-linked')?.textContent ?? null })),
     hits: root.querySelectorAll('.ll-line.ll-hit').length,
   }), clicked);
   // the stepper's "step round" answers from Python too

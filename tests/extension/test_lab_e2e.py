@@ -34,7 +34,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -303,6 +303,13 @@ def test_pipeline_renders_every_stage(lab: Session) -> None:
     for tab, envelope in zip(info["tabs"], pipeline["stages"]):
         assert str(len(envelope["nodes"])) in tab["text"], \
             f"tab {tab['stage']} does not show its {len(envelope['nodes'])} nodes: {tab['text']!r}"
+        size = len(envelope["nodes"])
+        drawn = f"{size} node{'' if size == 1 else 's'} drawn"  # one meaning per count, said in the tooltip
+        assert tab["size_title"].startswith(drawn) and tab["title"].endswith(tab["size_title"]), \
+            f"tab {tab['stage']}: title {tab['title']!r}, size title {tab['size_title']!r}"
+        if envelope["stage"] == "egraph":
+            kinds = Counter(node.get("kind") for node in envelope["nodes"])
+            assert tab["size_title"] == f"{drawn}: {kinds['eclass']} e-classes, {kinds['enode']} e-nodes", tab
         assert tab["count"] == "", f"tab {tab['stage']}: span.lx-tab-count {tab['count']!r} before any selection"
     for root, envelope in zip(roots, map(_ir_level, pipeline["stages"])):
         assert root["node_count"] == len(envelope["nodes"]), \
@@ -374,6 +381,10 @@ def test_pipeline_links_counterparts(lab: Session) -> None:
         if ids:
             assert str(len(ids)) in (counts.get(stage) or ""), \
                 f"tab {stage}: span.lx-tab-count {counts.get(stage)!r}, {len(ids)} nodes linked"
+            tab = next(t for t in facts["tabs"] if t["stage"] == stage)
+            nodes = f"{len(ids)} node{'' if len(ids) == 1 else 's'}"
+            assert tab["count_title"] == f"{nodes} linked to the selected HLIR h5", \
+                f"tab {stage}: the badge's tooltip {tab['count_title']!r}"
     # the CUDA stage lists the linked kernel's source with the lines computing h5 marked .lx-hit
     cuda_lines = lab.pipeline()["meta"]["cuda_lines"]
     hits = sorted({n for kernel in expected["cuda"] for k in expected["llir"] for n in cuda_lines[kernel].get(k, [])})
@@ -774,6 +785,10 @@ def test_workbench_widgets_render_and_round_trip(lab: Session) -> None:
     assert trip["clicked"] == "h5", f"the HLIR Sin node h5 is not drawn in the workbench; clicked {trip['clicked']}"
     assert all(trip["highlighted"]), f"selecting the Sin node should mark every stage: {trip['highlighted']}"
     assert trip["hits"] > 0, "no CUDA source line marked .ll-hit for the Sin node"
+    assert trip["tabs"][0]["linked"] == "", "the selected node's own stage has no badge, as in the pipeline"
+    for tab in trip["tabs"][1:]:  # the badge counts one thing, and its tooltip says what
+        assert tab["linked"].isdigit() and tab["title"].startswith(f"{tab['linked']} node"), tab
+        assert tab["title"].endswith(f"linked to the selected hlir {trip['clicked']}"), tab
     assert facts.get("stepper_answered"), "the stepper's 'step round' got no answer from the kernel"
     print(f"[workbench] kernel idle {report['timings']['kernel_idle_ms']} ms, workbench shown "
           f"{report['timings']['workbench_ms']} ms, round trip {report['timings']['round_trip_ms']} ms")

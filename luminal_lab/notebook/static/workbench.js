@@ -42,6 +42,9 @@ function render({ model, el }) {
   root.append(tabs, status);
   const panes = model.get("panes").map((pane) => {
     const tab = document.createElement("button");
+    const badge = document.createElement("span");
+    badge.className = "ll-linked";
+    tab.append(pane.title, badge);
     const box = document.createElement("div");
     box.className = "ll-pane";
     const summary = document.createElement("div");
@@ -68,7 +71,7 @@ function render({ model, el }) {
     });
     tabs.append(tab);
     root.append(box);
-    return { pane, tab, box, nodes };
+    return { pane, tab, badge, box, nodes };
   });
   const show = (active) => {
     for (const p of panes) {
@@ -82,8 +85,12 @@ function render({ model, el }) {
     const selected = model.get("selected");
     for (const p of panes) {
       llPaint(p.nodes, p.pane.targets, highlighted, selected.stage ? selected : null);
-      const count = (highlighted[p.pane.stage] || []).length;
-      p.tab.textContent = count ? `${p.pane.title} (${count})` : p.pane.title;
+      // the badge counts one thing, as the pipeline's does: another stage's nodes linked to the selection
+      const count = p.pane.stage === selected.stage ? 0 : (highlighted[p.pane.stage] || []).length;
+      p.badge.textContent = count ? String(count) : "";
+      p.tab.title = count && selected.stage
+        ? `${count} node${count === 1 ? "" : "s"} linked to the selected ${selected.stage} ${selected.id}`
+        : `${p.pane.title}: click a node to see its counterparts in every stage`;
     }
     llPaintLines(root, model.get("cuda_lines"));
     status.textContent = selected.stage
