@@ -147,9 +147,12 @@ def test_view_in_chromium_paints_python_answers_and_sends_clicks(fused: Fused, b
     assert len(panes) == 5
     assert [p.find_all("div", "ll-summary")[0].text for p in panes] == bench.summaries
     assert [("hidden" in p.attrs) for p in panes] == [False, True, True, True, True]
-    tabs = [b.text for b in dom.root.find_all("button")]
+    tabs = [(b.text, b.attrs.get("title")) for b in dom.root.find_all("button")]
     sin = fused.eclasses_computing("Sin")  # k5's e-class and, through h3, Sin's other e-classes
-    assert tabs == ["HLIR (1)", f"E-graph ({len(sin)})", "LLIR (1)", "Regions (1)", "CUDA (1)"]
+    linked = " linked to the selected llir k5"  # each badge counts one thing, and its tooltip says so
+    assert tabs == [("HLIR1", "1 node" + linked), (f"E-graph{len(sin)}", f"{len(sin)} nodes" + linked),
+                    ("LLIR", "LLIR: click a node to see its counterparts in every stage"),  # the selection's own
+                    ("Regions1", "1 node" + linked), ("CUDA1", "1 node" + linked)]
     assert [len(p.find_all("svg")) for p in panes] == [1, 1, 1, 1, 0]
     hlir, egraph, llir, regions, cuda = panes
     assert node_ids(hlir) == {f"h{i}" for i in range(8)}
