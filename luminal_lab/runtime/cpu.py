@@ -522,8 +522,8 @@ class _Planner:
         return self.result
 
     def _rebindable(self, kid: int, others: int = 0) -> bool:
-        """Whether every view of ``kid``'s buffer but ``others`` reads it through a binder."""
-        return len(self.reads[kid]) == self.uses[kid] - others > 0 or (others and self.uses[kid] == others)
+        """Whether ``kid``'s buffer is read, and every view of it but ``others`` reads it through a binder."""
+        return self.uses[kid] > 0 and len(self.reads[kid]) == self.uses[kid] - others
 
     def _direct(self, position: int, kernel: Kernel, view: _View) -> None:
         """Output ``kernel``, whose step is at ``position``, written straight into a fresh array of each call when
@@ -848,33 +848,45 @@ class _Planner:
                 operand, view = scratch.reshape(shape), None
             operands.append((operand, view))
         (lhs, left_view), (rhs, right_view) = operands
-        product = np.empty((count, m, n), compute)
-        matmul, target = _Matmul(lhs, rhs, product), None
-        if not contraction.neither and out.dtype == compute:  # write straight into out: as lhs @ rhs or its transpose
-            for left, right, axes, shape in ((lhs, rhs, contraction.rows + contraction.cols, (count, m, n)),
-                                             (rhs.transpose(0, 2, 1), lhs.transpose(0, 2, 1),
-                                              contraction.cols + contraction.rows, (count, n, m))):
-                order = [contraction.others.index(i) for i in contraction.batch + axes]
-                target = _reshaped(out.transpose(order), shape)
-                if target is not None and target.flags.c_contiguous:
-                    matmul = _Matmul(left, right, target)
-                    writer = matmul.binder(0, out.reshape(-1))
-                    if writer is not None:
-                        self.writers[kernel.id] = writer
-                    if left is not lhs:  # the transpose: out's transpose is rhs' @ lhs'
-                        left_view, right_view = right_view, left_view
-                    break
-                target = None
+        straight = self._straight(contraction, out, lhs, rhs)
+        if straight is not None:  # out's transpose is rhs' @ lhs': the views swap places too
+            left, right, target = straight
+            matmul = _Matmul(left, right, target)
+            if left is not lhs:
+                left_view, right_view = right_view, left_view
+            writer = matmul.binder(0, out.reshape(-1))
+            if writer is not None:
+                self.writers[kernel.id] = writer
+        else:
+            product = np.empty((count, m, n), compute)
+            matmul = _Matmul(lhs, rhs, product)
+            arranged = contraction.arrange(product)
         for position, view in ((1, left_view), (2, right_view)):
             if view is not None and view.buffer is not None:
                 binder = matmul.binder(position, view.flat)
                 if binder is not None:
                     self.reads[view.buffer].append(binder)
-        if target is not None:
+        if straight is not None:
             return self._sequence([a, b], [*steps, matmul])
-        arranged = contraction.arrange(product)
         steps += [matmul, lambda: np.copyto(out, arranged, casting="unsafe")]
         return self._sequence([a, b], steps)
+
+    @staticmethod
+    def _straight(contraction: Contraction, out: np.ndarray, lhs: np.ndarray,
+                  rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(left, right, target)`` such that ``target = left @ right`` writes straight into ``out``: as
+        ``lhs @ rhs`` or as its transpose; None when neither fits ``out``'s layout and dtype."""
+        count, m, _, n = contraction.matmul_shape
+        if contraction.neither or out.dtype != lhs.dtype:
+            return None
+        for left, right, axes, shape in ((lhs, rhs, contraction.rows + contraction.cols, (count, m, n)),
+                                         (rhs.transpose(0, 2, 1), lhs.transpose(0, 2, 1),
+                                          contraction.cols + contraction.rows, (count, n, m))):
+            order = [contraction.others.index(i) for i in contraction.batch + axes]
+            target = _reshaped(out.transpose(order), shape)
+            if target is not None and target.flags.c_contiguous:
+                return left, right, target
+        return None
 
     def _dot_products(self, kernel: Kernel, out: np.ndarray, a: _View, b: _View) -> Step:
         """Each output element as one dot product of its two rows of the contracted axis."""
