@@ -254,9 +254,10 @@ class DynamoProgram:
     """
 
     def __init__(self, gm: torch.fx.GraphModule, options: BackendOptions | None = None,
-                 frame: tuple[Any, Any] | None = None):
+                 frame: tuple[Any, Any] | None = None, core_aten: bool = False):
         self.passed = _pass_inputs_through(gm)
         self.gm = gm
+        self.core_aten = core_aten  # whether gm is core aten already (AOTAutograd's graphs): exported undecomposed
         self.options = options or BackendOptions()
         self.programs: dict[tuple, Compiled] = {}
         self.feeds: dict[tuple, _Feed] = {}
@@ -379,7 +380,8 @@ class DynamoProgram:
                                    {axis: auto for axis in dynamism.axes.get(i, {})} if names[k] not in weights
                                    else None for k, i in enumerate(given))
         with fx_traceback.preserve_node_meta():
-            exported = export_core_aten(bound, inputs, dynamic_shapes=(dynamic_shapes,) if dynamic_shapes else None)
+            exported = export_core_aten(bound, inputs, dynamic_shapes=(dynamic_shapes,) if dynamic_shapes else None,
+                                        decompose=not self.core_aten)
             symbols = _renames(exported, dynamism, given) if dynamism.dynamic else None
             translated = translate(exported, bound, names, inputs, weights=weights, symbols=symbols,
                                    constant_outputs=True)
@@ -649,10 +651,10 @@ def luminal_lab_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
 
 
 def _program(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: BackendOptions,
-             frame: tuple[Any, Any], again: bool, genome: bool = True) -> DynamoProgram:
+             frame: tuple[Any, Any], again: bool, genome: bool = True, core_aten: bool = False) -> DynamoProgram:
     """The ``DynamoProgram`` of ``gm``, compiled at once on concrete example inputs (its genome chosen too unless
     not ``genome``) unless its frame was compiled before (``again``: see ``DynamoProgram.__call__``)."""
-    program = DynamoProgram(gm, options, frame)
+    program = DynamoProgram(gm, options, frame, core_aten)
     if again:
         program.first_eager = True
     elif all(_is_concrete(a) for a in example_inputs):
@@ -681,7 +683,7 @@ def _training(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: 
     def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any], forward: bool) -> Callable[..., Any]:
         with unset_fake_temporarily():
             given = example_inputs if forward and _same_shapes(example_inputs, inputs) else _stand_ins(inputs)
-            program = _program(graph, given, options, frame, again, genome=not forward)
+            program = _program(graph, given, options, frame, again, genome=not forward, core_aten=True)
             if forward:
                 forwards.append(program)
             else:

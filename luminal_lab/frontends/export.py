@@ -35,9 +35,11 @@ TRAINING = [torch.ops.aten._native_batch_norm_legit_functional, torch.ops.aten.m
 
 
 def export_core_aten(module: torch.nn.Module, example_inputs: tuple, strict: bool = False,
-                     dynamic_shapes: Any = None) -> torch.export.ExportedProgram:
+                     dynamic_shapes: Any = None, decompose: bool = True) -> torch.export.ExportedProgram:
     """``torch.export`` on tensor inputs (and int inputs, with ``dynamic_shapes``), decomposed to core aten, with every
-    user frame in the stack traces."""
+    user frame in the stack traces. ``decompose=False`` skips the decomposition, for a module whose graph is core aten
+    already (AOTAutograd's forward and backward, traced with ``aot_decompositions``): re-tracing it would change
+    nothing, and it costs most of the export's time."""
     for position, value in enumerate(example_inputs):
         if dynamic_shapes is not None and isinstance(value, int) and not isinstance(value, bool):
             continue
@@ -46,6 +48,8 @@ def export_core_aten(module: torch.nn.Module, example_inputs: tuple, strict: boo
                                "(bind other arguments first, e.g. with functools.partial)")
     with _all_user_frames(), _no_guards_fn():
         exported = torch.export.export(module, example_inputs, strict=strict, dynamic_shapes=dynamic_shapes)
+        if not decompose:
+            return exported
         with warnings.catch_warnings():  # torch's own deepcopy of its pytree specs warns about itself
             warnings.filterwarnings("ignore", r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning)
             table = torch.export.default_decompositions()

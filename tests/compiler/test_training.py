@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from unittest import mock
 
 import pytest
@@ -17,6 +17,7 @@ from torch import nn
 import luminal_lab as ll
 from luminal_lab.compiler.dynamo import DynamoProgram
 from luminal_lab.frontends.aten import TABLE
+from luminal_lab.frontends.export import aot_decompositions, export_core_aten
 from tests.helpers.causal_lms import llama, prompt
 from tests.helpers.models import LlamaBlock, llama_inputs
 
@@ -106,6 +107,32 @@ def test_the_forward_and_backward_are_programs() -> None:
     assert set(backward.signature.inputs) & set(forward.graph.weights)  # the parameters themselves
     assert not backward.graph.weights and backward.signature.inputs[-1].startswith("tangents")
     assert len(backward.graph.outputs) == 7  # a gradient per parameter, and the input's
+
+
+def test_aot_graphs_export_to_the_same_ops_undecomposed() -> None:
+    """The backend exports AOTAutograd's forward and backward without decomposing them again (``core_aten``): they
+    are core aten already, so the export gives the very ops the decomposition would, node for node."""
+    from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+
+    graphs: list[tuple[torch.fx.GraphModule, list]] = []
+
+    def record(graph: torch.fx.GraphModule, inputs: list) -> Callable:
+        graphs.append((graph, inputs))
+        return make_boxed_func(graph.forward)
+
+    def backend(gm: torch.fx.GraphModule, inputs: list) -> Callable:
+        return aot_module_simplified(gm, inputs, fw_compiler=record, bw_compiler=record,
+                                     decompositions=aot_decompositions())
+
+    model = LlamaBlock()
+    (x,) = llama_inputs()
+    torch.compile(model, backend=backend)(x.requires_grad_(True)).sum().backward()
+    assert len(graphs) == 2
+    for graph, inputs in graphs:
+        concrete = tuple(torch.zeros(t.shape, dtype=t.dtype) for t in inputs)
+        ops = [[str(n.target) for n in export_core_aten(graph, concrete, decompose=decompose).graph.nodes
+                if n.op == "call_function"] for decompose in (True, False)]
+        assert ops[0] == ops[1] and "aten.mm.default" in ops[0]
 
 
 def test_the_embedding_gradient_is_a_scatter_add() -> None:

@@ -15,8 +15,9 @@ import functools
 import io
 import math
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
@@ -26,7 +27,7 @@ from torch.testing._internal.opinfo.core import OpInfo
 from luminal_lab.compiler.compiled import Compiled
 from luminal_lab.core.errors import LuminalError, UnsupportedOpError
 from luminal_lab.frontends import from_torch, translate
-from luminal_lab.frontends.export import FunctionModule, export_core_aten
+from luminal_lab.frontends.export import FunctionModule, aot_decompositions, export_core_aten
 from luminal_lab.frontends.translate import is_size, lookup
 
 # ops whose values torch leaves undefined (uninitialised memory): only their shapes and dtypes are compared
@@ -439,11 +440,65 @@ def grad_cause(error: BaseException) -> BaseException:
 def run_grad_batch(entries: list[GradEntry]) -> dict[str, Outcome]:
     """Each entry's outcome, its gradients compared with eager's (``_judge``). Entries whose forward torch cannot
     export are ``torch``, and those whose exported forward the frontend refuses ``forward`` (both outside the
-    backward's count: found by exporting the forwards, halves of a batch that fails); the rest run through
-    ``torch.compile`` together, a batch that fails split in halves down to single entries, whose failure is
+    backward's count: found by exporting the forwards, halves of a batch that fails). Entries that dynamo cannot
+    capture or whose backward has an untranslated op (``_suspects``) run through ``torch.compile`` one by one, the
+    rest together, a batch that fails split in halves down to single entries; a single entry's failure is
     classified: ``refused`` with the op named, ``named``, ``torch`` (dynamo cannot capture it) or ``crash``."""
     outcomes = _forward_outcomes([e.entry for e in entries])
-    return outcomes | _grad_batch([e for e in entries if e.entry.name not in outcomes])
+    rest = [e for e in entries if e.entry.name not in outcomes]
+    suspects = _suspects(rest)
+    for entry in suspects:
+        outcomes |= _grad_batch([entry])
+    return outcomes | _grad_batch([e for e in rest if e not in suspects])
+
+
+class _Untranslated(Exception):
+    pass
+
+
+def _translatable(graph: torch.fx.GraphModule, _inputs: Sequence[Any]) -> Callable:
+    """A compiler for AOTAutograd that only checks that the frontend translates every op of ``graph``."""
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    missing = {str(n.target) for n in graph.graph.nodes
+               if n.op == "call_function" and lookup(n.target) is None and not is_size(n)}
+    if missing:
+        raise _Untranslated(", ".join(sorted(missing)))
+    return make_boxed_func(graph.forward)
+
+
+def _traces(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
+    """A dynamo backend that traces the forward and backward graphs as luminal_lab's training path does
+    (``dynamo._training``) and runs them in torch, refusing any the frontend would not translate."""
+    from torch._functorch import config as functorch_config
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with functorch_config.patch(force_non_lazy_backward_lowering=True), sdpa_kernel([SDPBackend.MATH]):
+        return aot_module_simplified(gm, example_inputs, fw_compiler=_translatable, bw_compiler=_translatable,
+                                     decompositions=aot_decompositions(),
+                                     partition_fn=min_cut_rematerialization_partition)
+
+
+def _suspects(entries: list[GradEntry]) -> list[GradEntry]:
+    """The entries that dynamo cannot capture or whose forward or backward graph has an op the frontend does not
+    translate: batches traced without compiling (``_traces``, a third of a compile's time), halves of one that
+    fails, so that each costs a few traces, not as many compiles."""
+    if not entries:
+        return []
+    torch._dynamo.reset()
+    traced = torch.compile(_Batch([e.entry for e in entries]), backend=_traces, fullgraph=True)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            traced(*(t.detach().clone().requires_grad_(_differentiable(t)) for e in entries for t in e.entry.tensors))
+    except Exception:
+        if len(entries) == 1:
+            return entries
+        half = len(entries) // 2
+        return _suspects(entries[:half]) + _suspects(entries[half:])
+    return []
 
 
 def _forward_outcomes(entries: list[Entry]) -> dict[str, Outcome]:
