@@ -1,15 +1,17 @@
 /**
- * JupyterLab mime renderer for luminal_lab's compiler stages
- * (`application/vnd.luminal-lab.stage+json`): a single stage or a whole pipeline.
+ * JupyterLab mime renderers for luminal_lab: its compiler stages (`application/vnd.luminal-lab.stage+json`: a
+ * single stage or a whole pipeline) and its pictures (`application/vnd.luminal-lab.picture+json`, beside the
+ * picture's `image/svg+xml`).
  */
 
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
 import { isPipeline, MIME_TYPE, parseEnvelope } from './model.js';
+import { parsePicture, PICTURE_MIME, PictureView } from './picture.js';
 import { errorBox, PipelineView, StageView } from './view.js';
 
-export { MIME_TYPE };
+export { MIME_TYPE, PICTURE_MIME };
 
 /** Renders one stage envelope or a pipeline envelope; an invalid one as an error box. */
 export class StageWidget extends Widget implements IRenderMime.IRenderer {
@@ -90,17 +92,64 @@ export class StageWidget extends Widget implements IRenderMime.IRenderer {
   }
 }
 
+/** Renders a picture to pan, zoom and fit; one whose data or SVG is not valid as an error box. */
+export class PictureWidget extends Widget implements IRenderMime.IRenderer {
+  private view: PictureView | null = null;
+
+  constructor() {
+    super();
+    this.addClass('jp-LuminalRenderer');
+  }
+
+  renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    this.view = null;
+    this.node.textContent = '';
+    const parsed = parsePicture(model.data[PICTURE_MIME]);
+    const svg = model.data['image/svg+xml'];
+    try {
+      if (!parsed.ok) {
+        throw new Error(parsed.error);
+      }
+      if (typeof svg !== 'string') {
+        throw new Error(`the ${parsed.picture.what} picture has no image/svg+xml beside it`);
+      }
+      this.view = new PictureView(parsed.picture, svg);
+      this.node.appendChild(this.view.node);
+      this.view.onShow();
+    } catch (error) {
+      this.node.appendChild(errorBox(error instanceof Error ? error.message : String(error), 'picture'));
+    }
+    return Promise.resolve();
+  }
+
+  protected onAfterShow(): void {
+    this.view?.onShow();
+  }
+
+  protected onAfterAttach(): void {
+    this.view?.onShow();
+  }
+
+  protected onResize(): void {
+    this.view?.onShow();
+  }
+}
+
 export const rendererFactory: IRenderMime.IRendererFactory = {
   safe: true,
   mimeTypes: [MIME_TYPE],
   createRenderer: options => new StageWidget(options)
 };
 
-const extension: IRenderMime.IExtension = {
-  id: 'luminal-lab:stage-renderer',
-  rendererFactory,
-  rank: 0,
-  dataType: 'json'
+export const pictureRendererFactory: IRenderMime.IRendererFactory = {
+  safe: true,
+  mimeTypes: [PICTURE_MIME],
+  createRenderer: () => new PictureWidget()
 };
 
-export default extension;
+const extensions: IRenderMime.IExtension[] = [
+  { id: 'luminal-lab:stage-renderer', rendererFactory, rank: 0, dataType: 'json' },
+  { id: 'luminal-lab:picture-renderer', rendererFactory: pictureRendererFactory, rank: 0, dataType: 'json' }
+];
+
+export default extensions;

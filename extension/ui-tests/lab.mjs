@@ -358,6 +358,8 @@ async function stages(page, ctx) {
     };
   }
 
+  await pictureFacts(page, ctx);
+
   // themes: the same stage in light and dark
   ctx.facts.theme = { light: await colours(page, hlir) };
   await setTheme(page, 'JupyterLab Dark');
@@ -367,6 +369,45 @@ async function stages(page, ctx) {
 
   ctx.facts.kernels = await api(page, ctx, 'kernels');
   ctx.facts.sessions = await api(page, ctx, 'sessions');
+}
+
+// comp.egraph.picture(...) in a cell: its size in its output at opening (fitted to the width), each node's hover
+// title (its tooltip), the details a click shows, and the scale after the zoom buttons, Fit, and a drag.
+async function pictureFacts(page, ctx) {
+  const picture = page.locator('.jp-LuminalPicture').first();
+  await picture.scrollIntoViewIfNeeded();
+  await pause(page);
+  const scale = () => picture.evaluate((root) => Number(root.dataset.scale));
+  const viewBox = () => picture.locator('svg.lx-picture').getAttribute('viewBox');
+  ctx.facts.picture = await picture.evaluate((root) => {
+    const svg = root.querySelector('svg.lx-picture');
+    const output = root.closest('.jp-OutputArea-output');
+    const box = svg.getBoundingClientRect();
+    return { caption: root.querySelector('.lx-caption')?.textContent ?? null, scale: Number(root.dataset.scale),
+      width: box.width, height: box.height, output_width: output?.getBoundingClientRect().width ?? null,
+      view_box: svg.getAttribute('viewBox'), scripts: root.querySelectorAll('script, foreignObject').length,
+      titles: [...svg.querySelectorAll('g.node.enode')].map((g) => g.querySelector(':scope > title')?.textContent ?? '') };
+  });
+  const node = picture.locator('g.node.enode').first();
+  await node.hover();
+  ctx.facts.picture.hovered = await node.evaluate((g) => g.querySelector(':scope > title')?.textContent ?? null);
+  await node.click();
+  await pause(page);
+  ctx.facts.picture.details = await picture.locator('.lx-picture-details').textContent();
+  ctx.facts.picture.picked = await picture.locator('g.node.lx-picked').count();
+  await picture.locator('button.lx-zoom-in').click();
+  ctx.facts.picture.zoomed_in = await scale();
+  await picture.locator('button.lx-fit').click();
+  ctx.facts.picture.fit = await scale();
+  await picture.locator('button.lx-actual').click();
+  ctx.facts.picture.actual = await scale();
+  const before = await viewBox();
+  const area = await picture.locator('svg.lx-picture').boundingBox();
+  await page.mouse.move(area.x + area.width / 2, area.y + area.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(area.x + area.width / 2 - 120, area.y + area.height / 2, { steps: 5 });
+  await page.mouse.up();
+  ctx.facts.picture.dragged = { before, after: await viewBox() };
 }
 
 // malicious.ipynb (trusted): markup in every string of the envelopes must stay text.

@@ -160,9 +160,16 @@ def render(dot: graphviz.Digraph, what: str) -> str | None:
     return svg[svg.find("<svg"):]
 
 
+# a picture's own output type, beside its SVG: JupyterLab's luminal-lab extension shows the SVG to pan, zoom and fit,
+# with its tooltips (other front ends show the SVG as it is)
+PICTURE_MIME = "application/vnd.luminal-lab.picture+json"
+PICTURE_SCHEMA = 1
+
+
 @dataclass
 class Picture:
-    """A picture that shows itself in a notebook (the caption as text, the SVG); ``dot.source`` is the DOT text."""
+    """A picture that shows itself in a notebook: the caption as text, the SVG, and ``PICTURE_MIME`` (the caption and
+    what it shows) for the extension; ``dot.source`` is the DOT text."""
 
     dot: graphviz.Digraph
     caption: str
@@ -175,6 +182,7 @@ class Picture:
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
         bundle: dict[str, Any] = {"text/plain": self.caption}
         svg = self.to_svg()
-        if svg is not None:
-            bundle["image/svg+xml"] = svg
+        if svg is not None:  # never wider than its output where a front end inlines the SVG (scaled down to fit)
+            bundle["image/svg+xml"] = '<svg style="max-width:100%;height:auto"' + svg.removeprefix("<svg")
+            bundle[PICTURE_MIME] = {"schema": PICTURE_SCHEMA, "caption": self.caption, "what": self.what}
         return bundle

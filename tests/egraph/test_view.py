@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 import luminal_lab as ll
+from luminal_lab.core.draw import PICTURE_MIME
 from luminal_lab.core.stage import SCHEMA_VERSION, STAGE_MIME
 from luminal_lab.egraph import EGraph, Snapshot, view
 from tests.helpers.stacks import stack
@@ -184,7 +185,10 @@ def test_picture_around_an_eclass(egraph):
     assert "focus" in clusters[add.id]
     assert 2 < len(clusters) < 15 and "left out" in picture.caption
     bundle = picture._repr_mimebundle_()
-    assert set(bundle) == {"text/plain", "image/svg+xml"}
+    assert set(bundle) == {"text/plain", "image/svg+xml", PICTURE_MIME}
+    assert bundle[PICTURE_MIME] == {"schema": 1, "caption": picture.caption, "what": "e-graph"}
+    inlined = svg_tree(bundle["image/svg+xml"])  # scaled down to its output's width where a front end inlines it
+    assert inlined.get("style") == "max-width:100%;height:auto" and inlined.get("viewBox")
     kind = add.nodes[0].children[0]  # an OpKind e-class: pictured through the IR e-class using it
     assert "focus" in groups(svg_tree(eg.picture(around=kind, depth=0).to_svg()), "cluster")[add.id]
     with pytest.raises(KeyError):

@@ -357,6 +357,25 @@ def test_zoom_buttons_change_the_view(lab: Session) -> None:
     assert _scale(zoom["fit"]) == pytest.approx(before, rel=0.01), f"fit does not restore the fitted view: {zoom}"
 
 
+def test_a_picture_in_a_cell_fits_its_output_and_answers_hover_and_click(lab: Session) -> None:
+    """``comp.egraph.picture(around=..., depth=2)``, saved: shown to pan, zoom and fit, fitted to its output's width
+    when opened (it is drawn wider), each e-node's hover title its Graphviz tooltip (the op and its e-class), a click
+    showing that text beside the picture; the zoom buttons, Fit, 1:1 and a drag move the view."""
+    facts = lab.run("stages")["facts"]["picture"]
+    (saved,) = lab.expected["picture"]
+    assert facts["caption"] == saved["caption"], f"span.lx-caption {facts['caption']!r}"
+    assert saved["width"] > facts["output_width"], f"the picture ({saved['width']} pt) fits without fitting: {facts}"
+    assert facts["width"] <= facts["output_width"] and facts["height"] <= 600, f"the picture does not fit: {facts}"
+    assert facts["scale"] == pytest.approx(facts["width"] / saved["width"], rel=0.02), facts
+    assert facts["titles"] and all(" in IR-" in title for title in facts["titles"]), f"g.node titles: {facts['titles']}"
+    assert re.match(r"\S+ in IR-\d+.*\n[A-Z]\w*\(", facts["hovered"]), f"hover title: {facts['hovered']!r}"
+    assert facts["details"].startswith(facts["hovered"].splitlines()[0]) and facts["picked"] == 1, facts["details"]
+    assert facts["zoomed_in"] == pytest.approx(facts["scale"] * 1.25, rel=0.01), facts
+    assert facts["fit"] == pytest.approx(facts["scale"], rel=0.01) and facts["actual"] == pytest.approx(1.0), facts
+    assert facts["dragged"]["before"] != facts["dragged"]["after"], f"a drag does not pan: {facts['dragged']}"
+    assert facts["scripts"] == 0
+
+
 def test_cuda_details_show_source(lab: Session) -> None:
     details = lab.run("stages")["facts"]["cuda_click"]
     kernel = next(n for n in lab.stage("cuda")["nodes"] if n["id"] == lab.fused_kernel())

@@ -5,8 +5,9 @@ interpreter), so the stored outputs are exactly what a user's kernel produces; t
 down afterwards, and the browser renders them from the saved JSON.
 
 ``stages.ipynb``
-    A small fused program: one cell per stage (HLIR, e-graph, LLIR, regions, CUDA) and
-    ``comp.pipeline()``. Its ``expected`` record lists each stage's node ids and labels.
+    A small fused program: one cell per stage (HLIR, e-graph, LLIR, regions, CUDA),
+    ``comp.pipeline()`` and an e-graph picture (``PICTURE``). Its ``expected`` record lists each stage's
+    node ids and labels, and the picture's caption and size.
 ``malicious.ipynb``
     Stage envelopes whose every string (labels, ids, summary, meta keys and values, field
     names, the stage name, edge fields, CUDA source, link names, the HLIR ids groups are
@@ -25,6 +26,7 @@ down afterwards, and the browser renders them from the saved JSON.
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,6 +35,7 @@ from typing import Any
 import nbformat
 
 STAGE_MIME = "application/vnd.luminal-lab.stage+json"
+PICTURE_MIME = "application/vnd.luminal-lab.picture+json"
 STAGES = ("hlir", "egraph", "llir", "regions", "cuda")
 LARGE_NODES = 5000
 
@@ -51,6 +54,10 @@ PROGRAM = textwrap.dedent("""\
     comp.genome = comp.choice_space().fused_genome()
     assert comp.regions.to_json()["nodes"], "the fused genome made no region"
     """)
+
+# the e-graph around the output's add, two reads deep: a picture wider than its output
+PICTURE = ("add = comp.egraph.eclass_of(next(n for n in comp.egraph.graph.nodes if n.op == ll.Op.ADD))\n"
+           "comp.egraph.picture(around=add.id, depth=2)")
 
 # Strings that execute script (setting window.__pwned) or make a request off this machine if
 # any of them is ever parsed as HTML or SVG markup, or used as a link target.
@@ -177,6 +184,18 @@ def stage_outputs(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
             for out in cell.get("outputs", []) if STAGE_MIME in out.get("data", {})]
 
 
+def picture_outputs(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
+    """Every picture stored in ``nb``'s outputs, in order: its ``PICTURE_MIME`` data and the size its SVG is drawn
+    at (``"width"`` and ``"height"``, Graphviz's points)."""
+    found = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else ():
+            if PICTURE_MIME in out.get("data", {}):
+                size = re.search(r'viewBox="[-\d.]+ [-\d.]+ ([\d.]+) ([\d.]+)"', out["data"]["image/svg+xml"])
+                found.append({**out["data"][PICTURE_MIME], "width": float(size[1]), "height": float(size[2])})
+    return found
+
+
 def _forget_kernel(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """Drop the kernelspec and language so JupyterLab starts no kernel for a notebook only rendered from disk."""
     nb.metadata.pop("kernelspec", None)
@@ -192,7 +211,7 @@ def write_notebooks(directory: Path) -> dict[str, Any]:
     pool = ThreadPoolExecutor(1)
     deep_run = pool.submit(_execute, _notebook([DEEP, "comp.hlir", "comp.egraph", "comp.llir()"]), directory)
     stages = _execute(_notebook([PROGRAM, "comp.hlir", "comp.egraph", "comp.llir()", "comp.regions", "comp.cuda",
-                                 "comp.pipeline()"]), directory)
+                                 "comp.pipeline()", PICTURE]), directory)
     malicious = _execute(_notebook([MALICIOUS, *MALICIOUS_CELLS]), directory)
     steps = 3400  # 1.5 HLIR nodes a step (the constant, the op): just over 5,000 nodes
     large = _execute(_notebook([LARGE.format(steps=steps), "big.hlir"]), directory)
@@ -202,8 +221,9 @@ def write_notebooks(directory: Path) -> dict[str, Any]:
     for name, nb in (("stages", stages), ("malicious", malicious), ("large", large), ("deep", deep)):
         nbformat.write(_forget_kernel(nb), directory / f"{name}.ipynb")
     nbformat.write(workbench, directory / "workbench.ipynb")
-    expected = {"stages": stage_outputs(stages), "malicious": stage_outputs(malicious),
-                "large": stage_outputs(large), "deep": stage_outputs(deep), "payloads": list(PAYLOADS)}
+    expected = {"stages": stage_outputs(stages), "picture": picture_outputs(stages),
+                "malicious": stage_outputs(malicious), "large": stage_outputs(large), "deep": stage_outputs(deep),
+                "payloads": list(PAYLOADS)}
     (directory / "expected.json").write_text(json.dumps(expected), encoding="utf-8")
     return expected
 
