@@ -84,6 +84,7 @@ bench: setup
 	$(BIN)/python benchmarks/train.py
 	$(BIN)/python benchmarks/scaling.py
 	$(BIN)/python benchmarks/search.py
+	$(BIN)/python benchmarks/timing.py
 	$(BIN)/python benchmarks/gpu.py
 
 clean:

@@ -48,10 +48,27 @@ OUTCOME_COLOURS = {"ok": "#15803d", "slow": "#a16207", "nan": "#b45309", "mismat
 PICTURE_STYLE = "overflow:auto; max-height:640px; border:1px solid #e5e7eb; padding:4px"
 
 
+RANKED = 8  # the candidates the ranking table lists, fastest median first
+
+
 def candidate_label(candidate: Candidate) -> str:
-    """``#3 gen 1 0.123 ms ok``: the candidate as the selector lists it."""
+    """``#3 gen 1 0.123 ms (0.118-0.140) ok``: the candidate as the selector lists it (its median, and the fastest
+    and slowest of its trials)."""
     timing = f" {candidate.seconds * 1e3:.3f} ms" if candidate.seconds is not None else ""
+    if candidate.spread is not None:
+        timing += f" ({candidate.spread[0] * 1e3:.3f}-{candidate.spread[1] * 1e3:.3f})"
     return f"#{candidate.index} gen {candidate.generation}{timing} {candidate.outcome}"
+
+
+def ranking(history: list[Candidate], count: int = RANKED) -> list[Candidate]:
+    """The ``count`` viable candidates with the fastest median, fastest first (the search ranks them so too)."""
+    return sorted((c for c in history if c.outcome == "ok"), key=lambda c: (c.seconds, c.index))[:count]
+
+
+def _spread_cells(candidate: Candidate) -> list[str]:
+    """A viable candidate's median, fastest and slowest trial in ms (``-`` where the runner gave no spread)."""
+    low, high = candidate.spread or (None, None)
+    return [f"{s * 1e3:.3f}" if s is not None else "-" for s in (candidate.seconds, low, high)]
 
 
 def _stage_html(stage: Stage) -> str:
@@ -102,6 +119,7 @@ class GenomeProfiler(widgets.VBox):
         self.status_view = widgets.HTML()
         self.plot_view = widgets.Image(format="png")
         self.outcomes_view = widgets.HTML()
+        self.ranking_view = widgets.HTML()
         self.selector = widgets.Dropdown(options=[], value=None, description="candidate",
                                          layout=widgets.Layout(width="360px"))
         self.tab_views = [widgets.HTML() for _ in TABS]
@@ -117,12 +135,13 @@ class GenomeProfiler(widgets.VBox):
             widgets.HBox([self.seed_input, self.device_input, self.launch_button, self.stop_button]),
             self.progress,
             self.status_view,
-            widgets.HBox([self.plot_view, self.outcomes_view]),
+            widgets.HBox([self.plot_view, widgets.VBox([self.outcomes_view, self.ranking_view])]),
             self.selector,
             self.tabs,
         ])
         self._device_ready()
         self._show_outcomes()
+        self._show_ranking()
 
     # ---- actions -------------------------------------------------------------------------------
     @property
@@ -243,6 +262,7 @@ class GenomeProfiler(widgets.VBox):
         self.plot_view.value = self.plot_png
         self._show_outcomes()
         with self._lock:
+            self._show_ranking()
             self._list_candidates()
 
     def _plot(self) -> bytes:
@@ -252,17 +272,22 @@ class GenomeProfiler(widgets.VBox):
         return buffer.getvalue()
 
     def figure(self) -> Figure:
-        """Time per candidate (coloured by generation) and the best time so far; whole-number ticks where an axis
-        counts candidates or generations."""
+        """Time per candidate (its median, coloured by generation, on a bar from its fastest to its slowest trial)
+        and the best time so far; whole-number ticks where an axis counts candidates or generations."""
         figure = Figure(figsize=(8, 2.8), dpi=90, layout="constrained")
         per_candidate, best = figure.subplots(1, 2)
         timed = [c for c in self.history if c.outcome == "ok"]
+        spread = [c for c in timed if c.spread is not None]
+        if spread:
+            per_candidate.vlines([c.index for c in spread], [c.spread[0] * 1e3 for c in spread],
+                                 [c.spread[1] * 1e3 for c in spread], colors="#9ca3af", linewidth=1.5)
         if timed:
             points = per_candidate.scatter([c.index for c in timed], [c.seconds * 1e3 for c in timed], s=14,
                                            c=[c.generation for c in timed], cmap="viridis", vmin=0,
                                            vmax=max(1, max(c.generation for c in timed)))
             figure.colorbar(points, ax=per_candidate, label="generation", ticks=MaxNLocator(integer=True))
-        per_candidate.set(title="time per candidate", xlabel="candidate", ylabel="ms")
+        per_candidate.set(title="median per candidate (bar: fastest to slowest trial)", xlabel="candidate",
+                          ylabel="ms")
         first = len(self.history) - len(self.best_curve)
         best.step(range(first, len(self.history)), [s * 1e3 for s in self.best_curve], where="post")
         best.set(title="best so far", xlabel="candidate", ylabel="ms")
@@ -275,6 +300,14 @@ class GenomeProfiler(widgets.VBox):
         cells = "".join(f'<tr><td style="color:{OUTCOME_COLOURS[o]}">{o}</td>'
                         f'<td style="text-align:right">{self.outcome_counts[o]}</td></tr>' for o in OUTCOMES)
         self.outcomes_view.value = f"<table><tr><th>outcome</th><th>candidates</th></tr>{cells}</table>"
+
+    def _show_ranking(self) -> None:
+        """The fastest candidates by median, with the fastest and slowest of their trials."""
+        rows = "".join(f"<tr><td>{rank}</td><td>#{c.index}</td><td>{c.generation}</td>"
+                       + "".join(f'<td style="text-align:right">{ms}</td>' for ms in _spread_cells(c)) + "</tr>"
+                       for rank, c in enumerate(ranking(self.history), 1))
+        self.ranking_view.value = ("<table><tr><th>rank</th><th>candidate</th><th>gen</th><th>median ms</th>"
+                                   f"<th>fastest</th><th>slowest</th></tr>{rows}</table>")
 
     def _list_candidates(self) -> None:
         """Put every candidate so far in the selector, keeping the one picked."""

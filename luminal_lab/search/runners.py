@@ -6,10 +6,12 @@ kernels ahead and ``measure`` runs it, checks it against the reference and times
 (data only: outcome, reason, seconds, per-kernel seconds, and which worker measured it).
 
 ``measure_job`` is the measurement itself, wherever it runs: the candidate's plan is built (its kernels compiled
-or loaded), then its first run is timed, and a candidate slower than ``slow`` times the best so far stops there
-(``slow``: early abort, unchecked: a candidate that slow is never kept); else its outputs are compared with the
-reference, and ``trials`` timed runs follow one warm-up, none started past the search's deadline once one is done,
-so a budget holds to within one timed run.
+or loaded) and run once; then a candidate whose fastest of ``WARM_RUNS`` warm runs is slower than ``slow`` times the
+best so far stops there (``slow``: early abort, unchecked: a candidate that slow is never kept). Not the first run:
+it pays for first touches of memory (3 to 30 times a tiny program's median), and on a busy machine any single run may
+wait a scheduler tick (4 ms) or several for a core. Else its outputs are compared with the reference, and ``trials``
+timed runs follow one warm-up, none started past the search's deadline once one is done, so a budget holds to within
+one timed run; the candidate's time is their median, with the fastest and slowest beside it.
 
 - ``InProcessRunner``: the serial search, in the caller's process, with no early abort unless asked.
 - ``LocalRunner`` (the default): builders, compile workers at the lowest priority, compile the next candidates'
@@ -48,7 +50,8 @@ from ..llir.llir import LLIR
 from ..runtime import new_runtime
 from .search import Measurement, compare
 
-SLOW = 3.0  # early abort: a first run slower than this many times the best so far ends a candidate
+SLOW = 3.0  # early abort: a candidate whose warm runs are all slower than this many times the best so far ends
+WARM_RUNS = 3  # the warm runs early abort judges by
 
 
 @dataclass
@@ -70,25 +73,25 @@ def measure_job(job: Job, llir: LLIR, best: float | None, deadline: float | None
     try:
         runtime = new_runtime(llir, job.device, job.memory_budget)
         runtime.prepare(job.weights, job.bindings)
-        start = time.perf_counter()
         outputs = runtime.run(job.inputs, job.weights, job.bindings)
-        first = time.perf_counter() - start
+        if slow is not None and best is not None:
+            warm = runtime.fastest(job.inputs, job.weights, job.bindings, WARM_RUNS, enough=slow * best)
+            if warm > slow * best:
+                return Measurement("slow", f"its fastest of {WARM_RUNS} warm runs took {warm * 1e3:.3f} ms, over "
+                                           f"{slow:g}x the best so far ({best * 1e3:.3f} ms)", warm, worker=worker)
     except Refused as refused:
         return Measurement("refused", str(refused), worker=worker)
     except MemoryError as error:  # over the memory budget, or an allocation failed: refused
         return Measurement("refused", str(error) or type(error).__name__, worker=worker)
     except Exception as error:  # a candidate that fails is recorded, never fatal
         return Measurement("error", f"{type(error).__name__}: {error}", worker=worker)
-    if slow is not None and best is not None and first > slow * best:
-        return Measurement("slow", f"its first run took {first * 1e3:.3f} ms, over {slow:g}x the best so far "
-                                   f"({best * 1e3:.3f} ms)", first, worker=worker)
     outcome, reason = compare(outputs, job.expected)
     if outcome != "ok":
         return Measurement(outcome, reason, worker=worker)
     profile = runtime.profile(job.inputs, job.weights, job.bindings, warmup=1, trials=job.trials, until=deadline)
     cut = (f"the search's budget ran out after {profile.trials} of {job.trials} trials"
            if profile.trials < job.trials else None)
-    return Measurement("ok", cut, profile.total, dict(profile.kernels), worker)
+    return Measurement("ok", cut, profile.total, dict(profile.kernels), worker, profile.spread)
 
 
 class Runner(ABC):

@@ -5,7 +5,7 @@ again), the most-fused genome (``ChoiceSpace.fused_genome``: one kernel per regi
 genome (up to 100 random tries; once one candidate is ``ok``, a ``slow`` one ran and will do), then runs generations of
 children of the best ``keep_best`` candidates so far. A runner (``search.runners``) measures each candidate: its outputs
 are compared with the reference (tolerance by dtype) and checked for NaNs before its time counts; a candidate that
-fails, crashes, hangs, is over the memory budget or is too slow from its first run is recorded with its outcome and
+fails, crashes, hangs, is over the memory budget or is too slow in its warm runs is recorded with its outcome and
 reason, never fatal. A generation's children are all made first, so the runner builds the next ones while it measures.
 ``budget`` (seconds) is checked before each candidate after the first viable one and passed to the runner for those,
 which starts no timed run past it: a search ends within about one timed run of it. Genomes in ``skip`` (measured before,
@@ -59,9 +59,12 @@ class Candidate:
     kernel_seconds: dict[int, float] = field(default_factory=dict, repr=False)
     genome: Genome | None = field(default=None, repr=False)
     worker: str | None = None  # who measured it (a runner's process, a Ray worker's machine)
+    spread: tuple[float, float] | None = None  # ok: its fastest and slowest trial (``seconds`` is their median)
 
     def __repr__(self) -> str:
         timing = f" {self.seconds * 1e3:.3f} ms" if self.seconds is not None else ""
+        if self.spread is not None:
+            timing += f" (trials {self.spread[0] * 1e3:.3f}-{self.spread[1] * 1e3:.3f} ms)"
         why = f" ({self.reason})" if self.reason else ""
         return f"<Candidate #{self.index} gen {self.generation} {self.hash:016x} {self.outcome}{timing}{why}>"
 
@@ -92,14 +95,15 @@ class SearchResult:
 @dataclass
 class Measurement:
     """What measuring one candidate gave, as data (it may come from another process or machine): an outcome of
-    ``OUTCOMES`` and its reason, the seconds (``ok``: the median of its trials; ``slow``: its first run), the
-    per-kernel seconds and the worker that measured it."""
+    ``OUTCOMES`` and its reason, the seconds (``ok``: the median of its trials; ``slow``: its fastest warm run), the
+    per-kernel seconds, the worker that measured it and (``ok``) its fastest and slowest trial."""
 
     outcome: str
     reason: str | None = None
     seconds: float | None = None
     kernel_seconds: dict[int, float] = field(default_factory=dict)
     worker: str | None = None
+    spread: tuple[float, float] | None = None
 
 
 def compare(got: list[np.ndarray], expected: list[np.ndarray]) -> tuple[str, str | None]:
@@ -176,7 +180,8 @@ def search(space: ChoiceSpace, runner: Runner, generations: int = 5, generation_
         ok = measured.outcome == "ok"
         candidate = Candidate(len(history), generation, genome.hash, parent, genome.mutations, measured.outcome,
                               measured.reason, measured.seconds if ok else None,
-                              measured.kernel_seconds if ok else {}, genome, measured.worker)
+                              measured.kernel_seconds if ok else {}, genome, measured.worker,
+                              tuple(measured.spread) if ok and measured.spread and cost is None else None)
         history.append(candidate)
         if on_candidate is not None:
             on_candidate(candidate)

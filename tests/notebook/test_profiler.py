@@ -5,10 +5,12 @@ from __future__ import annotations
 import html
 import io
 import os
+import re
 import time
 
 import numpy as np
 import pytest
+from matplotlib.collections import LineCollection
 
 import luminal_lab as ll
 from luminal_lab.codegen.cuda_stage import CudaStage
@@ -56,10 +58,26 @@ def test_a_launched_search_is_shown_live_and_in_full(comp) -> None:
     figure.savefig(io.BytesIO(), format="png")  # laid out: the ticks are placed
     counted_axes = [a.xaxis for a in figure.axes[:2]] + [figure.axes[2].yaxis]  # candidates, generation colours
     assert all(float(t).is_integer() for axis in counted_axes for t in axis.get_ticklocs()), "whole-number ticks"
+    timed = [c for c in history if c.outcome == "ok"]
+    bars = [c for c in figure.axes[0].collections if isinstance(c, LineCollection)]  # fastest to slowest trial
+    assert len(bars) == 1 and [tuple(s[:, 1]) for s in bars[0].get_segments()] == \
+        [(c.spread[0] * 1e3, c.spread[1] * 1e3) for c in timed]
     table = profiler.outcomes_view.value
     assert all(f">{o}</td>" in table for o in OUTCOMES) and f">{result.outcomes()['ok']}</td>" in table
+    # the ranking: viable candidates by median, each with its fastest and slowest trial
+    ranked = sorted(timed, key=lambda c: c.seconds)
+    rows = re.findall(r"<tr><td>(\d+)</td><td>#(\d+)</td><td>\d+</td>((?:<td[^>]*>[\d.]+</td>){3})</tr>",
+                      profiler.ranking_view.value)
+    assert [(int(rank), int(index)) for rank, index, _ in rows] == [(k + 1, c.index) for k, c in enumerate(ranked)]
+    for (_, _, cells), c in zip(rows, ranked, strict=True):
+        median, fastest, slowest = map(float, re.findall(r">([\d.]+)<", cells))
+        assert (median, fastest, slowest) == tuple(round(t * 1e3, 3) for t in (c.seconds, *c.spread))
+        assert fastest <= median <= slowest
     assert [value for _, value in profiler.selector.options] == [c.index for c in history]
     assert profiler.selector.options[0][0].startswith("#0 gen 0 ")
+    first = history[result.initial.index]
+    assert f"{first.seconds * 1e3:.3f} ms ({first.spread[0] * 1e3:.3f}-{first.spread[1] * 1e3:.3f}) ok" in \
+        profiler.selector.options[first.index][0]
     assert not profiler.launch_button.disabled and profiler.stop_button.disabled
 
     best = result.best

@@ -106,9 +106,10 @@ def test_early_abort_and_a_budget_that_holds_within_one_timed_run(comp) -> None:
     llir = comp.llir(comp.choice_space().fused_genome())
     slow = runner.measure(llir, 1e-9, None)
     assert slow.outcome == "slow" and slow.seconds > 3e-9
-    assert re.fullmatch(r"its first run took [\d.]+ ms, over 3x the best so far \(0\.000 ms\)", slow.reason)
+    assert re.fullmatch(r"its fastest of 3 warm runs took [\d.]+ ms, over 3x the best so far \(0\.000 ms\)",
+                        slow.reason)
     cut = runner.measure(llir, None, time.monotonic() + 0.3)  # a million trials, cut by the deadline
-    assert cut.outcome == "ok" and cut.seconds > 0
+    assert cut.outcome == "ok" and cut.spread[0] <= cut.seconds <= cut.spread[1]
     trials = int(re.fullmatch(r"the search's budget ran out after (\d+) of 1000000 trials", cut.reason)[1])
     assert 1 <= trials < 10**6
 

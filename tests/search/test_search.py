@@ -233,7 +233,7 @@ def test_the_budget_cuts_no_measurement_before_a_viable_genome_and_a_slow_one_en
     deadlines = []
 
     def fused_ok_then_slow(llir) -> Measurement:  # the first is ok, every other one too slow
-        return Measurement("ok", seconds=1e-3) if not deadlines[:-1] else Measurement("slow", "its first run took")
+        return Measurement("ok", seconds=1e-3) if not deadlines[:-1] else Measurement("slow", "its warm runs took")
 
     class Watching(Scripted):
         def measure(self, llir, best, deadline):
