@@ -645,19 +645,59 @@ async function workbench(page, ctx) {
       linked: b.querySelector('.ll-linked')?.textContent ?? null })),
     hits: root.querySelectorAll('.ll-line.ll-hit').length,
   }), clicked);
-  // the stepper's "step round" answers from Python too
-  const step = page.locator('.jp-OutputArea button', { hasText: 'step round' }).first();
-  if (await step.count()) {
-    const cell = page.locator('.jp-Cell').filter({ has: step });
-    const before = await cell.locator('.jp-OutputArea').textContent();
-    await step.click();
-    await page.waitForFunction(([b]) => {
-      const btn = [...document.querySelectorAll('.jp-OutputArea button')].find((x) => x.textContent.includes('step round'));
-      const area = btn?.closest('.jp-OutputArea');
-      return area && area.textContent !== b;
-    }, [before], { timeout: 20000, polling: 200 }).then(() => { ctx.facts.stepper_answered = true; })
-      .catch(() => { ctx.facts.stepper_answered = false; });
+  // the stepper: two rounds; then its status, its table's title and its plot's last point name the same round
+  const stepper = page.locator('.jp-Cell').filter({ hasText: 'fresh.egraph.stepper()' }).first();
+  ctx.facts.stepper = [];
+  for (let round = 1; round <= 2; round++) {
+    ctx.facts.step = `stepper round ${round}`;
+    await stepper.locator('button', { hasText: 'step round' }).click();
+    await stepper.locator('span', { hasText: `round: step ${round};` }).first().waitFor({ timeout: 30000 });
+    await page.waitForTimeout(300);
+    ctx.facts.stepper.push(await stepper.evaluate((cell) => {
+      const area = cell.querySelector('.jp-OutputArea');
+      const svg = [...area.querySelectorAll('svg')].find((s) => s.querySelector('#ll-enodes'));
+      const centre = (e) => { const r = e.getBoundingClientRect(); return r.left + r.width / 2; };
+      return {
+        status: [...area.querySelectorAll('span')].map((e) => e.textContent).find((t) => t.startsWith('round:')) ?? null,
+        title: [...area.querySelectorAll('p > b')].map((b) => b.textContent).find((t) => t.startsWith('round')) ?? null,
+        ticks: svg ? [...svg.querySelectorAll('g[id^="xtick_"] text')].map((t) => [t.textContent, centre(t)]) : null,
+        markers: svg ? [...svg.querySelectorAll('#ll-enodes use')].map(centre) : null,
+      };
+    }));
   }
+
+  // the inspector: a search for an op lists e-classes by their op, and an e-class's e-node rows name theirs
+  ctx.facts.step = 'inspector';
+  const inspector = page.locator('.jp-Cell').filter({ hasText: 'comp.egraph.inspector()' }).first();
+  await inspector.locator('input[type="text"]').first().fill(ctx.expect.op);
+  await inspector.locator('input[type="text"]').first().press('Enter');
+  const list = inspector.locator('select').first();
+  await page.waitForFunction((el) => el.options.length > 0, await list.elementHandle(), { timeout: 20000 });
+  const first = await list.evaluate((el) => el.options[0].value);
+  await list.selectOption(first);
+  await inspector.locator('table.ll-enodes tbody tr').first().waitFor({ timeout: 20000 });
+  ctx.facts.inspector = await inspector.evaluate((cell) => {
+    const select = cell.querySelector('select');
+    return {
+      entries: [...select.options].map((o) => o.textContent),
+      cut: [...select.options].some((o) => select.scrollWidth > select.clientWidth + 1),
+      rows: [...cell.querySelectorAll('table.ll-enodes tbody tr')].map((tr) => [...tr.children].map((td) => td.textContent)),
+      buttons: [...cell.querySelectorAll('.jp-OutputArea button')].map((b) => b.textContent.trim()).filter((t) => t.includes(' · ')),
+    };
+  });
+
+  // the profiler: a search launched from its button; the candidates listed with their spread, ranked by median
+  ctx.facts.step = 'profiler';
+  const profiler = page.locator('.jp-Cell').filter({ hasText: 'comp.profiler(' }).first();
+  await profiler.locator('button', { hasText: 'Launch' }).click();
+  await profiler.locator('span', { hasText: /^done:/ }).first().waitFor({ timeout: 90000 });
+  await page.waitForTimeout(500);
+  ctx.facts.profiler = await profiler.evaluate((cell) => ({
+    status: [...cell.querySelectorAll('span')].map((e) => e.textContent).find((t) => t.startsWith('done:')) ?? null,
+    options: [...cell.querySelectorAll('select option')].map((o) => o.textContent.replace(/\u00a0/g, ' ')),
+    ranking: [...cell.querySelectorAll('table')].filter((t) => t.textContent.includes('median ms'))
+      .flatMap((t) => [...t.querySelectorAll('tr')].slice(1).map((tr) => [...tr.children].map((td) => td.textContent))),
+  }));
 }
 
 // deep.ipynb: a 2-layer Llama's HLIR, e-graph and LLIR. Focus on a node (depth 2, 3, 1, then Show all),

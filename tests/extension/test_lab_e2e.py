@@ -91,7 +91,7 @@ class Session:
         if scenario == "malicious":
             return {"search": PAYLOADS[0]}
         if scenario == "workbench":
-            return {"click": "h5"}
+            return {"click": "h5", "op": "KernelMul"}
         if scenario == "deep":
             return {"stages": [e["stage"] for e in self.expected["deep"]],
                     "hlir": {"focus": self.hlir_focus(), "group": "layer"}, "llir": {"group": "copy 1"},
@@ -788,7 +788,7 @@ def test_workbench_widgets_render_and_round_trip(lab: Session) -> None:
         assert not cell["errors"], f"cell {cell['source'][:60]!r} failed: {cell['errors']}"
     bench = next((c for c in cells if "workbench" in c["source"]), None)
     assert bench and bench["widgets"] >= 1, f"comp.workbench() rendered nothing: {bench}"
-    for marker, button in (("stepper()", "step round"), ("inspector()", "refresh"), ("profiler()", "Launch")):
+    for marker, button in (("stepper()", "step round"), ("inspector()", "refresh"), ("profiler(", "Launch")):
         cell = next((c for c in cells if marker in c["source"]), None)
         assert cell is not None, f"no cell showing {marker}"
         assert cell["widgets"] >= 1 and button in cell["buttons"], \
@@ -808,9 +808,48 @@ def test_workbench_widgets_render_and_round_trip(lab: Session) -> None:
     for tab in trip["tabs"][1:]:  # the badge counts one thing, and its tooltip says what
         assert tab["linked"].isdigit() and tab["title"].startswith(f"{tab['linked']} node"), tab
         assert tab["title"].endswith(f"linked to the selected hlir {trip['clicked']}"), tab
-    assert facts.get("stepper_answered"), "the stepper's 'step round' got no answer from the kernel"
+    _check_stepper(facts["stepper"])
+    _check_inspector(facts["inspector"])
+    _check_profiler(facts["profiler"])
     print(f"[workbench] kernel idle {report['timings']['kernel_idle_ms']} ms, workbench shown "
           f"{report['timings']['workbench_ms']} ms, round trip {report['timings']['round_trip_ms']} ms")
+
+
+def _check_stepper(rounds: list[dict[str, Any]]) -> None:
+    """After each click of "step round": the status, the table's title and the plot's last point name that round
+    (its marker right above the tick of that number); every tick a whole number."""
+    assert len(rounds) == 2, rounds
+    for number, seen in enumerate(rounds, 1):
+        assert seen["status"].startswith(f"round: step {number};"), seen["status"]
+        assert seen["title"] == f"round #{number}", seen["title"]
+        ticks = {label: x for label, x in seen["ticks"]}
+        assert all(label.isdigit() for label in ticks), f"tick labels {list(ticks)}"
+        assert len(seen["markers"]) == number + 1, f"{len(seen['markers'])} points after round {number}"
+        assert abs(seen["markers"][-1] - ticks[str(number)]) < 1.5, f"last point at x {seen['markers'][-1]}, {ticks}"
+
+
+def _check_inspector(seen: dict[str, Any]) -> None:
+    """A search for KernelMul: every entry is whole and names its op; the e-class's rows name each e-node's op with
+    its shape and dtype, never the bare ``Op``; the child and parent buttons name their e-class's op."""
+    assert seen["entries"] and all("KernelMul" in entry for entry in seen["entries"]), seen["entries"]
+    assert not seen["cut"], f"entries cut off: {seen['entries']}"
+    ops = [row[0] for row in seen["rows"]]
+    assert "KernelMul" in ops and "Op" not in ops, seen["rows"]
+    assert all(re.fullmatch(r"\[[\d, ]+\] F32", row[1]) for row in seen["rows"]), seen["rows"]
+    assert seen["buttons"] and all(re.fullmatch(r"\S+ · \w+", b) for b in seen["buttons"]), seen["buttons"]
+
+
+def _check_profiler(seen: dict[str, Any]) -> None:
+    """A search launched from the profiler: each viable candidate listed with its median and spread, and ranked by
+    median, each rank's fastest trial at most its median, at most its slowest."""
+    assert seen["status"].startswith("done:"), seen["status"]
+    timed = [o for o in seen["options"] if o.endswith(" ok")]
+    assert timed and all(re.search(r" [\d.]+ ms \([\d.]+-[\d.]+\) ok$", o) for o in timed), seen["options"]
+    ranking = seen["ranking"]
+    assert [int(row[0]) for row in ranking] == list(range(1, len(timed) + 1)), ranking
+    medians = [float(row[3]) for row in ranking]
+    assert medians == sorted(medians), ranking
+    assert all(float(row[4]) <= float(row[3]) <= float(row[5]) for row in ranking), ranking
 
 
 # ---- every scenario --------------------------------------------------------------------------

@@ -159,7 +159,7 @@ WORKBENCH = (
     "workbench = comp.workbench()\nworkbench",
     "fresh = ll.compile(g)  # an e-graph not yet saturated, to step\nfresh.egraph.stepper()",
     "comp.egraph.inspector()",
-    "comp.profiler()",
+    "comp.profiler(generations=1, generation_size=4)",
 )
 
 
