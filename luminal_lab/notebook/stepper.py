@@ -1,14 +1,14 @@
 """``eg.stepper()``: step an e-graph round by round or ruleset by ruleset and see what each step did.
 
-The widget runs ``step``, ``run(ruleset)``, ``saturate`` and ``reset`` on the e-graph (under the
-budgets in its e-node and seconds boxes) and then shows: the rules that fired in the last action
-(matches and time, most matches first: egglog's per-rule times, in µs under a millisecond, and the step's own
-wall time) with the e-node and e-class counts before and after and the budget that stopped it, if one did; a
-plot of e-nodes and e-classes from the e-graph as built through every step of its history (whole-number ticks);
-and the e-graph picture, in which the e-nodes the last step added have a red outline. Steps are numbered from 1
-(``StepReport.index``) in the status, the table, the plot and the picture's caption alike; step 0 is the e-graph
-as built. An action that fails (say egglog rejects it) is reported in the status line, never raised out of a
-button, so the notebook kernel carries on.
+The widget runs ``step``, ``run(ruleset)``, ``saturate`` and ``reset`` on the e-graph (under the budgets in its
+e-node and seconds boxes) and then shows: the rules that fired in the last action (matches and time, most matches
+first: egglog's per-rule times and the step's own wall time, each in the unit that reads it, ``format_seconds``)
+with the e-node and e-class counts before and after and the budget that stopped it, if one did; a plot of e-nodes
+and e-classes from the e-graph as built through every step of its history (whole-number ticks); and the e-graph
+picture, in which the e-nodes the last step added have a red outline. Steps are numbered from 1
+(``StepReport.index``) in the status, the table, the plot and the picture's caption alike; step 0 is the e-graph as
+built. An action that fails (say egglog rejects it) is reported in the status line, never raised out of a button, so
+the notebook kernel carries on.
 
 Each button calls a method (``step_round``, ``run_ruleset``, ``saturate``, ``reset``) that code and
 tests can call too; what the widget shows is kept in plain attributes (``last_report``,
@@ -29,18 +29,13 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from ..egraph.egraph import DEFAULT_MAX_ENODES, DEFAULT_TIMEOUT, Saturation, StepReport
+from ..llir.view import format_seconds
 
 if TYPE_CHECKING:
     from ..egraph.egraph import EGraph
 
 T = TypeVar("T")
 
-
-def duration(seconds: float) -> str:
-    """A rule's time as people read it: µs under a millisecond, ms under a second, else s."""
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.0f} µs"
-    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 STATUS_COLOURS = {"ok": "#374151", "running": "#6b7280", "stopped": "#b45309", "error": "#b91c1c"}
 PICTURE_STYLE = "overflow:auto; max-height:640px; border:1px solid #e5e7eb; padding:4px"
@@ -194,7 +189,7 @@ class RuleStepper(widgets.VBox):
         title = (f"{first.label} #{first.index}" if len(self.reports) == 1
                  else f"{len(self.reports)} steps, #{first.index}–#{last.index}")
         rows = "".join(f"<tr><td>{html.escape(rule)}</td><td style='text-align:right'>{n}</td>"
-                       f"<td style='text-align:right'>{duration(seconds[rule])}</td></tr>"
+                       f"<td style='text-align:right'>{format_seconds(seconds[rule])}</td></tr>"
                        for rule, n in self.fired.items())
         table = ("<table class='ll-matches'><thead><tr><th>rule</th><th>matches</th><th>time</th></tr></thead>"
                  f"<tbody>{rows}</tbody></table>" if self.fired else "<p>No rule matched.</p>")
@@ -202,7 +197,7 @@ class RuleStepper(widgets.VBox):
         merged = sum(len(r.merged) for r in self.reports)
         counts = (f"e-nodes {first.enodes_before} → {last.enodes_after}, e-classes {first.eclasses_before} → "
                   f"{last.eclasses_after}; {added} e-nodes added, {merged} e-classes merged")
-        took = duration(sum(r.wall_seconds for r in self.reports))
+        took = format_seconds(sum(r.wall_seconds for r in self.reports))
         self.matches_html = (f"<p><b>{html.escape(title)}</b>: {sum(self.fired.values())} matches in "
                              f"{len(self.fired)} rules in {took}</p>{table}<p>{counts}</p>{stop}")
         self.matches_view.value = self.matches_html
