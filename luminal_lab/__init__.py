@@ -32,13 +32,12 @@ from .core.errors import (
 from .core.ops import Op
 from .core.shape_tracker import ShapeTracker
 from .core.symbolic import Expr
+from .core.version import __version__ as __version__
 from .hlir.graph import Graph, Node, Signature
 from .hlir.reference import ReferenceRuntime
 from .hlir.tensor import GraphTensor, concat, embedding, maximum, minimum, stack, where
 from .search.records import TuningRecords
 from .search.runners import InProcessRunner, LocalRunner, RayRunner
-
-__version__ = "0.1.0"
 
 
 def programs(compiled) -> list[Compiled]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,15 +100,22 @@ def _imports(module: str) -> list[Import]:
 IMPORTS = [i for module in MODULES for i in _imports(module)]
 
 
-def _folder(module: str) -> str | None:
-    """The layer a module belongs to (None for the package root's own modules, which stand above them all)."""
+ROOT = "(root)"  # the package root and its own modules: above every layer (what ``import luminal_lab`` gathers)
+
+
+def _folder(module: str) -> str:
+    """The layer a module belongs to: its folder, or ``ROOT`` for the package root's own modules."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 2 or (len(parts) == 2 and _is_package(module)) else None
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and _is_package(module)) else ROOT
+
+
+def _rank(folder: str) -> int:
+    return len(LAYERS) if folder == ROOT else LAYERS.index(folder)
 
 
 def _upward(edge: Import) -> bool:
-    source, target = _folder(edge.module), _folder(edge.target)
-    return source is not None and target is not None and LAYERS.index(target) > LAYERS.index(source)
+    """Whether ``edge`` imports a later layer, the package root included (type-only imports too)."""
+    return _rank(_folder(edge.target)) > _rank(_folder(edge.module))
 
 
 def _opener(edge: Import) -> bool:
@@ -141,10 +150,10 @@ def test_each_listed_opener_is_a_lazy_import_in_its_method(module: str, method: 
 
 
 def test_no_cycle_between_folders() -> None:
-    graph: dict[str, set[str]] = {layer: set() for layer in LAYERS}
+    graph: dict[str, set[str]] = {layer: set() for layer in (*LAYERS, ROOT)}
     for edge in IMPORTS:
         source, target = _folder(edge.module), _folder(edge.target)
-        if source and target and source != target and not _opener(edge):
+        if source != target and not _opener(edge):
             graph[source].add(target)
     try:
         graphlib.TopologicalSorter(graph).prepare()
@@ -163,39 +172,43 @@ def test_no_import_cycle_between_modules_at_import_time() -> None:
         pytest.fail(f"modules import each other when loaded: {' -> '.join(error.args[1])}")
 
 
-def _registered_views() -> dict[str, set[str]]:
-    """View module -> the modules of the stage classes it registers (``register_view(Cls, ...)``)."""
+def _named_views() -> dict[str, set[str]]:
+    """View module -> the modules of the stage classes that name it (``view_module = "..."`` in a class body)."""
     views: dict[str, set[str]] = {}
     for module, path in MODULES.items():
-        tree = ast.parse(path.read_text())
-        registered = {call.args[0].id for call in ast.walk(tree) if isinstance(call, ast.Call)
-                      and getattr(call.func, "id", None) == "register_view" and isinstance(call.args[0], ast.Name)}
-        if not registered:
-            continue
-        models = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and any(a.name in registered for a in node.names):
-                package = module.rpartition(".")[0].split(".")
-                base = package[: len(package) - node.level + 1] if node.level else []
-                models.add(".".join(base + [node.module]) if node.level else node.module)
-        views[module] = models
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                for statement in node.body:
+                    if (isinstance(statement, ast.Assign) and [getattr(t, "id", None) for t in statement.targets]
+                            == ["view_module"] and isinstance(statement.value, ast.Constant)):
+                        views.setdefault(statement.value.value, set()).add(module)
     return views
 
 
 def test_each_view_imports_its_model_and_no_model_imports_a_view() -> None:
-    views = _registered_views()
+    views = _named_views()
     assert set(views) == {"luminal_lab.hlir.view", "luminal_lab.egraph.view", "luminal_lab.llir.view",
                           "luminal_lab.llir.regions_view", "luminal_lab.codegen.cuda_view"}
-    assert all(models for models in views.values())  # each view imports the class it draws
+    for view, models in views.items():  # each view draws the class it names, from that class's module
+        assert models <= {i.target for i in IMPORTS if i.module == view}, f"{view} does not import {models}"
     models = set().union(*views.values())
     wrong = [str(i) for i in IMPORTS if i.module in models and i.target in views]
     assert not wrong, "models importing views:\n" + "\n".join(wrong)
-    # below its own package's __init__ (which imports it to register it), only other views and later layers use a view
+    # in its own folder only other views use a view: a stage loads its view when first shown (Stage.view_module)
     for view in views:
         folder = _folder(view)
-        users = [i for i in IMPORTS if i.target == view and _folder(i.module) == folder
-                 and i.module not in views and not _is_package(i.module)]
+        users = [i for i in IMPORTS if i.target == view and _folder(i.module) == folder and i.module not in views]
         assert not users, f"{view} is imported by {[str(i) for i in users]}"
+
+
+def test_importing_the_package_or_a_runtime_draws_nothing() -> None:
+    """Nothing that draws or belongs to a notebook loads with the package or its runtimes: views load when a stage is
+    first shown, widgets and magics when they are made."""
+    code = ("import sys, luminal_lab, luminal_lab.runtime; "
+            "print(sorted(m for m in ('graphviz', 'IPython', 'ipywidgets', 'matplotlib', 'anywidget') "
+            "if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]", loaded
 
 
 TESTS = Path(__file__).parent

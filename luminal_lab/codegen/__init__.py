@@ -7,7 +7,6 @@ blocks in ``cuda_c``, with ``cuda_matmul`` writing a contraction's tiled and ten
 ``comp.cuda``, drawn by ``cuda_view``.
 """
 
-from . import cuda_view  # noqa: F401  (draws CudaStage)
 from .cuda import llir_sources
 from .cuda_c import CudaKernel
 from .cuda_stage import CudaStage

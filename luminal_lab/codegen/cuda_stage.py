@@ -64,6 +64,7 @@ class CudaStage(Stage):
     _compiled: dict[int, Compilation] = field(init=False, default_factory=dict)  # by written LLIR kernel id
 
     name = "cuda"
+    view_module = "luminal_lab.codegen.cuda_view"
 
     def __post_init__(self) -> None:
         self.kernels = llir_sources(self.llir)

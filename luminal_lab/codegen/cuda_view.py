@@ -28,11 +28,9 @@ and compile status above its source, highlighted with Pygments when it is instal
 from __future__ import annotations
 
 import html
-import sys
 from typing import Any
 
 from ..core.ids import cuda_kernel_id as kernel_id
-from ..core.stage import register_view
 from ..core.symbolic import Expr
 from .cuda_c import BLOCK, CudaKernel
 from .cuda_stage import CudaStage
@@ -135,6 +133,3 @@ def to_html(stage: CudaStage) -> str:
     """The summary, then each kernel's launch configuration, compile status and highlighted source."""
     kernels = "".join(_kernel_html(stage, k) for k in stage.kernels)
     return f'<div class="luminal-cuda"><div><b>{html.escape(summary(stage))}</b></div>{kernels}</div>'
-
-
-register_view(CudaStage, sys.modules[__name__])

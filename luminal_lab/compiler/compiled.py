@@ -23,6 +23,7 @@ from ..core.arguments import fail, flag, function, integer, seconds
 from ..core.arrays import to_torch
 from ..core.errors import ArgumentError, LuminalError, MemoryBudgetError, Refused
 from ..core.stage import Stage
+from ..core.version import __version__
 from ..egraph import EGraph
 from ..hlir.graph import Graph, HLIRStage, Signature
 from ..hlir.reference import ReferenceRuntime
@@ -303,8 +304,6 @@ class Compiled:
     def records_key_on(self, device: str) -> str:
         """The key of this program's tuning records on ``device``: its e-graph and input signature (names, shapes
         with their symbolic sizes, dtypes), the device and the library version."""
-        from .. import __version__
-
         signature = [(name, str(spec.node.shape), spec.node.dtype.name) for name, spec in self.graph.inputs.items()
                      if not spec.is_weight]
         return program_key(self.egraph.program, self.egraph.rulesets, signature, device, __version__)

@@ -23,7 +23,6 @@ from .ops import Op
 from .shape_tracker import ONE, ShapeTracker, format_shape
 from .symbolic import Expr
 
-MAX_DRAWN_NODES = 400  # above this many nodes the picture is condensed
 MAX_BOXES = 120  # most boxes of ops in a condensed picture
 MAX_BOUNDARY = 40  # inputs / weights / outputs drawn one by one in a condensed picture (per kind)
 ORDERED_OPERANDS = (Op.MOD, Op.LESS_THAN, Op.GATHER, Op.SCATTER, Op.SCATTER_ADD)  # edge labels show the operand index

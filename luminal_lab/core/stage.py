@@ -34,46 +34,33 @@ Everything in the envelope is plain JSON (strings, numbers, bools, lists, dicts)
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 STAGE_MIME = "application/vnd.luminal-lab.stage+json"
 SCHEMA_VERSION = 1
-
-_VIEWS: dict[type[Stage], ModuleType] = {}  # stage class -> the module that draws it
-
-
-def register_view(stage: type[Stage], view: ModuleType) -> None:
-    """Make ``view`` show ``stage`` and its subclasses: a module defining ``summary(stage)``, ``to_json(stage)``
-    and ``to_svg(stage)``.
-
-    Each stage package's view module calls this for its stage class when imported, and the package's
-    ``__init__`` imports its views, so a model never imports its view and every stage can show itself.
-    """
-    _VIEWS[stage] = view
-
-
-def _view_of(stage: type[Stage]) -> ModuleType | None:
-    return next((_VIEWS[cls] for cls in stage.__mro__ if cls in _VIEWS), None)
+MAX_DRAWN_NODES = 400  # above this many nodes a stage's picture is condensed
 
 
 class Stage:
     """A pipeline stage as a notebook object: one-line summary, SVG picture, JSON envelope.
 
-    Subclasses set ``name``; the module registered for them with ``register_view`` draws them. A
-    stage with no registered view implements ``summary`` and ``to_json`` itself and has no picture.
+    Subclasses set ``name``, and ``view_module``: the module that shows them (defining ``summary(stage)``,
+    ``to_json(stage)`` and ``to_svg(stage)``), named, not imported, so a model never imports its view and nothing
+    that draws (graphviz, matplotlib) loads until a stage is shown. A stage with no view module implements
+    ``summary`` and ``to_json`` itself and has no picture.
     """
 
     name: str = "stage"
+    view_module: ClassVar[str | None] = None
 
     def _view(self) -> ModuleType:
-        view = _view_of(type(self))
-        if view is None:
-            raise LookupError(f"no view is registered for {type(self).__name__} (its package's view module "
-                              "registers one with register_view when imported)")
-        return view
+        if self.view_module is None:
+            raise LookupError(f"{type(self).__name__} names no view module (Stage.view_module)")
+        return importlib.import_module(self.view_module)
 
     def summary(self) -> str:
         """One stable line describing the stage."""
@@ -85,8 +72,7 @@ class Stage:
 
     def to_svg(self) -> str | None:
         """An SVG picture, or ``None`` when none can be drawn (no Graphviz, or no view)."""
-        view = _view_of(type(self))
-        return None if view is None else view.to_svg(self)
+        return None if self.view_module is None else self._view().to_svg(self)
 
     def envelope(self, nodes: list[dict[str, Any]], edges: list[dict[str, Any]],
                  links: dict[str, dict[str, list[str]]] | None = None,

@@ -7,7 +7,6 @@ constructor, kernel lowering, dtype rule and rewrites, from which the rulesets a
 (e-classes and e-nodes read back) and ``view`` (how the stage draws itself).
 """
 
-from . import view  # noqa: F401  (draws EGraph)
 from .egraph import EGraph, Saturation, StepReport
 from .ops import OpRegistry, OpSpec, Rule, default_registry
 from .snapshot import EClass, ENode, Snapshot

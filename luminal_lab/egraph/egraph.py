@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ..core.arguments import fail, integer, one_of, seconds, writable
-from ..core.draw import Picture
 from ..core.errors import BudgetExceeded, EgglogError
 from ..core.stage import Stage
 from ..hlir.graph import Graph, Node
@@ -41,6 +40,7 @@ from .worker import POSITION, EgglogWorker, WorkerDied, shift_position
 from .worker import command_spans as _command_spans
 
 if TYPE_CHECKING:
+    from ..core.draw import Picture
     from ..notebook.inspector import EClassInspector
     from ..notebook.stepper import RuleStepper
 
@@ -120,6 +120,7 @@ class EGraph(Stage):
     """The e-graph of a graph's HLIR; ``comp.egraph``."""
 
     name = "egraph"
+    view_module = "luminal_lab.egraph.view"
 
     def __init__(self, graph: Graph, registry: OpRegistry | None = None, memory_limit: int | None = None,
                  fusion: bool = True):

@@ -61,7 +61,6 @@ None or ``"hlir"``; ``expand`` (None, or a list of group ids of the picture) onl
 from __future__ import annotations
 
 import html
-import sys
 from collections import Counter, deque
 from dataclasses import dataclass
 from functools import cached_property
@@ -72,7 +71,6 @@ import graphviz
 from ..core.arguments import fail
 from ..core.draw import EDGE_ATTR, GRAPH_ATTR, KIND_STYLE, NODE_ATTR, STUB_STYLE, Picture
 from ..core.ids import hlir_id
-from ..core.stage import register_view
 from .egraph import EGraph
 from .snapshot import ENode, Snapshot
 
@@ -649,6 +647,3 @@ def _draw_enode(dot: graphviz.Digraph, snapshot: Snapshot, n: IRNode) -> None:
         label += f'<br/><font point-size="7" color="#6b7280">{html.escape(", ".join(n.inputs))}</font>'
     dot.node(n.enode.id, label=label + ">", id=n.enode.id, tooltip=graphviz.nohtml(tooltip.replace("\n", "\\n")),
              **{"class": classes}, **style)
-
-
-register_view(EGraph, sys.modules[__name__])

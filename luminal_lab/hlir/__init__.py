@@ -6,7 +6,6 @@ primitives), ``view`` (how the HLIR stage draws itself), ``reference`` (the nump
 is the ground truth) and ``contraction`` (a broadcast multiply-and-sum as one matmul).
 """
 
-from . import view  # noqa: F401  (draws HLIRStage)
 from .graph import Graph, HLIRStage, Node, Signature
 from .reference import ReferenceRuntime
 from .tensor import GraphTensor

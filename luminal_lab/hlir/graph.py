@@ -25,19 +25,21 @@ import contextlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..core.arguments import fail, integer
-from ..core.draw import MAX_DRAWN_NODES, Picture
 from ..core.dtypes import DType, from_numpy
 from ..core.errors import DTypeError, LuminalError, ShapeError
 from ..core.ops import BINARY_OPS, REDUCE_OPS, UNARY_OPS, Op
 from ..core.shape_tracker import ShapeTracker, format_shape
-from ..core.stage import Stage
+from ..core.stage import MAX_DRAWN_NODES, Stage
 from ..core.symbolic import Expr, ExprLike, as_expr
 from .tensor import GraphTensor
+
+if TYPE_CHECKING:
+    from ..core.draw import Picture
 
 
 @dataclass(eq=False)
@@ -275,6 +277,7 @@ class HLIRStage(Stage):
     """
 
     name = "hlir"
+    view_module = "luminal_lab.hlir.view"
 
     def __init__(self, graph: Graph, include_dead: bool = False, max_drawn: int = MAX_DRAWN_NODES,
                  layer: tuple[frozenset[int], int] | None = None) -> None:

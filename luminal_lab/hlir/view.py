@@ -38,7 +38,6 @@ import contextlib
 import html
 import itertools
 import math
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -68,7 +67,6 @@ from ..core.draw import (
 from ..core.ids import hlir_id
 from ..core.ops import REDUCE_OPS, Op
 from ..core.shape_tracker import ShapeTracker, format_shape
-from ..core.stage import register_view
 from .graph import HLIRStage, Node
 
 
@@ -320,6 +318,3 @@ def _describe(node: Node, name: str = "") -> str:
 
 def _edge_id(src: Node, dst: Node, index: int) -> str:
     return f"{hlir_id(src)}-{hlir_id(dst)}-{index}"
-
-
-register_view(HLIRStage, sys.modules[__name__])

@@ -5,7 +5,6 @@
 ``view`` and ``regions_view``.
 """
 
-from . import regions_view, view  # noqa: F401  (draw LLIR and Regions)
 from .genome import ChoiceSpace, Genome, extract
 from .llir import LLIR, Kernel
 from .regions import Region, RegionBody, Regions, find_regions

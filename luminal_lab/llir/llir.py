@@ -24,14 +24,16 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.arguments import integer
-from ..core.draw import Picture
 from ..core.dtypes import DType
 from ..core.shape_tracker import format_shape
 from ..core.stage import Stage
 from ..core.symbolic import Expr
+
+if TYPE_CHECKING:
+    from ..core.draw import Picture
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class LLIR(Stage):
     fold: bool = True  # the picture draws a rolled layer's first copy only (``expand()`` draws every copy)
 
     name = "llir"
+    view_module = "luminal_lab.llir.view"
 
     @property
     def copies(self) -> int:

@@ -207,6 +207,7 @@ class Regions(Stage):
     regions: list[Region]
 
     name = "regions"
+    view_module = "luminal_lab.llir.regions_view"
 
     @classmethod
     def of(cls, llir: LLIR) -> Regions:

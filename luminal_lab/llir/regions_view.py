@@ -35,13 +35,11 @@ ops and end. LLIRs too big to draw kernel by kernel get the LLIR's condensed pic
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from typing import Any
 
 from ..core.draw import render, view_json
 from ..core.ids import kernel_id, region_id
-from ..core.stage import register_view
 from .regions import Regions
 from .view import to_dot
 
@@ -113,6 +111,3 @@ def to_json(stage: Regions) -> dict[str, Any]:
 def to_svg(stage: Regions) -> str | None:
     """The LLIR picture with one cluster per region as SVG, or ``None`` when Graphviz cannot draw it."""
     return render(to_dot(stage.llir, stage.regions), "regions")
-
-
-register_view(Regions, sys.modules[__name__])

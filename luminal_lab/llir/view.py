@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import html
 import math
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -63,7 +62,6 @@ from ..core.draw import (
     LAYER_ATTR,
     MAX_BOUNDARY,
     MAX_BOXES,
-    MAX_DRAWN_NODES,
     NODE_ATTR,
     ORDERED_OPERANDS,
     REDUCE_STYLE,
@@ -78,7 +76,7 @@ from ..core.draw import (
 from ..core.ids import hlir_id, kernel_id, region_id
 from ..core.ops import REDUCE_KERNELS
 from ..core.shape_tracker import format_shape
-from ..core.stage import register_view
+from ..core.stage import MAX_DRAWN_NODES
 from .llir import LLIR, Kernel
 from .regions import Region, find_regions
 
@@ -445,6 +443,3 @@ def _condensed(dot: graphviz.Digraph, llir: LLIR, regions: int, clustered: int) 
     flows = Counter((a, b) for a, b in reads if a is not None and b is not None and a != b)
     for (a, b), count in flows.items():
         dot.edge(a, b, label=f"×{count}" if count > 1 else None)
-
-
-register_view(LLIR, sys.modules[__name__])

@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from ..core.version import __version__
 from ..llir.genome import ChoiceSpace, Genome
 from .search import Candidate
 
@@ -65,8 +66,6 @@ class TuningRecords:
 
     def add(self, key: str, device: str, candidates: Iterable[Candidate]) -> int:
         """Record ``candidates`` (each with its genome) under ``key``; returns how many."""
-        from .. import __version__
-
         now, machine = time.time(), platform.node()
         rows = [(key, f"{c.hash:016x}", json.dumps(c.genome.choices if c.genome is not None else {}), device,
                  c.seconds, c.outcome, c.reason, __version__, machine, now) for c in candidates]
