@@ -18,12 +18,9 @@ busy). Ratios against torch eager and ``torch.compile`` for one call of the same
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -32,23 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import RESULTS, median_ms, write_result  # noqa: E402
+from tests.helpers.busy import spinning  # noqa: E402
 
 REPEATS = 5
 SEARCH = {"generations": 2, "generation_size": 6, "seed": 0}
 TARGET = 1.10
-
-
-@contextmanager
-def busy(on: bool):
-    """A spinning process per core while the block runs (none when not ``on``)."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)
-                ] if on else []
-    try:
-        yield
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-            spinner.wait()
 
 
 def program():
@@ -105,7 +90,7 @@ def main() -> None:
                                                                               reference.items()}}
     for state in ("idle", "busy"):
         found: dict[str, list] = {"main": [], "widget": []}
-        with busy(state == "busy"):
+        with spinning(state == "busy"):
             start = time.perf_counter()
             for _ in range(REPEATS):
                 for thread in found:

@@ -8,9 +8,6 @@ of memory besides (3 to 30 times its median); the early abort used to judge by i
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import numpy as np
@@ -19,18 +16,14 @@ import pytest
 import luminal_lab as ll
 from luminal_lab.runtime import new_runtime
 from luminal_lab.search.runners import SLOW, Job, measure_job
+from tests.helpers.busy import spinning
 
 
 @pytest.fixture
 def busy() -> Iterator[None]:
     """A spinning process per core for the test's duration."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
-    try:
+    with spinning():
         yield
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-            spinner.wait()
 
 
 @pytest.fixture(scope="module")
