@@ -90,10 +90,7 @@ class Compiled:
     @functools.cached_property
     def egraph(self) -> EGraph:
         """The e-graph stage, built (and its egglog worker started) on first access."""
-        egraph = EGraph(self.compiled_graph, fusion=self.fusion)
-        egraph.current_genome = lambda: self.genome
-        egraph.layer = self.hlir.layer  # the rolled layer (None without one), for the JSON's per-e-class flag
-        return egraph
+        return EGraph(self.compiled_graph, fusion=self.fusion, layer=self.hlir.layer, genome=lambda: self.genome)
 
     def __repr__(self) -> str:
         return f"<ll.Compiled {self.hlir}>"

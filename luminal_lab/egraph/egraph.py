@@ -117,13 +117,16 @@ class Saturation:
 
 
 class EGraph(Stage):
-    """The e-graph of a graph's HLIR; ``comp.egraph``."""
+    """The e-graph of a graph's HLIR; ``comp.egraph``. Whoever builds it may pass what its views show beside it:
+    ``layer``, a rolled graph's layer (its HLIR node ids, markers included, and its copies), and ``genome``, a
+    function giving the genome whose picks views show by default (``Compiled`` passes its current genome)."""
 
     name = "egraph"
     view_module = "luminal_lab.egraph.view"
 
     def __init__(self, graph: Graph, registry: OpRegistry | None = None, memory_limit: int | None = None,
-                 fusion: bool = True):
+                 fusion: bool = True, layer: tuple[frozenset[int], int] | None = None,
+                 genome: Callable[[], Picks | None] | None = None):
         self.graph = graph
         self.fusion = fusion
         self.registry = registry or default_registry()
@@ -131,10 +134,8 @@ class EGraph(Stage):
         self._user_rules: list[tuple[frozenset[str], str]] = []  # (the rulesets its rules join, the text)
         self._user_rulesets: list[str] = []
         self.history: list[StepReport] = []
-        # the genome whose picks views show by default: set by whoever runs genomes of this e-graph
-        self.current_genome: Callable[[], Picks | None] | None = None
-        # a rolled graph's layer (its HLIR node ids, markers included, and its copies): set by whoever rolled it
-        self.layer: tuple[frozenset[int], int] | None = None
+        self.current_genome = genome
+        self.layer = layer
         self._growth: dict[str, float] = {}  # each ruleset's growth factor in its last iteration, for the forecast
         self.status = "built"
         self._worker = EgglogWorker(memory_limit or default_memory_limit())

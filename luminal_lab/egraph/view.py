@@ -12,7 +12,7 @@ e-node after a later step). Stage-specific fields:
 
 - e-class node: ``kind: "eclass"``, ``sort``, ``label`` (its e-nodes' names for an IR
   e-class, else a short term such as ``[4, 3]``), ``hlir`` (HLIR stage ids), ``dtype``,
-  ``enodes`` (how many); when the graph has a rolled layer (``eg.layer``, set by
+  ``enodes`` (how many); when the graph has a rolled layer (``eg.layer``, passed by
   ``Compiled``), ``layer``: whether all its HLIR nodes (at least one) are in that layer.
 - e-node node: ``kind: "enode"``, ``op``, ``label``, ``literals``, ``eclass``, ``subsumed``,
   ``added_in_last_step``; an e-node of an IR e-class also has ``ir``: ``names`` (an ``Op``'s
