@@ -59,12 +59,13 @@ notebooks: setup
 ## The whole test suite: the extension's unit tests, pytest (browser tests in JupyterLab included), the notebooks
 ## against their stored outputs (nbval), the GPU check's dry run (scripts/gpu-check: what it carries to a GPU machine is
 ## complete), then the linter. pytest runs one worker per core (at most 4: each may hold an egglog e-graph), a test
-## module per worker at a time, and lists the slowest tests last; nbval runs a notebook per worker.
+## module per worker at a time, and lists the slowest tests last; nbval runs a notebook per worker, each kernel given
+## 180 s to start (nbval's 60 s once ran out on a loaded machine, with every cell of that notebook unrun).
 test: setup
 	cd extension && npm test
 	$(BIN)/python -m pytest -q -rs -n auto --maxprocesses 4 --dist loadfile --durations=30
 	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile --nbval notebooks/ --nbval-current-env \
-		--nbval-sanitize-with notebooks/nbval_sanitize.cfg
+		--nbval-sanitize-with notebooks/nbval_sanitize.cfg --nbval-kernel-startup-timeout 180
 	$(BIN)/python scripts/gpu-check
 	$(BIN)/ruff check luminal_lab tests benchmarks scripts scripts/gpu-check
 
