@@ -680,7 +680,7 @@ async function workbench(page, ctx) {
     const select = cell.querySelector('select');
     return {
       entries: [...select.options].map((o) => o.textContent),
-      cut: [...select.options].some((o) => select.scrollWidth > select.clientWidth + 1),
+      cut: select.scrollWidth > select.clientWidth + 1,
       rows: [...cell.querySelectorAll('table.ll-enodes tbody tr')].map((tr) => [...tr.children].map((td) => td.textContent)),
       buttons: [...cell.querySelectorAll('.jp-OutputArea button')].map((b) => b.textContent.trim()).filter((t) => t.includes(' · ')),
     };

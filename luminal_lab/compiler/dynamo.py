@@ -672,11 +672,8 @@ def _training(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: 
     they are its inputs, so the parameters among them are its weights; attention is traced as its math. The backward
     is compiled on stand-ins of its inputs' shapes and dtypes (the saved activations and the outputs' gradients), all
     of which stay its inputs."""
-    from torch._functorch import config as functorch_config
-    from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch._functorch.aot_autograd import make_boxed_func
     from torch._subclasses.fake_tensor import unset_fake_temporarily
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     forwards: list[DynamoProgram] = []  # (one with no backward chooses its genome on its first call)
 
@@ -691,11 +688,23 @@ def _training(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: 
                     first.choose_genomes()
             return make_boxed_func(program)
 
-    # attention traced as its math (matmuls, softmax), whose backward is those ops' own: the CPU flash kernel's
-    # backward is one fused op with no translation
+    return through_aot(gm, example_inputs, functools.partial(compiler, forward=True),
+                       functools.partial(compiler, forward=False))
+
+
+def through_aot(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], fw_compiler: Callable[..., Any],
+                bw_compiler: Callable[..., Any]) -> Callable[..., Any]:
+    """``gm``'s forward and backward as the training path traces them, handed to the two compilers (the backward's
+    at once, not on the first ``backward()``): AOTAutograd with ``aot_decompositions`` and the min-cut partitioner,
+    attention as its math (matmuls, softmax), whose backward is those ops' own: the CPU flash kernel's backward is
+    one fused op with no translation."""
+    from torch._functorch import config as functorch_config
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
     with functorch_config.patch(force_non_lazy_backward_lowering=True), sdpa_kernel([SDPBackend.MATH]):
-        return aot_module_simplified(gm, example_inputs, fw_compiler=functools.partial(compiler, forward=True),
-                                     bw_compiler=functools.partial(compiler, forward=False),
+        return aot_module_simplified(gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
                                      decompositions=aot_decompositions(),
                                      partition_fn=min_cut_rematerialization_partition)
 

@@ -15,9 +15,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import luminal_lab as ll
-from luminal_lab.compiler.dynamo import DynamoProgram
+from luminal_lab.compiler.dynamo import DynamoProgram, through_aot
 from luminal_lab.frontends.aten import TABLE
-from luminal_lab.frontends.export import aot_decompositions, export_core_aten
+from luminal_lab.frontends.export import export_core_aten
 from tests.helpers.causal_lms import llama, prompt
 from tests.helpers.models import LlamaBlock, llama_inputs
 
@@ -112,7 +112,7 @@ def test_the_forward_and_backward_are_programs() -> None:
 def test_aot_graphs_export_to_the_same_ops_undecomposed() -> None:
     """The backend exports AOTAutograd's forward and backward without decomposing them again (``core_aten``): they
     are core aten already, so the export gives the very ops the decomposition would, node for node."""
-    from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+    from torch._functorch.aot_autograd import make_boxed_func
 
     graphs: list[tuple[torch.fx.GraphModule, list]] = []
 
@@ -121,8 +121,7 @@ def test_aot_graphs_export_to_the_same_ops_undecomposed() -> None:
         return make_boxed_func(graph.forward)
 
     def backend(gm: torch.fx.GraphModule, inputs: list) -> Callable:
-        return aot_module_simplified(gm, inputs, fw_compiler=record, bw_compiler=record,
-                                     decompositions=aot_decompositions())
+        return through_aot(gm, inputs, record, record)
 
     model = LlamaBlock()
     (x,) = llama_inputs()

@@ -25,9 +25,10 @@ from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.opinfo.core import OpInfo
 
 from luminal_lab.compiler.compiled import Compiled
+from luminal_lab.compiler.dynamo import through_aot
 from luminal_lab.core.errors import LuminalError, UnsupportedOpError
 from luminal_lab.frontends import from_torch, translate
-from luminal_lab.frontends.export import FunctionModule, aot_decompositions, export_core_aten
+from luminal_lab.frontends.export import FunctionModule, export_core_aten
 from luminal_lab.frontends.translate import is_size, lookup
 
 # ops whose values torch leaves undefined (uninitialised memory): only their shapes and dtypes are compared
@@ -469,16 +470,8 @@ def _translatable(graph: torch.fx.GraphModule, _inputs: Sequence[Any]) -> Callab
 
 def _traces(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
     """A dynamo backend that traces the forward and backward graphs as luminal_lab's training path does
-    (``dynamo._training``) and runs them in torch, refusing any the frontend would not translate."""
-    from torch._functorch import config as functorch_config
-    from torch._functorch.aot_autograd import aot_module_simplified
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    with functorch_config.patch(force_non_lazy_backward_lowering=True), sdpa_kernel([SDPBackend.MATH]):
-        return aot_module_simplified(gm, example_inputs, fw_compiler=_translatable, bw_compiler=_translatable,
-                                     decompositions=aot_decompositions(),
-                                     partition_fn=min_cut_rematerialization_partition)
+    (``dynamo.through_aot``) and runs them in torch, refusing any the frontend would not translate."""
+    return through_aot(gm, example_inputs, _translatable, _translatable)
 
 
 def _suspects(entries: list[GradEntry]) -> list[GradEntry]:
