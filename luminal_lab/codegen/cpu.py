@@ -81,10 +81,14 @@ def _store(dtype: DType, value: str) -> str:
     return value
 
 
-_UNARY_F32 = {"Log2": "m.log2f({x})", "Exp2": "m.exp2f({x})", "Exp": "m.expf({x})", "Sin": "m.sinf({x})",
-              "Sqrt": "np.sqrt({x})", "Recip": "np.float32(1.0) / {x}"}
-_UNARY_F64 = {"Log2": "np.log2({x})", "Exp2": "np.exp2({x})", "Exp": "np.exp({x})", "Sin": "np.sin({x})",
-              "Sqrt": "np.sqrt({x})", "Recip": "1.0 / {x}"}
+_UNARY = {  # op -> (f32, f64)
+    "Log2": ("m.log2f({x})", "np.log2({x})"),
+    "Exp2": ("m.exp2f({x})", "np.exp2({x})"),
+    "Exp": ("m.expf({x})", "np.exp({x})"),
+    "Sin": ("m.sinf({x})", "np.sin({x})"),
+    "Sqrt": ("np.sqrt({x})", "np.sqrt({x})"),
+    "Recip": ("np.float32(1.0) / {x}", "1.0 / {x}"),
+}
 _BINARY = {"Add": "{x} + {y}", "Mul": "{x} * {y}", "LessThan": "{x} < {y}"}
 _CAST = {DType.F32: "np.float32({x})", DType.F64: "np.float64({x})", DType.I8: "np.int8({x})",
          DType.U8: "np.uint8({x})", DType.I16: "np.int16({x})", DType.I32: "np.int32({x})",
@@ -94,7 +98,7 @@ _CAST = {DType.F32: "np.float32({x})", DType.F64: "np.float64({x})", DType.I8: "
 def _expression(op: str, dtype: DType, target: DType, operands: list[str]) -> str:
     """The value of ``op`` on loaded operands of ``dtype`` (its compute type), for an output of ``target``."""
     if op in UNARY_KERNELS:
-        return (_UNARY_F64 if dtype == DType.F64 else _UNARY_F32)[op].format(x=operands[0])
+        return _UNARY[op][dtype == DType.F64].format(x=operands[0])
     if op in _BINARY:
         value = _BINARY[op].format(x=operands[0], y=operands[1])
         return f"({value}) != 0" if target == DType.BOOL and op != "LessThan" else value  # bool + bool is or

@@ -124,19 +124,23 @@ def lowest(dtype: DType) -> str:
     return f"({compute_type(dtype)})({dtype.lowest + 1}LL - 1)"  # the LL literal of -2**63 does not exist
 
 
-_UNARY_FLOAT = {"Log2": "log2f({})", "Exp2": "exp2f({})", "Sin": "sinf({})", "Sqrt": "sqrtf({})",
-                "Recip": "(1.0f / ({}))", "Exp": "expf({})"}
-_UNARY_DOUBLE = {"Log2": "log2({})", "Exp2": "exp2({})", "Sin": "sin({})", "Sqrt": "sqrt({})",
-                 "Recip": "(1.0 / ({}))", "Exp": "exp({})"}
+_UNARY = {  # op -> (float, double)
+    "Log2": ("log2f({})", "log2({})"),
+    "Exp2": ("exp2f({})", "exp2({})"),
+    "Sin": ("sinf({})", "sin({})"),
+    "Sqrt": ("sqrtf({})", "sqrt({})"),
+    "Recip": ("(1.0f / ({}))", "(1.0 / ({}))"),
+    "Exp": ("expf({})", "exp({})"),
+}
 
 
 def unary(op: str, dtype: DType, a: str) -> str:
     ctype = compute_type(dtype)
     if ctype == "float":
-        return _UNARY_FLOAT[op].format(a)
+        return _UNARY[op][0].format(a)
     if ctype == "double":
-        return _UNARY_DOUBLE[op].format(a)
-    return f"({ctype})" + _UNARY_DOUBLE[op].format(f"(double)({a})")  # ints: through double
+        return _UNARY[op][1].format(a)
+    return f"({ctype})" + _UNARY[op][1].format(f"(double)({a})")  # ints: through double
 
 
 def binary(op: str, dtype: DType, a: str, b: str) -> str:

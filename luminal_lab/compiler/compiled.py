@@ -214,13 +214,15 @@ class Compiled:
     def profile(self, genome: Genome | None = None, device: str = "cpu", inputs: Sequence | None = None,
                 warmup: int = 2, trials: int = 10) -> Profile:
         """Median time per kernel and in total of ``genome`` (default: the current genome) on
-        ``inputs`` (default: the example inputs, else seeded random ones); the LLIR keeps the times."""
+        ``inputs`` (default: the example inputs, else seeded random ones); ``llir(genome)`` then shows the times."""
         genome = self._owned(genome, "Compiled.profile")
         check_device(device, "Compiled.profile")
         warmup = integer("Compiled.profile", "warmup", warmup, minimum=0)
         trials = integer("Compiled.profile", "trials", trials, minimum=1)
         arrays, bindings = self._profiling_inputs(inputs, "Compiled.profile")
-        return self._runtime(genome, device).profile(arrays, self.graph.weights, bindings, warmup, trials)
+        profile = self._runtime(genome, device).profile(arrays, self.graph.weights, bindings, warmup, trials)
+        self._llirs[genome.hash] = self.llir(genome).timed(profile.kernels)
+        return profile
 
     def search(self, generations: int = 5, generation_size: int = 30, mutations: int = 3, keep_best: int = 3,
                budget: float | None = None, seed: int = 0, device: str = "cpu", inputs: Sequence | None = None,
@@ -283,7 +285,7 @@ class Compiled:
 
         def lower(genome: Genome) -> LLIR:
             llir = self._lower(genome)
-            if rolling is None:  # the program's LLIR of the genome: kept, with the times its measurement gives it
+            if rolling is None:  # the program's LLIR of the genome: kept, to show its times after the search
                 self._llirs[genome.hash] = llir
             return llir
 
@@ -291,6 +293,11 @@ class Compiled:
                         progress, on_candidate, stop, foreign_kernels(device), lower, seeds, skip)
         if rolling is not None:
             self._check_unrolled(result, arrays, bindings, expected, device, memory_budget)
+        else:  # each measured genome's LLIR shows its times
+            for candidate in result.history:
+                if candidate.outcome == "ok" and candidate.genome.hash in self._llirs:
+                    self._llirs[candidate.genome.hash] = self._llirs[candidate.genome.hash].timed(
+                        candidate.kernel_seconds)
         self._genome = result.best.genome
         self.last_search = result
         if recorded:

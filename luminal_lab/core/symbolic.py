@@ -14,7 +14,8 @@ egglog terms of Luminal's schema (``MNum``, ``MVar``, ``MIter``, ...) and to C.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Union
 
 import numpy as np
@@ -22,21 +23,6 @@ import numpy as np
 ExprLike = Union["Expr", int]
 
 _COMMUTATIVE = ("add", "mul", "min", "max", "and", "or")
-_EGGLOG_NAMES = {
-    "add": "MAdd",
-    "mul": "MMul",
-    "div": "MDiv",
-    "mod": "MMod",
-    "ceildiv": "MCeilDiv",
-    "min": "MMin",
-    "max": "MMax",
-    "and": "MAnd",
-    "or": "MOr",
-    "gte": "MGte",
-    "lt": "MLt",
-}
-
-
 class Expr:
     """An integer expression; build with ``Expr.num``, ``Expr.var``, ``Expr.z`` and operators."""
 
@@ -167,7 +153,7 @@ class Expr:
             return as_expr(variables[name]) if name in variables else self
         if op == "num":
             return self
-        return _BUILD[op](*(a.substitute(z, **variables) for a in self.args))
+        return EXPR_OPS[op].build(*(a.substitute(z, **variables) for a in self.args))
 
     def evaluate(self, bindings: Mapping[str, int] | None = None, z: int | np.ndarray | None = None):
         """Value under ``bindings``; ``z`` may be an int or an int64 array (evaluated elementwise)."""
@@ -231,7 +217,7 @@ class Expr:
             for a in negative:
                 term = ("MSub", term, a.to_egglog_term())
             return term
-        return _fold_terms(_EGGLOG_NAMES[op], args)
+        return _fold_terms(EXPR_OPS[op].egglog, args)
 
     def to_egglog(self) -> str:
         """The term as egglog text, e.g. ``(MAdd (MNum 2) (MVar "s"))``."""
@@ -254,9 +240,7 @@ class Expr:
             return text
         if op == "ceildiv":
             return f"(({parts[0]} + {parts[1]} - 1) / {parts[1]})"
-        symbol = {"add": " + ", "mul": " * ", "div": " / ", "mod": " % ", "and": " && ", "or": " || ",
-                  "gte": " >= ", "lt": " < "}[op]
-        return "(" + symbol.join(parts) + ")"
+        return "(" + f" {EXPR_OPS[op].c} ".join(parts) + ")"
 
     def __str__(self) -> str:
         op, args = self.op, self.args
@@ -277,8 +261,7 @@ class Expr:
             return f"{op}({', '.join(str(a) for a in args)})"
         if op == "ceildiv":
             return f"ceil({args[0]}/{args[1]})"
-        symbol = {"div": "/", "mod": "%", "and": " & ", "or": " | ", "gte": " >= ", "lt": " < "}[op]
-        return symbol.join(f"({a})" if a.op not in ("num", "var", "iter") else str(a) for a in args)
+        return EXPR_OPS[op].text.join(f"({a})" if a.op not in ("num", "var", "iter") else str(a) for a in args)
 
     def __repr__(self) -> str:
         return f"Expr({self})"
@@ -564,16 +547,31 @@ def lt(a: ExprLike, b: ExprLike) -> Expr:
     return Expr("lt", (a, b))
 
 
-_BUILD = {
-    "add": add,
-    "mul": mul,
-    "div": div,
-    "mod": mod,
-    "ceildiv": ceil_div,
-    "min": min_,
-    "max": max_,
-    "and": and_,
-    "or": or_,
-    "gte": gte,
-    "lt": lt,
-}
+@dataclass(frozen=True)
+class ExprOp:
+    """An expression op, declared once: its ``Expr.op``, its egglog constructor, how it is built, its C operator
+    (none for a call, ``name(a, b)``) and its operator in ``str()``. ``sub`` is egglog's alone: ``Expr`` adds a
+    negated term."""
+
+    name: str
+    egglog: str
+    build: Callable[..., Expr]
+    c: str = ""
+    text: str = ""
+
+
+EXPR_OPS = {op.name: op for op in (
+    ExprOp("add", "MAdd", add, "+"),
+    ExprOp("sub", "MSub", lambda a, b: add(a, mul(-1, b)), "-"),
+    ExprOp("mul", "MMul", mul, "*"),
+    ExprOp("div", "MDiv", div, "/", "/"),
+    ExprOp("mod", "MMod", mod, "%", "%"),
+    ExprOp("ceildiv", "MCeilDiv", ceil_div),
+    ExprOp("min", "MMin", min_),
+    ExprOp("max", "MMax", max_),
+    ExprOp("and", "MAnd", and_, "&&", " & "),
+    ExprOp("or", "MOr", or_, "||", " | "),
+    ExprOp("gte", "MGte", gte, ">=", " >= "),
+    ExprOp("lt", "MLt", lt, "<", " < "),
+)}
+EGGLOG_EXPR_OPS = {op.egglog: op for op in EXPR_OPS.values()}  # egglog constructor -> its op

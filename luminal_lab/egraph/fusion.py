@@ -69,8 +69,8 @@ Guards keep the number of regions small and the rules finite on e-graphs with cy
 
 from __future__ import annotations
 
-from ..core.ops import FUSABLE_BINARY, FUSABLE_REDUCE, FUSABLE_TERNARY, FUSABLE_UNARY
-from .ops import Rule
+from ..core.ops import FUSABLE_BINARY, FUSABLE_REDUCE, FUSABLE_TERNARY, FUSABLE_UNARY, KERNELS
+from .ops import Rule, inputs, op_term
 
 FUSION_RULESETS = ("fusion_pair", "fusion_grow", "fusion_merge")
 MAX_REGION_OPS = 32
@@ -85,47 +85,34 @@ FUNCTIONS = ("(function largest-plain (IR) i64 :merge (max old new))",  # e-clas
 _ELEMENTWISE = (*FUSABLE_UNARY, *FUSABLE_BINARY, *FUSABLE_TERNARY)
 
 
-def signatures() -> list[tuple[str, tuple[str, ...]]]:
-    """The OpKind constructors of the markers and fused ops."""
-    region = ("EList", "EList", "DType")  # shape, out strides, dtype
-    return [("FusionStart", ("EList", "View", "EList", "DType")), ("FusionEnd", region), ("FusionEndWarp", region),
-            *((f"Fused{op}", region) for op in _ELEMENTWISE),
-            *((f"Fused{op}", ("EList", "Expression", "EList", "DType")) for op in FUSABLE_REDUCE)]
-
-
 # ---- terms ---------------------------------------------------------------------------------------
-def _ilist(*items: str, tail: str = "(INil)") -> str:
-    text = tail
-    for item in reversed(items):
-        text = f"(ICons {item} {text})"
-    return text
-
-
 def _matched_inputs(*operands: str) -> str:
     """The inputs of an op in a query: its operands, then a tail variable of its own. Every op of a kind has the same
     number of inputs, so the tail is always ``INil``; a query naming ``(INil)`` in two lists lets egglog join them
     on it first, a product of every one-input list with every other (5 s an iteration for one rule on a 13k-node
     e-graph, instead of 30 ms)."""
-    return _ilist(*operands, tail="?tail-" + "-".join(operand.removeprefix("?") for operand in operands))
+    return inputs(*operands, tail="?tail-" + "-".join(operand.removeprefix("?") for operand in operands))
 
 
 _HERE = ("?s", "?o")  # the shape and out strides of the op a rule fuses (its dtype is ?dt)
 
 
 def _kernel(op: str, views: tuple[str, ...], operands: tuple[str, ...], at: tuple[str, str] = _HERE) -> str:
-    return f"(Op (Kernel{op} {at[0]} {' '.join(views)} {at[1]} ?dt) {_matched_inputs(*operands)})"
+    """Elementwise kernel op ``op`` at ``at``, reading ``operands`` through ``views`` (its view fields, in order)."""
+    named = dict(zip((f.name for f in KERNELS[op].fields if f.sort == "View"), views))
+    return op_term(f"Kernel{op}", _matched_inputs(*operands), shape=at[0], out=at[1], dtype="?dt", **named)
 
 
 def _fused(op: str, *operands: str, at: tuple[str, str] = _HERE) -> str:
-    return f"(Op (Fused{op} {at[0]} {at[1]} ?dt) {_ilist(*operands)})"
+    return op_term(f"Fused{op}", inputs(*operands), shape=at[0], out=at[1], dtype="?dt")
 
 
 def _start(view: str, source: str, at: tuple[str, str] = _HERE, dtype: str = "?dt") -> str:
-    return f"(Op (FusionStart {at[0]} {view} {at[1]} {dtype}) {_ilist(source)})"
+    return op_term("FusionStart", inputs(source), shape=at[0], view=view, out=at[1], dtype=dtype)
 
 
-def _end(inner: str, at: tuple[str, str] = _HERE) -> str:
-    return f"(Op (FusionEnd {at[0]} {at[1]} ?dt) {_ilist(inner)})"
+def _end(inner: str, at: tuple[str, str] = _HERE, marker: str = "FusionEnd") -> str:
+    return op_term(marker, inner, shape=at[0], out=at[1], dtype="?dt")
 
 
 _CONTIGUOUS = "(Strided ?o)"  # a read of a producer's output in its own layout
@@ -144,8 +131,8 @@ def _rule(ruleset: str, name: str, query: list[str], inner: str, size: str, prod
     else:
         record = "(set (plain-region ?e ?size) ?inner) (set (largest-plain ?e) ?size)"
     actions = (f"{bind_producer}(let ?inner {inner}) (set (fused-origin ?inner) ?e) (let ?size {size}) {record}"
-               f" (union ?e {_end('?inner', at)})")
-    return Rule(name, ruleset, f"(rule ({' '.join(query)}) ({actions}) :ruleset {ruleset} :name \"{name}\")")
+               f" (union ?e {_end(inputs('?inner'), at)})")
+    return Rule(name, ruleset, f"(rule ({' '.join(query)}) ({actions}))")
 
 
 def _producer(op: str, prefix: str, at: tuple[str, str] = _HERE) -> tuple[str, str]:
@@ -252,11 +239,13 @@ def merge_rules() -> list[Rule]:
 # ---- row regions -----------------------------------------------------------------------------------
 def _reduction(op: str, source: str) -> str:
     """A reduction ``?e`` with rows ``?s``, extent ``?k`` and out strides ``?o`` reading ``source`` unmasked."""
-    return f"(= ?e (Op (Kernel{op} ?s ?k (Strided ?kept) ?ks (MNum 1) ?o ?dt) {_matched_inputs(source)}))"
+    reduction = op_term(f"Kernel{op}", _matched_inputs(source), shape="?s", extent="?k", kept="(Strided ?kept)",
+                        stride="?ks", mask="(MNum 1)", out="?o", dtype="?dt")
+    return f"(= ?e {reduction})"
 
 
 def _fused_reduction(op: str, operand: str) -> str:
-    return f"(Op (Fused{op} ?s ?k ?o ?dt) (ICons {operand} (INil)))"
+    return op_term(f"Fused{op}", inputs(operand), shape="?s", extent="?k", out="?o", dtype="?dt")
 
 
 # the reduction reads a value of shape ?ps (its rows, then ?k) and out strides ?po in that value's own layout
@@ -265,8 +254,8 @@ _ALONG_ROWS = ("(init-of ?po ?kept ?ks)", "(init-of ?ps ?s ?k)")
 # an op of shape ?s reading an end (shape, out strides ?po) of a region with rows ?r along the row, through view ?v:
 # the end has shape ?r and ?v is ?po with a 0 appended, or the end has shape ?r + [1] and is read in its own layout
 _ROW_READS = {
-    "bcast": ("(Strided ?v)", "(= {end} (Op (FusionEnd ?r ?po ?dt) {fe}))", "(init-of ?v ?po (MNum 0))"),
-    "keepdim": ("(Strided ?po)", "(= {end} (Op (FusionEnd ?ps ?po ?dt) {fe}))", "(init-of ?ps ?r (MNum 1))"),
+    "bcast": ("(Strided ?v)", f"(= {{end}} {_end('{fe}', ('?r', '?po'))})", "(init-of ?v ?po (MNum 0))"),
+    "keepdim": ("(Strided ?po)", f"(= {{end}} {_end('{fe}', ('?ps', '?po'))})", "(init-of ?ps ?r (MNum 1))"),
 }
 
 
@@ -283,7 +272,7 @@ def row_rules() -> list[Rule]:
             rules.append(_rule("fusion_pair", f"fuse-{producer}-{op}",
                                [_reduction(op, "?m"), matched, "(!= ?e ?m)", *_ALONG_ROWS],
                                _fused_reduction(op, "?p"), "2", producer=inside, rows="?s"))
-        end = ["(= ?m (Op (FusionEnd ?ps ?po ?dt) ?fe))", *_ALONG_ROWS]
+        end = [f"(= ?m {_end('?fe', ('?ps', '?po'))})", *_ALONG_ROWS]
         for kind, rows in (("plain", ""), ("rows", "?s")):
             rules.append(_rule("fusion_grow", f"grow-{op}-{kind}", [_reduction(op, "?m"),
                                                                    *_region_at("?m", "?j", "?y", rows), *end],
@@ -304,7 +293,7 @@ def _row_merges(op: str) -> list[Rule]:
     """A binary op joining two region ends (``?m`` lhs, ``?q`` rhs), at least one of them with rows ``?r``."""
     rules = []
     both = ["(!= ?e ?q)", "(= ?k (+ ?i ?j))", f"(< ?k {MAX_REGION_OPS})"]
-    at_shape = "(= {end} (Op (FusionEnd ?s ?o ?dt) {fe}))"  # an end read in its own layout over the op's shape
+    at_shape = f"(= {{end}} {_end('{fe}')})"  # an end read in its own layout over the op's shape
     for kind, lhs, rhs in (("rows", "?r", "?r"), ("rows-plain", "?r", ""), ("plain-rows", "", "?r")):
         query = [f"(= ?e {_kernel(op, (_CONTIGUOUS, _CONTIGUOUS), ('?m', '?q'))})", "(!= ?e ?m)", *both,
                  *_largest("?m", "?i", "?y", lhs), *_largest("?q", "?j", "?w", rhs),
@@ -333,26 +322,21 @@ def bookkeeping_rules() -> list[Rule]:
     texts = {"on-rows": "((= ?r (row-shape ?t))) ((on-rows ?r ?r))",
              "on-rows-along": "((= ?r (row-shape ?t)) (init-of ?s ?r ?n)) ((on-rows ?s ?r))",
              "on-rows-batch": "((on-rows ?s ?r) (= ?b (ECons (MNum 1) ?s))) ((on-rows ?b ?r))"}
-    for op in FUSABLE_UNARY:
-        term = f"(= ?t (Op (Fused{op} ?s ?o ?dt) (ICons ?a (INil))))"
-        texts[f"rows-{op}"] = f"({term} (= ?r (row-shape ?a))) ((set (row-shape ?t) ?r))"
-    for op in FUSABLE_BINARY:
-        term = f"(= ?t (Op (Fused{op} ?s ?o ?dt) (ICons ?a (ICons ?b (INil)))))"
-        texts[f"rows-{op}-lhs"] = f"({term} (= ?r (row-shape ?a))) ((set (row-shape ?t) ?r))"
-        texts[f"rows-{op}-rhs"] = f"({term} (= ?r (row-shape ?b))) ((set (row-shape ?t) ?r))"
-    for op in FUSABLE_TERNARY:
-        term = f"(= ?t (Op (Fused{op} ?s ?o ?dt) (ICons ?c (ICons ?a (ICons ?b (INil))))))"
-        for side in ("c", "a", "b"):
-            texts[f"rows-{op}-{side}"] = f"({term} (= ?r (row-shape ?{side}))) ((set (row-shape ?t) ?r))"
-    return [Rule(name, "fusion_grow", f'(rule {text} :ruleset fusion_grow :name "{name}")')
-            for name, text in texts.items()]
+    sides = {**{op: (("", "?a"),) for op in FUSABLE_UNARY}, **{op: (("-lhs", "?a"), ("-rhs", "?b"))
+                                                                for op in FUSABLE_BINARY},
+             **{op: (("-c", "?c"), ("-a", "?a"), ("-b", "?b")) for op in FUSABLE_TERNARY}}
+    for op, operands in sides.items():
+        term = f"(= ?t {_fused(op, *(x for _, x in operands))})"
+        for label, x in operands:
+            texts[f"rows-{op}{label}"] = f"({term} (= ?r (row-shape {x}))) ((set (row-shape ?t) ?r))"
+    return [Rule(name, "fusion_grow", f"(rule {text})") for name, text in texts.items()]
 
 
 def warp_rules() -> list[Rule]:
     """A row region's end gets a ``FusionEndWarp`` twin in its e-class: the same region run a warp per row on a GPU
     (``FusionEnd`` runs it a block per row), a choice the genome makes."""
-    text = ("(rule ((= ?e (Op (FusionEnd ?s ?o ?dt) ?ins)) (= ?ins (ICons ?inner (INil))) (= ?r (row-shape ?inner)))"
-            " ((union ?e (Op (FusionEndWarp ?s ?o ?dt) ?ins))) :ruleset fusion_grow :name \"warp-per-row\")")
+    text = (f"(rule ((= ?e {_end('?ins')}) (= ?ins (ICons ?inner (INil))) (= ?r (row-shape ?inner)))"
+            f" ((union ?e {_end('?ins', marker='FusionEndWarp')})))")
     return [Rule("warp-per-row", "fusion_grow", text)]
 
 

@@ -21,15 +21,13 @@ import re
 from dataclasses import dataclass
 
 from ..core.dtypes import DType
-from ..core.ops import BINARY_OPS, REDUCE_OPS, UNARY_OPS, Op
+from ..core.ops import BINARY_OPS, HLIR_KERNELS, MARKERS, REDUCE_OPS, UNARY_OPS, Op
 from ..core.shape_tracker import ShapeTracker
-from ..core.symbolic import Expr, render_term
+from ..core.symbolic import EXPR_OPS, Expr, render_term
 from ..hlir.graph import Graph, Node
 from . import fusion
 from .ops import FUNCTIONS, RULESETS, OpRegistry
 
-_BINARY_EXPRESSIONS = ("MAdd", "MSub", "MMul", "MDiv", "MMod", "MCeilDiv", "MMin", "MMax", "MAnd", "MOr", "MGte",
-                       "MLt")
 DATATYPE_GROUPS = (("Expression", "EList", "DType"), ("View",), ("IR", "OpKind", "IList"))
 
 
@@ -37,13 +35,13 @@ def signatures(registry: OpRegistry) -> dict[str, list[tuple[str, tuple[str, ...
     """Every sort's constructors with the sorts of their fields."""
     return {
         "Expression": [("MNum", ("i64",)), ("MFloat", ("f64",)), ("MIter", ()), ("MVar", ("String",)),
-                       *((name, ("Expression", "Expression")) for name in _BINARY_EXPRESSIONS)],
+                       *((op.egglog, ("Expression", "Expression")) for op in EXPR_OPS.values())],
         "EList": [("ECons", ("Expression", "EList")), ("ENil", ())],
         "DType": [(dtype.egglog, ()) for dtype in DType],
         "View": [("Strided", ("EList",)), ("Masked", ("EList", "EList"))],
         "IR": [("OutputJoin", ("IR", "IR")), ("Op", ("OpKind", "IList")), ("Input", ("i64", "String", "DType")),
                ("Output", ("IR", "i64"))],
-        "OpKind": [*registry.signatures(), *fusion.signatures()],
+        "OpKind": [*registry.signatures(), *((n, tuple(f.sort for f in fs)) for n, fs in MARKERS.items())],
         "IList": [("ICons", ("IR", "IList")), ("INil", ())],
     }
 
@@ -114,33 +112,37 @@ def constant_term(value) -> tuple:
 
 
 def op_fields(node: Node) -> tuple:
-    """The fields of a node's OpKind constructor (see the layouts in ``ops``)."""
+    """The fields of a node's OpKind constructor, in its declaration's order (``core.ops``)."""
     op = node.op
     trackers = [tracker for _, tracker in node.sources]
     out = elist(strides(ShapeTracker.contiguous(node.shape)))
     if op in UNARY_OPS:
-        return (elist(node.shape), view(trackers[0]), out)
-    if op in BINARY_OPS:
-        return (elist(node.shape), view(trackers[0]), view(trackers[1]), out)
-    if op in REDUCE_OPS:
+        named = {"shape": elist(node.shape), "x": view(trackers[0]), "out": out}
+    elif op in BINARY_OPS:
+        named = {"shape": elist(node.shape), "a": view(trackers[0]), "b": view(trackers[1]), "out": out}
+    elif op in REDUCE_OPS:
         source, axis = trackers[0], node.arg
         kept = ShapeTracker(*(seq[:axis] + seq[axis + 1:] for seq in (source.dims, source.strides, source.masks)))
-        return (elist(node.shape), source.dims[axis].to_egglog_term(), view(kept),
-                strides(source)[axis].to_egglog_term(), source.masks[axis].to_egglog_term(), out)
-    if op == Op.IOTA:
-        expr, length = node.arg
-        return (expr.to_egglog_term(), length.to_egglog_term())
-    if op == Op.CONSTANT:
-        return (constant_term(node.arg), (node.dtype.egglog,))
-    if op == Op.GATHER:
+        named = {"shape": elist(node.shape), "extent": source.dims[axis].to_egglog_term(), "kept": view(kept),
+                 "stride": strides(source)[axis].to_egglog_term(), "mask": source.masks[axis].to_egglog_term(),
+                 "out": out}
+    elif op == Op.IOTA:
+        named = {"expr": node.arg[0].to_egglog_term(), "length": node.arg[1].to_egglog_term()}
+    elif op == Op.CONSTANT:
+        named = {"value": constant_term(node.arg), "dtype": (node.dtype.egglog,)}
+    elif op == Op.GATHER:
         index, data = trackers
-        return (elist(index.dims), view(index), elist(data.dims), view(data), out)
-    if op in (Op.SCATTER, Op.SCATTER_ADD):
+        named = {"index_shape": elist(index.dims), "index": view(index), "data_shape": elist(data.dims),
+                 "data": view(data), "out": out}
+    elif op in (Op.SCATTER, Op.SCATTER_ADD):
         dest, index, source = trackers
-        return (elist(dest.dims), view(dest), elist(index.dims), view(index), view(source), out)
-    if op == Op.CAST:
-        return (elist(node.shape), view(trackers[0]), out, (node.arg.egglog,))
-    raise ValueError(f"{op.value} has no OpKind fields")
+        named = {"dest_shape": elist(dest.dims), "dest": view(dest), "index_shape": elist(index.dims),
+                 "index": view(index), "source": view(source), "out": out}
+    elif op == Op.CAST:
+        named = {"shape": elist(node.shape), "x": view(trackers[0]), "out": out, "dtype": (node.arg.egglog,)}
+    else:
+        raise ValueError(f"{op.value} has no OpKind fields")
+    return tuple(named[f.name] for f in HLIR_KERNELS[op].fields)
 
 
 def node_term(node: Node, output_index: int) -> tuple:

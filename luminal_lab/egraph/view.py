@@ -71,6 +71,7 @@ import graphviz
 from ..core.arguments import fail
 from ..core.draw import EDGE_ATTR, GRAPH_ATTR, KIND_STYLE, NODE_ATTR, STUB_STYLE, Picture
 from ..core.ids import hlir_id
+from ..core.symbolic import EGGLOG_EXPR_OPS
 from .egraph import EGraph
 from .snapshot import ENode, Snapshot
 
@@ -86,9 +87,6 @@ TOOLTIP_CHARS = 600
 LABEL_CHARS = 80
 
 FOLDED_SORTS = "Expression, EList, View, DType, OpKind and IList"
-_INFIX = {"MAdd": "+", "MSub": "-", "MMul": "*", "MDiv": "/", "MMod": "%", "MGte": ">=", "MLt": "<",
-          "MAnd": "&&", "MOr": "||"}
-_CALLS = {"MMin": "min", "MMax": "max", "MCeilDiv": "ceildiv"}
 
 CLUSTER_STYLE = {"style": "rounded", "color": "#9ca3af", "fontcolor": "#374151", "fontsize": "9", "margin": "6"}
 TOUCHED_CLUSTER_STYLE = {"color": "#f87171", "fontcolor": "#b91c1c"}
@@ -138,9 +136,10 @@ def node_term(snapshot: Snapshot, node: ENode, depth: int = 5) -> str:
     if op == "MIter":
         return "z"
     parts = [*literals, *(term(snapshot, c, depth - 1) for c in node.children)]
-    if op in _INFIX and len(parts) == 2:
-        return f"({parts[0]}{_INFIX[op]}{parts[1]})"
-    name = _CALLS.get(op, op)
+    expression = EGGLOG_EXPR_OPS.get(op)
+    if expression and expression.c and len(parts) == 2:
+        return f"({parts[0]}{expression.c}{parts[1]})"
+    name = expression.name if expression else op
     return f"{name}({', '.join(parts)})" if parts else name
 
 

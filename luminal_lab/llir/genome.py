@@ -24,9 +24,9 @@ from functools import cached_property
 from ..core.arguments import fail, integer
 from ..core.dtypes import DType
 from ..core.errors import NoEClassError, Refused
-from ..core.ops import CONTRACT_KERNELS, END_MARKERS, FUSED_OPS, GPU_KERNELS, IN_REGION, REDUCE_KERNELS
+from ..core.ops import END_MARKERS, FUSED_OPS, GPU_KERNELS, IN_REGION, KERNELS, MARKERS, Group
 from ..core.shape_tracker import ShapeTracker
-from ..core.symbolic import Expr, add, and_, ceil_div, div, gte, lt, max_, min_, mod, mul, or_
+from ..core.symbolic import EGGLOG_EXPR_OPS, Expr
 from ..core.tiling import MmaTiling, Tiling
 from ..egraph.snapshot import GENOME_SORTS, ENode, Snapshot
 from ..hlir.graph import Graph
@@ -34,11 +34,14 @@ from .llir import LLIR, Kernel
 
 _DTYPES = {d.egglog: d for d in DType}
 _FUSION = frozenset((*END_MARKERS, *IN_REGION))
-_FUSED_REDUCTIONS = frozenset(f"Fused{op}" for op in REDUCE_KERNELS)
-_EXPRESSIONS = {
-    "MAdd": add, "MMul": mul, "MDiv": div, "MMod": mod, "MCeilDiv": ceil_div, "MMin": min_, "MMax": max_,
-    "MAnd": and_, "MOr": or_, "MGte": gte, "MLt": lt, "MSub": lambda a, b: add(a, mul(-1, b)),
-}
+_VIEWS = {op.name: tuple(f.name for f in op.fields if f.sort == "View") for op in KERNELS.values()}  # operands' views
+_MATMUL_FIELDS = frozenset(f.name for f in KERNELS["Matmul"].kernel_fields)  # a tiling's numbers come after them
+
+
+def _fields(kind: ENode) -> dict[str, str]:
+    """A kernel op's or marker's fields by name: field -> e-class."""
+    declared = MARKERS.get(kind.op) or KERNELS[kind.op.removeprefix("Kernel")].kernel_fields
+    return {field.name: child for field, child in zip(declared, kind.children)}
 
 
 def _node_hash(cid: str, node: ENode) -> int:
@@ -209,8 +212,8 @@ class ChoiceSpace:
             return Expr.var(json.loads(node.literals[0]))
         if node.op == "MIter":
             return Expr.z()
-        if node.op in _EXPRESSIONS:
-            return _EXPRESSIONS[node.op](*(self.expr(c) for c in node.children))
+        if node.op in EGGLOG_EXPR_OPS:
+            return EGGLOG_EXPR_OPS[node.op].build(*(self.expr(c) for c in node.children))
         raise ValueError(f"{cid} ({node.op}) is not an integer expression")
 
     def value(self, cid: str) -> float | int | Expr:
@@ -413,67 +416,57 @@ class _Extraction:
         return self.kernel(len(self.kernels), kind, sources, cid, hlir)
 
     def kernel(self, kernel_id: int, kind: ENode, sources: list[int | None], cid: str, hlir: tuple) -> Kernel:
-        space, f = self.space, kind.children
+        space, f = self.space, _fields(kind)
         if any(s is None for s in sources):
             raise Refused("dead end", f"{cid}: an operand is an OutputJoin")
         self.check_region_reads(kind.op, sources, cid)
         if kind.op in _FUSION:
-            shape = space.elist(f[0])
-            dtype = space.dtype(f[-1])
+            shape = space.elist(f["shape"])
+            dtype = space.dtype(f["dtype"])
             if kind.op == "FusionStart":
-                return Kernel(kernel_id, kind.op, ((sources[0], space.view(f[1], shape)),), shape, dtype, None, cid,
-                              hlir)
+                return Kernel(kernel_id, kind.op, ((sources[0], space.view(f["view"], shape)),), shape, dtype, None,
+                              cid, hlir)
             # values inside a region are read in their own layout, a reduction's with its extent appended
-            read = (*shape, space.expr(f[1])) if kind.op in _FUSED_REDUCTIONS else shape
+            read = (*shape, space.expr(f["extent"])) if "extent" in f else shape
             inside = ShapeTracker.contiguous(read)
             op, arg = ("FusionEnd", "warp") if kind.op == "FusionEndWarp" else (kind.op, None)
             return Kernel(kernel_id, op, tuple((s, inside) for s in sources), shape, dtype, arg, cid, hlir)
-        op = kind.op[len("Kernel"):]
-        if op in ("Log2", "Exp2", "Sin", "Sqrt", "Recip", "Exp"):
-            shape = space.elist(f[0])
-            return Kernel(kernel_id, op, ((sources[0], space.view(f[1], shape)),), shape, space.dtype(f[3]),
-                          None, cid, hlir)
-        if op in ("Add", "Mul", "Mod", "LessThan"):
-            shape = space.elist(f[0])
-            views = (space.view(f[1], shape), space.view(f[2], shape))
-            return Kernel(kernel_id, op, tuple(zip(sources, views)), shape, space.dtype(f[4]), None, cid, hlir)
-        if op == "Select":
-            shape = space.elist(f[0])
-            views = tuple(space.view(v, shape) for v in f[1:4])
-            return Kernel(kernel_id, op, tuple(zip(sources, views)), shape, space.dtype(f[5]), None, cid, hlir)
-        if op in CONTRACT_KERNELS:
-            shape = space.elist(f[0])
-            product = shape + (space.expr(f[1]),)
-            views = (space.view(f[2], product), space.view(f[3], product))
+        op = kind.op.removeprefix("Kernel")
+        group, dtype = KERNELS[op].group, space.dtype(f["dtype"])
+        if group in (Group.UNARY, Group.BINARY, Group.TERNARY, Group.CAST):
+            shape = space.elist(f["shape"])
+            views = tuple(space.view(f[name], shape) for name in _VIEWS[op])
+            arg = dtype if group == Group.CAST else None
+            return Kernel(kernel_id, op, tuple(zip(sources, views)), shape, dtype, arg, cid, hlir)
+        if group == Group.CONTRACT:
+            shape = space.elist(f["shape"])
+            product = shape + (space.expr(f["extent"]),)
+            views = (space.view(f["a"], product), space.view(f["b"], product))
             contracted = space.snapshot.contracts.get(cid)  # the product's HLIR nodes are computed here too
             if contracted is not None:
                 hlir = tuple(sorted({*hlir, *space.snapshot.classes[contracted].hlir}))
-            numbers = tuple(space.expr(c).value for c in f[5:-1])
+            numbers = tuple(space.expr(c).value for name, c in f.items() if name not in _MATMUL_FIELDS)
             tiling = {"MatmulTiled": Tiling, "MatmulTensorCore": MmaTiling}[op](*numbers) if numbers else None
-            return Kernel(kernel_id, op, tuple(zip(sources, views)), shape, space.dtype(f[-1]), tiling, cid, hlir)
-        if op in ("SumReduce", "MaxReduce"):
-            shape = space.elist(f[0])
-            kept = space.view(f[2], shape)
-            source = ShapeTracker(shape + (space.expr(f[1]),), kept.strides + (space.expr(f[3]),),
-                                  kept.masks + (space.expr(f[4]),))
-            return Kernel(kernel_id, op, ((sources[0], source),), shape, space.dtype(f[6]), None, cid, hlir)
+            return Kernel(kernel_id, op, tuple(zip(sources, views)), shape, dtype, tiling, cid, hlir)
+        if group == Group.REDUCE:
+            shape = space.elist(f["shape"])
+            kept = space.view(f["kept"], shape)
+            source = ShapeTracker(shape + (space.expr(f["extent"]),), kept.strides + (space.expr(f["stride"]),),
+                                  kept.masks + (space.expr(f["mask"]),))
+            return Kernel(kernel_id, op, ((sources[0], source),), shape, dtype, None, cid, hlir)
         if op == "Iota":
-            length = space.expr(f[1])
-            return Kernel(kernel_id, op, (), (length,), space.dtype(f[2]), (space.expr(f[0]), length), cid, hlir)
+            length = space.expr(f["length"])
+            return Kernel(kernel_id, op, (), (length,), dtype, (space.expr(f["expr"]), length), cid, hlir)
         if op == "Constant":
-            dtype = space.dtype(f[1])
-            value = space.value(f[0])
+            value = space.value(f["value"])
             return Kernel(kernel_id, op, (), (), dtype, bool(value) if dtype == DType.BOOL else value, cid, hlir)
         if op == "Gather":
-            index_shape, data_shape = space.elist(f[0]), space.elist(f[2])
-            views = (space.view(f[1], index_shape), space.view(f[3], data_shape))
-            return Kernel(kernel_id, op, tuple(zip(sources, views)), index_shape, space.dtype(f[5]), None, cid, hlir)
+            index_shape, data_shape = space.elist(f["index_shape"]), space.elist(f["data_shape"])
+            views = (space.view(f["index"], index_shape), space.view(f["data"], data_shape))
+            return Kernel(kernel_id, op, tuple(zip(sources, views)), index_shape, dtype, None, cid, hlir)
         if op in ("Scatter", "ScatterAdd"):
-            dest_shape, index_shape = space.elist(f[0]), space.elist(f[2])
-            views = (space.view(f[1], dest_shape), space.view(f[3], index_shape), space.view(f[4], index_shape))
-            return Kernel(kernel_id, op, tuple(zip(sources, views)), dest_shape, space.dtype(f[6]), None, cid, hlir)
-        if op == "Cast":
-            shape = space.elist(f[0])
-            target = space.dtype(f[3])
-            return Kernel(kernel_id, op, ((sources[0], space.view(f[1], shape)),), shape, target, target, cid, hlir)
+            dest_shape, index_shape = space.elist(f["dest_shape"]), space.elist(f["index_shape"])
+            views = (space.view(f["dest"], dest_shape), space.view(f["index"], index_shape),
+                     space.view(f["source"], index_shape))
+            return Kernel(kernel_id, op, tuple(zip(sources, views)), dest_shape, dtype, None, cid, hlir)
         raise Refused("missing kernel op", f"{cid}: no extraction for {kind.op}")

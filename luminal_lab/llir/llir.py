@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -91,6 +92,10 @@ class LLIR(Stage):
     def copies(self) -> int:
         """How many copies of a rolled layer the kernels run (0 when none was rolled)."""
         return max((k.copy + 1 for k in self.kernels if k.copy is not None), default=0)
+
+    def timed(self, seconds: Mapping[int, float]) -> LLIR:
+        """This LLIR showing ``seconds`` per kernel id (a ``Profile``'s ``kernels``, or a search's measurement)."""
+        return dataclasses.replace(self, times=dict(seconds))
 
     def expand(self) -> LLIR:
         """This LLIR (the same kernels and times), its picture drawing every copy of a rolled layer."""

@@ -163,7 +163,7 @@ class Runtime(ABC, Generic[P]):
                 bindings: Mapping[str, int] | None = None, warmup: int = 2, trials: int = 10,
                 until: float | None = None) -> Profile:
         """Median seconds per kernel, of the kernels back to back (``_time_launch``), and per call (wall clock of
-        ``run``, copies included) over ``trials`` runs after ``warmup`` runs; fills ``llir.times``. Past ``until``
+        ``run``, copies included) over ``trials`` runs after ``warmup`` runs. Past ``until``
         (a ``time.monotonic()`` deadline) no further trial starts once one is done; ``Profile.trials`` says how
         many ran."""
         for _ in range(warmup):
@@ -181,7 +181,6 @@ class Runtime(ABC, Generic[P]):
             for kid, seconds in self._time_steps(plan):
                 per_kernel[kid].append(seconds)
         medians = {kid: statistics.median(times) for kid, times in per_kernel.items()}
-        self.llir.times = dict(medians)
         ops = {k.id: k.op for k in self.llir.kernels}
         return Profile(medians, statistics.median(totals), len(totals), {kid: ops[kid] for kid in medians},
                        statistics.median(calls), (min(totals), max(totals)))

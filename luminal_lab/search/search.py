@@ -172,11 +172,9 @@ def search(space: ChoiceSpace, runner: Runner, generations: int = 5, generation_
 
     def record(genome: Genome, generation: int, parent: int | None, llir: LLIR | Measurement,
                measured: Measurement) -> Candidate:
-        """The candidate ``measured`` describes joins the history (its LLIR gets the per-kernel times)."""
-        if measured.outcome == "ok" and isinstance(llir, LLIR):
-            llir.times = dict(measured.kernel_seconds)
-            if cost is not None:
-                measured.seconds = cost(llir)
+        """The candidate ``measured`` describes joins the history (a cost function sees its LLIR with the times)."""
+        if measured.outcome == "ok" and isinstance(llir, LLIR) and cost is not None:
+            measured.seconds = cost(llir.timed(measured.kernel_seconds))
         ok = measured.outcome == "ok"
         candidate = Candidate(len(history), generation, genome.hash, parent, genome.mutations, measured.outcome,
                               measured.reason, measured.seconds if ok else None,

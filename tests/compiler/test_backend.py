@@ -262,7 +262,9 @@ def test_the_program_takes_the_inputs_and_holds_the_parameters_and_buffers_as_we
     assert {name: array.shape for name, array in comp.graph.weights.items()} == {
         "l_self_modules_linear_parameters_weight_": (4, 8), "l_self_modules_linear_parameters_bias_": (4,),
         "l_self_buffers_shift_": (4,)}
-    assert comp.profile().total > 0  # profiling and searching take the inputs alone
+    assert not comp.llir().times
+    profile = comp.profile()  # profiling and searching take the inputs alone
+    assert profile.total > 0 and comp.llir().times == profile.kernels  # the LLIR stage shows the profile's times
 
 
 def test_a_compiled_function_holds_the_buffers_of_the_module_it_calls_as_weights() -> None:

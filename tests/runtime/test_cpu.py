@@ -644,7 +644,7 @@ def test_profile_times_every_kernel_and_the_run() -> None:
     profile = runtime.profile(inputs, graph.weights, warmup=1, trials=3)
     assert set(profile.kernels) == {kid for kid, _ in runtime.plan().steps}
     assert all(t > 0 for t in profile.kernels.values()) and profile.total > 0
-    assert runtime.llir.times == profile.kernels
+    assert runtime.llir.times == {}  # the LLIR gets its times from the profile: comp.profile() passes them
     assert profile.hot_spots(2)[0][2] == max(profile.kernels.values())
 
 
