@@ -2,8 +2,9 @@
 
 ``graph`` (``Graph``, ``Node``, the ``HLIRStage`` that ``g.hlir`` shows, the ``Signature`` a
 program is called through), ``tensor`` (``GraphTensor``: ~70 high-level ops decomposed into
-primitives), ``view`` (how the HLIR stage draws itself), ``reference`` (the numpy runtime that
-is the ground truth) and ``contraction`` (a broadcast multiply-and-sum as one matmul).
+primitives, by kind in ``creation``, ``elementwise``, ``movement``, ``reduce`` and ``special``),
+``view`` (how the HLIR stage draws itself), ``reference`` (the numpy runtime that is the ground
+truth) and ``contraction`` (a broadcast multiply-and-sum as one matmul).
 """
 
 from .graph import Graph, HLIRStage, Node, Signature
