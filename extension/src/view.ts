@@ -778,7 +778,7 @@ export class PipelineView {
       return;
     }
     const found = this.provenance.counterparts(from.stage, id);
-    const lines = this.provenance.lines(from.stage, id, found);
+    const lines = this.provenance.lines(from.stage, id);
     const label = from.graph.node(id)?.label ?? id;
     this.views.forEach((view, j) => {
       if (view === from) {
