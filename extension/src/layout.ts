@@ -326,65 +326,108 @@ export function layout(input: LayoutInput, options: LayoutOptions = {}): Layout 
 export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): Generator<string, Layout, void> {
   const n = input.count;
   const m = input.sources.length;
-  const sweeps = options.sweeps ?? (n > 2000 ? 4 : 8);
-  const maxDummies = options.maxDummies ?? 2 * (n + m) + 1000;
+  const state0 = compounds(input, options);
+  const state1 = { ...state0, ...breakCycles(state0) };
+  yield 'cycles';
+  const state2 = { ...state1, ...rankVertices(state1) };
+  yield 'ranks';
+  const state3 = { ...state2, ...addDummies(state2, options.maxDummies ?? 2 * (n + m) + 1000) };
+  yield 'dummies';
+  const state4 = { ...state3, ...(yield* orderRanks(state3, options.sweeps ?? (n > 2000 ? 4 : 8))) };
+  const state: LayoutState = { ...state4, ...placeCoordinates(state4) };
+  yield 'coordinates';
+  return result(state, routeEdges(state));
+}
+
+/**
+ * What the phases of `layoutSteps` share, phase by phase: each phase reads the parts before it and returns its
+ * own (phase 4 also reorders `innerSeq` / `slot` and widens `vWidth`). Vertices 0 .. n-1 are the input's, n ..
+ * total-1 dummies; inner box q is input.inner's q; edge e is the input's, d a DAG edge (self-loops left out).
+ */
+type LayoutState = Compounds & Cycles & Ranks & Dummies & Ordering & Coordinates;
+
+/** 0. Compound vertices: their inner boxes (ports), widths and heights. */
+interface Compounds {
+  input: LayoutInput;
+  /** vertices, edges, inner boxes */
+  n: number;
+  m: number;
+  ni: number;
+  /** per inner box: the vertex holding it, its width */
+  owner: ArrayLike<number>;
+  innerWidth: Float64Array;
+  /** per edge: the inner box its source end leaves from, or -1 */
+  port: Int32Array;
+  /** per vertex: its inner boxes, innerSeq[innerStart[v] .. innerStart[v + 1]), in their order */
+  innerCount: Int32Array;
+  innerStart: Int32Array;
+  innerSeq: Int32Array;
+  /** per inner box: its position within its vertex (row by row) */
+  slot: Int32Array;
+  /** per vertex: columns of inner boxes (0 without), height, width before its inner boxes are placed */
+  cols: Int32Array;
+  vHeight: Float64Array;
+  baseWidth: Float64Array;
+}
+
+function compounds(input: LayoutInput, options: LayoutOptions): Compounds {
+  const n = input.count;
+  const m = input.sources.length;
   const columns = Math.max(1, Math.floor(options.innerColumns ?? INNER_COLUMNS));
   const maxRows = Math.max(1, Math.floor(options.innerRows ?? INNER_ROWS));
-
-  // ---- 0. compound vertices: their inner boxes (ports), widths and heights ----
-  const ni = input.inner ? input.inner.owner.length : 0;
-  const innerWidth = new Float64Array(ni);
-  const port = new Int32Array(m).fill(-1); // per edge: the inner box its source end leaves from
-  const innerCount = new Int32Array(n);
-  const innerStart = new Int32Array(n + 1); // the inner boxes of v: innerSeq[innerStart[v] .. innerStart[v + 1])
-  const innerSeq = new Int32Array(ni);
-  const slot = new Int32Array(ni); // position of an inner box within its vertex (row by row)
-  const cols = new Int32Array(n); // columns of inner boxes in vertex v (0 without)
-  const vHeight = new Float64Array(n).fill(NODE_HEIGHT);
-  const baseWidth = new Float64Array(n);
+  const inner = input.inner;
+  const ni = inner ? inner.owner.length : 0;
+  const s: Compounds = {
+    input, n, m, ni, owner: inner ? inner.owner : [], innerWidth: new Float64Array(ni),
+    port: new Int32Array(m).fill(-1), innerCount: new Int32Array(n), innerStart: new Int32Array(n + 1),
+    innerSeq: new Int32Array(ni), slot: new Int32Array(ni), cols: new Int32Array(n),
+    vHeight: new Float64Array(n).fill(NODE_HEIGHT), baseWidth: Float64Array.from({ length: n }, (_, v) => input.widths[v])
+  };
+  if (!inner) {
+    return s;
+  }
+  const { innerWidth, innerCount, innerStart, innerSeq } = s;
+  for (let q = 0; q < ni; q++) {
+    innerWidth[q] = inner.widths[q];
+    innerCount[inner.owner[q]]++;
+  }
   for (let v = 0; v < n; v++) {
-    baseWidth[v] = input.widths[v];
+    innerStart[v + 1] = innerStart[v] + innerCount[v];
   }
-  if (input.inner) {
-    const inner = input.inner;
-    for (let q = 0; q < ni; q++) {
-      innerWidth[q] = inner.widths[q];
-      innerCount[inner.owner[q]]++;
-    }
-    for (let v = 0; v < n; v++) {
-      innerStart[v + 1] = innerStart[v] + innerCount[v];
-    }
-    const fill = innerStart.slice(0, n);
-    for (let q = 0; q < ni; q++) {
-      const v = inner.owner[q];
-      slot[q] = fill[v] - innerStart[v];
-      innerSeq[fill[v]++] = q;
-    }
-    for (let e = 0; e < m; e++) {
-      const q = inner.port[e];
-      if (q >= 0 && q < ni && inner.owner[q] === input.sources[e]) {
-        port[e] = q;
-      }
-    }
-    for (let v = 0; v < n; v++) {
-      if (innerCount[v] > 0) {
-        cols[v] = innerColumnsFor(innerCount[v], columns, maxRows);
-        vHeight[v] = boxHeight(Math.ceil(innerCount[v] / cols[v])); // widths once the rows are filled (5.)
-      }
-    }
+  const fill = innerStart.slice(0, n);
+  for (let q = 0; q < ni; q++) {
+    const v = inner.owner[q];
+    s.slot[q] = fill[v] - innerStart[v];
+    innerSeq[fill[v]++] = q;
   }
-  const ownerOf = (q: number): number => input.inner!.owner[q];
-  /** the column of an inner box within its vertex (rows are filled in slot order) */
-  const columnOf = (q: number): number => slot[q] % cols[ownerOf(q)];
-  /** where along its vertex an inner box's column sits, in (-0.5, 0.5); 0 for the vertex itself (-1) */
-  const frac = (q: number): number => (q < 0 ? 0 : (columnOf(q) + 0.5) / cols[ownerOf(q)] - 0.5);
-
-  // ---- 1. break cycles: reverse DFS back edges ----
-  const edgeIdx = new Int32Array(m);
   for (let e = 0; e < m; e++) {
-    edgeIdx[e] = e;
+    const q = inner.port[e];
+    if (q >= 0 && q < ni && inner.owner[q] === input.sources[e]) {
+      s.port[e] = q;
+    }
   }
-  const outE = csr(n, input.sources, edgeIdx, m); // edges by source
+  for (let v = 0; v < n; v++) {
+    if (innerCount[v] > 0) {
+      s.cols[v] = innerColumnsFor(innerCount[v], columns, maxRows);
+      s.vHeight[v] = boxHeight(Math.ceil(innerCount[v] / s.cols[v])); // widths once the rows are filled (4.)
+    }
+  }
+  return s;
+}
+
+/** The column of an inner box within its vertex (rows are filled in slot order). */
+const columnOf = (s: Compounds, q: number): number => s.slot[q] % s.cols[s.owner[q]];
+/** Where along its vertex an inner box's column sits, in (-0.5, 0.5); 0 for the vertex itself (-1). */
+const frac = (s: Compounds, q: number): number => (q < 0 ? 0 : (columnOf(s, q) + 0.5) / s.cols[s.owner[q]] - 0.5);
+
+/** 1. Cycles broken: per edge, whether it is a reversed DFS back edge, or a self-loop. */
+interface Cycles {
+  reversed: Uint8Array;
+  loop: Uint8Array;
+}
+
+function breakCycles({ input, n, m }: Compounds): Cycles {
+  const outE = csr(n, input.sources, Int32Array.from({ length: m }, (_, e) => e), m); // edges by source
   const reversed = new Uint8Array(m);
   const loop = new Uint8Array(m);
   const state = new Uint8Array(n); // 0 new, 1 on stack, 2 done
@@ -434,13 +477,28 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
       dfs(v);
     }
   }
-  yield 'cycles';
+  return { reversed, loop };
+}
 
-  // ---- 2. ranks: longest path, then sources down next to their successors ----
+/** 2. Ranks: the DAG (edges with the back edges turned round, no self-loops), and each vertex's rank. */
+interface Ranks {
+  /** DAG edge d: dagFrom[d] -> dagTo[d], input edge dagEdge[d]; dm of them */
+  dagFrom: Int32Array;
+  dagTo: Int32Array;
+  dagEdge: Int32Array;
+  dm: number;
+  rank: Int32Array;
+  /** the vertices in a topological order of the DAG */
+  topo: Int32Array;
+  ranks: number;
+}
+
+/** Longest path from the sources, then sources down next to their successors, then balanced (`balanceRanks`). */
+function rankVertices({ input, n, m, reversed, loop }: Compounds & Cycles): Ranks {
   const dagFrom = new Int32Array(m);
   const dagTo = new Int32Array(m);
+  const dagEdge = new Int32Array(m);
   let dm = 0;
-  const dagEdge = new Int32Array(m); // dag edge -> input edge
   for (let e = 0; e < m; e++) {
     if (loop[e]) {
       continue;
@@ -452,10 +510,7 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
     dagEdge[dm] = e;
     dm++;
   }
-  const dagWeight = new Float64Array(dm);
-  for (let d = 0; d < dm; d++) {
-    dagWeight[d] = input.weights ? input.weights[dagEdge[d]] : 1;
-  }
+  const dagWeight = Float64Array.from({ length: dm }, (_, d) => (input.weights ? input.weights[dagEdge[d]] : 1));
   const dagOut = csr(n, dagFrom, dagTo, dm, dagWeight);
   const dagIn = csr(n, dagTo, dagFrom, dm, dagWeight);
   const rank = new Int32Array(n);
@@ -492,68 +547,91 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
       rank[v] = lowest - 1;
     }
   }
-  // balance: a vertex with slack between its predecessors and successors moves to the weighted median
-  // rank of its neighbours (shorter edges, fewer dummies); a few passes in topological and reverse order
-  {
-    const around: number[] = [];
-    const aroundWeight: number[] = [];
-    const byRank: number[] = [];
-    for (let pass = 0; pass < 4; pass++) {
-      for (let k = 0; k < n; k++) {
-        const v = pass % 2 === 0 ? topo[n - 1 - k] : topo[k];
-        let lo = -Infinity;
-        let hi = Infinity;
-        around.length = 0;
-        aroundWeight.length = 0;
-        let total = 0;
-        for (let i = dagIn.start[v]; i < dagIn.start[v + 1]; i++) {
-          const r = rank[dagIn.list[i]];
-          lo = Math.max(lo, r + 1);
-          around.push(r + 1);
-          aroundWeight.push(dagIn.weight[i]);
-          total += dagIn.weight[i];
-        }
-        for (let i = dagOut.start[v]; i < dagOut.start[v + 1]; i++) {
-          const r = rank[dagOut.list[i]];
-          hi = Math.min(hi, r - 1);
-          around.push(r - 1);
-          aroundWeight.push(dagOut.weight[i]);
-          total += dagOut.weight[i];
-        }
-        if (around.length === 0 || lo >= hi) {
-          continue;
-        }
-        byRank.length = 0;
-        for (let i = 0; i < around.length; i++) {
-          byRank.push(i);
-        }
-        byRank.sort((a, b) => around[a] - around[b] || a - b);
-        let median = around[byRank[0]];
-        for (let i = 0, seen = 0; i < byRank.length; i++) {
-          seen += aroundWeight[byRank[i]];
-          if (seen * 2 >= total) {
-            median = around[byRank[i]];
-            break;
-          }
-        }
-        rank[v] = Math.max(lo, Math.min(hi, median));
-      }
-    }
-    let lowest = Infinity;
-    for (let v = 0; v < n; v++) {
-      lowest = Math.min(lowest, rank[v]);
-    }
-    for (let v = 0; v < n && lowest !== 0; v++) {
-      rank[v] -= lowest;
-    }
-  }
+  balanceRanks(rank, topo, dagIn, dagOut);
   let ranks = 0;
   for (let v = 0; v < n; v++) {
     ranks = Math.max(ranks, rank[v] + 1);
   }
-  yield 'ranks';
+  return { dagFrom, dagTo, dagEdge, dm, rank, topo, ranks };
+}
 
-  // ---- 3. dummy vertices along long edges (shortest spans first, up to the budget) ----
+/**
+ * A vertex with slack between its predecessors and successors moves to the weighted median rank of its
+ * neighbours (shorter edges, fewer dummies); a few passes in topological and reverse order; ranks then start at 0.
+ */
+function balanceRanks(rank: Int32Array, topo: Int32Array, dagIn: Csr, dagOut: Csr): void {
+  const n = rank.length;
+  const around: number[] = [];
+  const aroundWeight: number[] = [];
+  const byRank: number[] = [];
+  for (let pass = 0; pass < 4; pass++) {
+    for (let k = 0; k < n; k++) {
+      const v = pass % 2 === 0 ? topo[n - 1 - k] : topo[k];
+      let lo = -Infinity;
+      let hi = Infinity;
+      around.length = 0;
+      aroundWeight.length = 0;
+      let total = 0;
+      for (let i = dagIn.start[v]; i < dagIn.start[v + 1]; i++) {
+        const r = rank[dagIn.list[i]];
+        lo = Math.max(lo, r + 1);
+        around.push(r + 1);
+        aroundWeight.push(dagIn.weight[i]);
+        total += dagIn.weight[i];
+      }
+      for (let i = dagOut.start[v]; i < dagOut.start[v + 1]; i++) {
+        const r = rank[dagOut.list[i]];
+        hi = Math.min(hi, r - 1);
+        around.push(r - 1);
+        aroundWeight.push(dagOut.weight[i]);
+        total += dagOut.weight[i];
+      }
+      if (around.length === 0 || lo >= hi) {
+        continue;
+      }
+      byRank.length = 0;
+      for (let i = 0; i < around.length; i++) {
+        byRank.push(i);
+      }
+      byRank.sort((a, b) => around[a] - around[b] || a - b);
+      let median = around[byRank[0]];
+      for (let i = 0, seen = 0; i < byRank.length; i++) {
+        seen += aroundWeight[byRank[i]];
+        if (seen * 2 >= total) {
+          median = around[byRank[i]];
+          break;
+        }
+      }
+      rank[v] = Math.max(lo, Math.min(hi, median));
+    }
+  }
+  let lowest = Infinity;
+  for (let v = 0; v < n; v++) {
+    lowest = Math.min(lowest, rank[v]);
+  }
+  for (let v = 0; v < n && lowest !== 0; v++) {
+    rank[v] -= lowest;
+  }
+}
+
+/** 3. Dummy vertices along long edges, and the layered graph: only segments between adjacent ranks. */
+interface Dummies {
+  /** vertices with the dummies, and dummies */
+  total: number;
+  dummies: number;
+  /** per vertex (dummies too): its rank, its width */
+  vRank: Int32Array;
+  vWidth: Float64Array;
+  /** per DAG edge: its first dummy (a chain's dummies are consecutive), or -1 */
+  chainStart: Int32Array;
+  /** the segments: v -> its neighbours in the rank above / below */
+  up: Csr;
+  down: Csr;
+}
+
+/** Dummies for the edges spanning several ranks, shortest spans first, up to `maxDummies`. */
+function addDummies(s: Compounds & Cycles & Ranks, maxDummies: number): Dummies {
+  const { input, n, port, reversed, dagFrom, dagTo, dagEdge, dm, rank } = s;
   const spans: number[] = [];
   let wanted = 0;
   for (let d = 0; d < dm; d++) {
@@ -580,92 +658,63 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
   const vRank = new Int32Array(total);
   vRank.set(rank);
   const vWidth = new Float64Array(total).fill(DUMMY_WIDTH);
-  vWidth.set(baseWidth);
-  // the layered graph: only edges between adjacent ranks
+  vWidth.set(s.baseWidth);
   const lFrom: number[] = [];
   const lTo: number[] = [];
   const lWeight: number[] = [];
   const lUp: number[] = []; // the inner box at the segment's upper end, or -1
   const lDown: number[] = []; // ... at its lower end
-  const weightOf = (d: number): number => (input.weights ? input.weights[dagEdge[d]] : 1);
-  const chainStart = new Int32Array(dm).fill(-1); // dag edge -> its first dummy (dummies are consecutive)
+  const segment = (from: number, to: number, d: number, upper: number, lower: number): void => {
+    lFrom.push(from);
+    lTo.push(to);
+    lWeight.push(input.weights ? input.weights[dagEdge[d]] : 1);
+    lUp.push(upper);
+    lDown.push(lower);
+  };
+  const chainStart = new Int32Array(dm).fill(-1);
   let nextDummy = n;
   for (let d = 0; d < dm; d++) {
     const a = dagFrom[d];
     const b = dagTo[d];
-    const span = rank[b] - rank[a];
     const e = dagEdge[d];
     const pu = reversed[e] ? -1 : port[e];
     const pd = reversed[e] ? port[e] : -1;
-    if (span === 1) {
-      lFrom.push(a);
-      lTo.push(b);
-      lWeight.push(weightOf(d));
-      lUp.push(pu);
-      lDown.push(pd);
+    if (rank[b] - rank[a] === 1) {
+      segment(a, b, d, pu, pd);
     } else if (chained[d]) {
       chainStart[d] = nextDummy;
       let prev = a;
       for (let r = rank[a] + 1; r < rank[b]; r++) {
         vRank[nextDummy] = r;
-        lFrom.push(prev);
-        lTo.push(nextDummy);
-        lWeight.push(weightOf(d));
-        lUp.push(prev === a ? pu : -1);
-        lDown.push(-1);
+        segment(prev, nextDummy, d, prev === a ? pu : -1, -1);
         prev = nextDummy++;
       }
-      lFrom.push(prev);
-      lTo.push(b);
-      lWeight.push(weightOf(d));
-      lUp.push(-1);
-      lDown.push(pd);
+      segment(prev, b, d, -1, pd);
     }
   }
   const lm = lFrom.length;
-  const up = csr(total, lTo, lFrom, lm, lWeight, lDown, lUp); // v -> its neighbours in the rank above
-  const down = csr(total, lFrom, lTo, lm, lWeight, lUp, lDown); // v -> its neighbours in the rank below
-  yield 'dummies';
+  const up = csr(total, lTo, lFrom, lm, lWeight, lDown, lUp);
+  const down = csr(total, lFrom, lTo, lm, lWeight, lUp, lDown);
+  return { total, dummies, vRank, vWidth, chainStart, up, down };
+}
 
-  // ---- 4. ordering: barycenter sweeps, keep the best ----
-  const layers: Int32Array[] = [];
-  {
-    const sizes = new Int32Array(ranks);
-    for (let v = 0; v < total; v++) {
-      sizes[vRank[v]]++;
-    }
-    for (let r = 0; r < ranks; r++) {
-      layers.push(new Int32Array(sizes[r]));
-    }
-    const fill = new Int32Array(ranks);
-    // initial order: real vertices by a depth-first walk from the sources (keeps subtrees together),
-    // dummies by their chain's source
-    const seen = new Uint8Array(total);
-    const place = (v: number): void => {
-      seen[v] = 1;
-      layers[vRank[v]][fill[vRank[v]]++] = v;
-    };
-    const walk = new Int32Array(total);
-    for (let s = 0; s < total; s++) {
-      const root = s < n ? topo[s] : s;
-      if (seen[root]) {
-        continue;
-      }
-      let top = 0;
-      walk[0] = root;
-      place(root);
-      while (top >= 0) {
-        const u = walk[top--];
-        for (let i = down.start[u + 1] - 1; i >= down.start[u]; i--) {
-          const v = down.list[i];
-          if (!seen[v]) {
-            place(v);
-            walk[++top] = v;
-          }
-        }
-      }
-    }
-  }
+/** 4. Ordering: each rank's vertices in order, and where the inner boxes sit in their vertices. */
+interface Ordering {
+  layers: Int32Array[];
+  /** per vertex: its position in its rank */
+  pos: Int32Array;
+  /** edge crossings of the order kept */
+  crossings: number;
+  /** per inner box: its centre's offset from its vertex's centre, its row and column */
+  innerOffset: Float64Array;
+  innerRow: Int32Array;
+  innerColumn: Int32Array;
+}
+
+/** Barycenter sweeps down and up, keeping the order (and the inner boxes' order) with the fewest crossings. */
+function* orderRanks(s: Compounds & Cycles & Ranks & Dummies, sweeps: number): Generator<string, Ordering, void> {
+  const { n, ni, ranks, total, up, down, innerSeq } = s;
+  const layers = initialLayers(s);
   const pos = new Int32Array(total);
   const setPositions = (): void => {
     for (const layer of layers) {
@@ -678,100 +727,33 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
   // an end at an inner box is told apart from the other ends at its vertex by its column: in a rank, vertex v
   // owns keys base[v] .. base[v] + 2 * cols[v], an inner box in column c key 2c + 1, the vertex itself the middle
   const base = new Int32Array(total);
-  const endKey = (v: number, q: number): number => base[v] + (q < 0 ? (v < n ? cols[v] : 0) : 2 * columnOf(q) + 1);
+  const endKey = (v: number, q: number): number => base[v] + (q < 0 ? (v < n ? s.cols[v] : 0) : 2 * columnOf(s, q) + 1);
+  const keys = (v: number): number => (v < n ? 2 * s.cols[v] + 1 : 1);
   const countCrossings = (): number => {
     let crossings = 0;
     for (let r = 0; r + 1 < ranks; r++) {
-      crossings += bilayerCrossings(layers[r], layers[r + 1], down, endKey, base, v => (v < n ? 2 * cols[v] + 1 : 1));
+      crossings += bilayerCrossings(layers[r], layers[r + 1], down, endKey, base, keys);
     }
     return crossings;
   };
-  /** Order the inner boxes of each vertex by the barycenter of what they read below (a stable sort). */
   const innerKey = new Float64Array(ni);
-  const orderInner = (): void => {
-    for (let v = 0; v < n; v++) {
-      const first = innerStart[v];
-      const last = innerStart[v + 1];
-      if (last - first < 2) {
-        continue;
-      }
-      let keyed = 0;
-      let keySum = 0;
-      for (let i = first; i < last; i++) {
-        innerKey[innerSeq[i]] = NaN;
-      }
-      const sums = new Map<number, [number, number]>();
-      for (let j = down.start[v]; j < down.start[v + 1]; j++) {
-        const q = down.near[j];
-        if (q >= 0) {
-          const sum = sums.get(q) ?? [0, 0];
-          sum[0] += down.weight[j] * (pos[down.list[j]] + frac(down.far[j]));
-          sum[1] += down.weight[j];
-          sums.set(q, sum);
-        }
-      }
-      for (const [q, [sum, weight]] of sums) {
-        innerKey[q] = sum / weight;
-        keyed++;
-        keySum += innerKey[q];
-      }
-      if (keyed === 0) {
-        continue;
-      }
-      const middle = keySum / keyed;
-      const boxes = Array.from(innerSeq.subarray(first, last));
-      for (const q of boxes) {
-        if (Number.isNaN(innerKey[q])) {
-          innerKey[q] = middle;
-        }
-      }
-      boxes.sort((p, q) => innerKey[p] - innerKey[q] || slot[p] - slot[q]);
-      boxes.forEach((q, i) => {
-        innerSeq[first + i] = q;
-        slot[q] = i;
-      });
-    }
-  };
-  orderInner();
+  orderInner(s, pos, innerKey);
   let best = countCrossings();
   let bestLayers = layers.map(layer => layer.slice());
   let bestInner = innerSeq.slice();
   const key = new Float64Array(total);
-  const sortLayer = (layer: Int32Array, adj: Csr): void => {
-    for (let i = 0; i < layer.length; i++) {
-      const v = layer[i];
-      const first = adj.start[v];
-      const last = adj.start[v + 1];
-      if (last === first) {
-        key[v] = pos[v];
-      } else {
-        let sum = 0;
-        let total = 0;
-        for (let j = first; j < last; j++) {
-          sum += adj.weight[j] * (pos[adj.list[j]] + frac(adj.far[j]));
-          total += adj.weight[j];
-        }
-        key[v] = sum / total;
-      }
-    }
-    const sorted = Array.from(layer).sort((a, b) => key[a] - key[b] || pos[a] - pos[b]);
-    for (let i = 0; i < sorted.length; i++) {
-      layer[i] = sorted[i];
-      pos[sorted[i]] = i;
-    }
-  };
   for (let sweep = 0; sweep < sweeps && best > 0; sweep++) {
     if (sweep % 2 === 0) {
       for (let r = 1; r < ranks; r++) {
-        sortLayer(layers[r], up);
+        sortLayer(s, layers[r], up, pos, key);
       }
     } else {
       for (let r = ranks - 2; r >= 0; r--) {
-        sortLayer(layers[r], down);
+        sortLayer(s, layers[r], down, pos, key);
       }
     }
     if (ni > 0) {
-      orderInner();
+      orderInner(s, pos, innerKey);
     }
     const crossings = countCrossings();
     if (crossings < best) {
@@ -786,8 +768,124 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
   }
   setPositions();
   innerSeq.set(bestInner);
-  // inner boxes: their slots, rows and columns (rows filled in slot order), their centres' offsets from their
-  // vertex's centre (rows left-aligned, the widest centred), and the width of each compound vertex
+  return { layers, pos, crossings: best, ...placeInner(s) };
+}
+
+/** The initial order: real vertices by a depth-first walk from the sources (keeps subtrees together), dummies by
+ * their chain's source. */
+function initialLayers({ n, total, ranks, vRank, topo, down }: Ranks & Dummies & { n: number }): Int32Array[] {
+  const sizes = new Int32Array(ranks);
+  for (let v = 0; v < total; v++) {
+    sizes[vRank[v]]++;
+  }
+  const layers = Array.from(sizes, size => new Int32Array(size));
+  const fill = new Int32Array(ranks);
+  const seen = new Uint8Array(total);
+  const place = (v: number): void => {
+    seen[v] = 1;
+    layers[vRank[v]][fill[vRank[v]]++] = v;
+  };
+  const walk = new Int32Array(total);
+  for (let s = 0; s < total; s++) {
+    const root = s < n ? topo[s] : s;
+    if (seen[root]) {
+      continue;
+    }
+    let top = 0;
+    walk[0] = root;
+    place(root);
+    while (top >= 0) {
+      const u = walk[top--];
+      for (let i = down.start[u + 1] - 1; i >= down.start[u]; i--) {
+        const v = down.list[i];
+        if (!seen[v]) {
+          place(v);
+          walk[++top] = v;
+        }
+      }
+    }
+  }
+  return layers;
+}
+
+/** Order `layer` by the barycenter of each vertex's neighbours along `adj` (a stable sort); updates `pos`. */
+function sortLayer(s: Compounds, layer: Int32Array, adj: Csr, pos: Int32Array, key: Float64Array): void {
+  for (let i = 0; i < layer.length; i++) {
+    const v = layer[i];
+    const first = adj.start[v];
+    const last = adj.start[v + 1];
+    if (last === first) {
+      key[v] = pos[v];
+    } else {
+      let sum = 0;
+      let total = 0;
+      for (let j = first; j < last; j++) {
+        sum += adj.weight[j] * (pos[adj.list[j]] + frac(s, adj.far[j]));
+        total += adj.weight[j];
+      }
+      key[v] = sum / total;
+    }
+  }
+  const sorted = Array.from(layer).sort((a, b) => key[a] - key[b] || pos[a] - pos[b]);
+  for (let i = 0; i < sorted.length; i++) {
+    layer[i] = sorted[i];
+    pos[sorted[i]] = i;
+  }
+}
+
+/** Order the inner boxes of each vertex by the barycenter of what they read below (a stable sort). */
+function orderInner(s: Compounds & Dummies, pos: Int32Array, innerKey: Float64Array): void {
+  const { n, innerStart, innerSeq, slot, down } = s;
+  for (let v = 0; v < n; v++) {
+    const first = innerStart[v];
+    const last = innerStart[v + 1];
+    if (last - first < 2) {
+      continue;
+    }
+    let keyed = 0;
+    let keySum = 0;
+    for (let i = first; i < last; i++) {
+      innerKey[innerSeq[i]] = NaN;
+    }
+    const sums = new Map<number, [number, number]>();
+    for (let j = down.start[v]; j < down.start[v + 1]; j++) {
+      const q = down.near[j];
+      if (q >= 0) {
+        const sum = sums.get(q) ?? [0, 0];
+        sum[0] += down.weight[j] * (pos[down.list[j]] + frac(s, down.far[j]));
+        sum[1] += down.weight[j];
+        sums.set(q, sum);
+      }
+    }
+    for (const [q, [sum, weight]] of sums) {
+      innerKey[q] = sum / weight;
+      keyed++;
+      keySum += innerKey[q];
+    }
+    if (keyed === 0) {
+      continue;
+    }
+    const middle = keySum / keyed;
+    const boxes = Array.from(innerSeq.subarray(first, last));
+    for (const q of boxes) {
+      if (Number.isNaN(innerKey[q])) {
+        innerKey[q] = middle;
+      }
+    }
+    boxes.sort((p, q) => innerKey[p] - innerKey[q] || slot[p] - slot[q]);
+    boxes.forEach((q, i) => {
+      innerSeq[first + i] = q;
+      slot[q] = i;
+    });
+  }
+}
+
+/**
+ * Inner boxes: their slots, rows and columns (rows filled in slot order), their centres' offsets from their
+ * vertex's centre (rows left-aligned, the widest centred); widens each compound vertex to hold them.
+ */
+function placeInner(s: Compounds & Dummies): Pick<Ordering, 'innerOffset' | 'innerRow' | 'innerColumn'> {
+  const { n, ni, innerCount, innerStart, innerSeq, innerWidth, slot, cols } = s;
   const innerOffset = new Float64Array(ni);
   const innerRow = new Int32Array(ni);
   const innerColumn = new Int32Array(ni);
@@ -817,16 +915,34 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
       innerOffset[q] = at + innerWidth[q] / 2;
       at += innerWidth[q] + INNER_GAP;
     }
-    vWidth[v] = Math.max(baseWidth[v], widest + 2 * BOX_PAD);
+    s.vWidth[v] = Math.max(s.baseWidth[v], widest + 2 * BOX_PAD);
   }
-  const offsetOf = (q: number): number => (q < 0 ? 0 : innerOffset[q]);
+  return { innerOffset, innerRow, innerColumn };
+}
 
-  // ---- 5. coordinates ----
+/** 5. Coordinates: vertex centres, the ranks' tops and heights, the drawing's horizontal extent. */
+interface Coordinates {
+  /** per vertex (dummies too) */
+  x: Float64Array;
+  /** per input vertex */
+  y: Float64Array;
+  /** per rank (rankTop: one more, the bottom) */
+  rankTop: Float64Array;
+  rankHeight: Float64Array;
+  minX: number;
+  maxX: number;
+}
+
+const MARGIN = 12;
+
+/**
+ * x: each rank placed as near its neighbours' mean x as the separations allow (`isotonic`), in passes down, up,
+ * down, up and both ways; y: a rank is as tall as its tallest vertex, and its vertices share their top.
+ */
+function placeCoordinates(s: Compounds & Ranks & Dummies & Ordering): Coordinates {
+  const { n, total, vWidth, layers, ranks, up, down, rank } = s;
   const x = new Float64Array(total);
-  const weight = new Float64Array(total);
-  for (let v = 0; v < total; v++) {
-    weight[v] = v < n ? 1 : 4; // dummies hold their line straighter
-  }
+  const weight = Float64Array.from({ length: total }, (_, v) => (v < n ? 1 : 4)); // dummies hold their line straighter
   const separation = (a: number, b: number): number =>
     (vWidth[a] + vWidth[b]) / 2 + (a >= n && b >= n ? DUMMY_GAP : NODE_GAP);
   for (const layer of layers) {
@@ -837,19 +953,18 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
     }
   }
   // centre the ranks on the widest
-  {
-    let widest = 0;
-    for (const layer of layers) {
-      if (layer.length) {
-        widest = Math.max(widest, x[layer[layer.length - 1]] + vWidth[layer[layer.length - 1]] / 2);
-      }
+  const right = (layer: Int32Array): number => x[layer[layer.length - 1]] + vWidth[layer[layer.length - 1]] / 2;
+  let widest = 0;
+  for (const layer of layers) {
+    if (layer.length) {
+      widest = Math.max(widest, right(layer));
     }
-    for (const layer of layers) {
-      if (layer.length) {
-        const shift = (widest - (x[layer[layer.length - 1]] + vWidth[layer[layer.length - 1]] / 2)) / 2;
-        for (const v of layer) {
-          x[v] += shift;
-        }
+  }
+  for (const layer of layers) {
+    if (layer.length) {
+      const shift = (widest - right(layer)) / 2;
+      for (const v of layer) {
+        x[v] += shift;
       }
     }
   }
@@ -860,7 +975,7 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
       let count = 0;
       for (const adj of adjs) {
         for (let j = adj.start[v]; j < adj.start[v + 1]; j++) {
-          sum += adj.weight[j] * (x[adj.list[j]] + offsetOf(adj.far[j]) - offsetOf(adj.near[j]));
+          sum += adj.weight[j] * (x[adj.list[j]] + offsetOf(s, adj.far[j]) - offsetOf(s, adj.near[j]));
           count += adj.weight[j];
         }
       }
@@ -868,8 +983,7 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
     }
     isotonic(layer, desired, weight, separation, x);
   };
-  const passes: Csr[][] = [[up], [down], [up], [down], [up, down]];
-  for (const adjs of passes) {
+  for (const adjs of [[up], [down], [up], [down], [up, down]]) {
     if (adjs.length === 1 && adjs[0] === up) {
       for (let r = 1; r < ranks; r++) {
         place(layers[r], adjs);
@@ -893,47 +1007,49 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
   if (total === 0) {
     minX = maxX = 0;
   }
-  const margin = 12;
   for (let v = 0; v < total; v++) {
-    x[v] += margin - minX;
+    x[v] += MARGIN - minX;
   }
-  // a rank is as tall as its tallest vertex; its vertices share their top
   const rankTop = new Float64Array(ranks + 1);
   const rankHeight = new Float64Array(ranks).fill(NODE_HEIGHT);
   for (let v = 0; v < n; v++) {
-    rankHeight[rank[v]] = Math.max(rankHeight[rank[v]], vHeight[v]);
+    rankHeight[rank[v]] = Math.max(rankHeight[rank[v]], s.vHeight[v]);
   }
-  rankTop[0] = margin;
+  rankTop[0] = MARGIN;
   for (let r = 0; r < ranks; r++) {
     rankTop[r + 1] = rankTop[r] + rankHeight[r] + RANK_GAP;
   }
-  /** the y of a dummy in rank r (mid-rank) */
-  const yOf = (r: number): number => rankTop[r] + rankHeight[r] / 2;
-  const topOf = (v: number): number => rankTop[rank[v]];
-  const innerTop = (q: number): number => topOf(ownerOf(q)) + BOX_TITLE + innerRow[q] * (NODE_HEIGHT + INNER_GAP);
-  /** where an edge leaving inner box q starts: its bottom in the last row, else the vertex's bottom below it */
-  const portBottom = (q: number): number => {
-    const v = ownerOf(q);
-    return innerRow[q] === Math.ceil(innerCount[v] / cols[v]) - 1 ? innerTop(q) + NODE_HEIGHT : topOf(v) + vHeight[v];
-  };
-  /** where a back edge from inner box q starts (it runs up): its top in the first row, else the vertex's top above it */
-  const portTop = (q: number): number => (innerRow[q] === 0 ? innerTop(q) : topOf(ownerOf(q)));
-  const y = new Float64Array(n); // vertex centres
-  for (let v = 0; v < n; v++) {
-    y[v] = topOf(v) + vHeight[v] / 2;
-  }
-  yield 'coordinates';
+  const y = Float64Array.from({ length: n }, (_, v) => rankTop[rank[v]] + s.vHeight[v] / 2);
+  return { x, y, rankTop, rankHeight, minX, maxX };
+}
 
-  // ---- 6. edge routes ----
+/** An inner box's centre's offset from its vertex's centre; 0 for the vertex itself (-1). */
+const offsetOf = (s: Ordering, q: number): number => (q < 0 ? 0 : s.innerOffset[q]);
+/** The top of vertex v, of inner box q. */
+const topOf = (s: LayoutState, v: number): number => s.rankTop[s.rank[v]];
+const innerTop = (s: LayoutState, q: number): number =>
+  topOf(s, s.owner[q]) + BOX_TITLE + s.innerRow[q] * (NODE_HEIGHT + INNER_GAP);
+/** Where an edge leaving inner box q starts: its bottom in the last row, else the vertex's bottom below it. */
+function portBottom(s: LayoutState, q: number): number {
+  const v = s.owner[q];
+  return s.innerRow[q] === Math.ceil(s.innerCount[v] / s.cols[v]) - 1 ? innerTop(s, q) + NODE_HEIGHT : topOf(s, v) + s.vHeight[v];
+}
+/** Where a back edge from inner box q starts (it runs up): its top in the first row, else the vertex's top above it. */
+const portTop = (s: LayoutState, q: number): number => (s.innerRow[q] === 0 ? innerTop(s, q) : topOf(s, s.owner[q]));
+/** The centre and width of a side g: vertex g's (g < n), else inner box g - n's. */
+const centreOf = (s: LayoutState, g: number): number => (g < s.n ? s.x[g] : s.x[s.owner[g - s.n]] + s.innerOffset[g - s.n]);
+const widthOf = (s: LayoutState, g: number): number => (g < s.n ? s.vWidth[g] : s.innerWidth[g - s.n]);
+
+/** 6. Edge routes: through their dummies, their ends spread along each side; self-loops round the vertex. */
+function routeEdges(s: LayoutState): EdgeRoute[] {
+  const { n, m, ni, x, y, vWidth, vHeight, rank, vRank, port, reversed, loop, dm, dagFrom, dagTo, dagEdge, chainStart } = s;
   const edges: EdgeRoute[] = new Array(m);
   const dagOf = new Int32Array(m).fill(-1);
   for (let d = 0; d < dm; d++) {
     dagOf[dagEdge[d]] = d;
   }
-  // spread the ends over each side (a vertex's top or bottom, an inner box's bottom or top), ordered by
-  // the x of the other end; side g < n is vertex g's, n + q inner box q's
-  const centreOf = (g: number): number => (g < n ? x[g] : x[ownerOf(g - n)] + innerOffset[g - n]);
-  const widthOf = (g: number): number => (g < n ? vWidth[g] : innerWidth[g - n]);
+  // spread the ends over each side (a vertex's top or bottom, an inner box's bottom or top), ordered by the x of
+  // the other end
   const topEnds: number[][] = Array.from({ length: n + ni }, () => []);
   const bottomEnds: number[][] = Array.from({ length: n + ni }, () => []);
   const nearTop = new Float64Array(dm); // x of the point next to the lower end (at b's top)
@@ -941,27 +1057,25 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
   const upperSide = new Int32Array(dm);
   const lowerSide = new Int32Array(dm);
   for (let d = 0; d < dm; d++) {
-    const a = dagFrom[d];
-    const b = dagTo[d];
     const e = dagEdge[d];
-    const span = rank[b] - rank[a];
+    const span = rank[dagTo[d]] - rank[dagFrom[d]];
     const first = chainStart[d];
-    upperSide[d] = !reversed[e] && port[e] >= 0 ? n + port[e] : a;
-    lowerSide[d] = reversed[e] && port[e] >= 0 ? n + port[e] : b;
-    nearBottom[d] = first >= 0 ? x[first] : centreOf(lowerSide[d]);
-    nearTop[d] = first >= 0 ? x[first + span - 2] : centreOf(upperSide[d]);
+    upperSide[d] = !reversed[e] && port[e] >= 0 ? n + port[e] : dagFrom[d];
+    lowerSide[d] = reversed[e] && port[e] >= 0 ? n + port[e] : dagTo[d];
+    nearBottom[d] = first >= 0 ? x[first] : centreOf(s, lowerSide[d]);
+    nearTop[d] = first >= 0 ? x[first + span - 2] : centreOf(s, upperSide[d]);
     bottomEnds[upperSide[d]].push(d);
     topEnds[lowerSide[d]].push(d);
   }
   const endX = new Float64Array(dm * 2); // [2d]: at the upper end, [2d + 1]: at the lower end
   const spread = (g: number, ends: number[], near: Float64Array, which: number): void => {
-    const centre = centreOf(g);
+    const centre = centreOf(s, g);
     if (ends.length === 1) {
       endX[ends[0] * 2 + which] = centre;
       return;
     }
     ends.sort((p, q) => near[p] - near[q] || p - q);
-    const span = Math.min(widthOf(g) * 0.7, (ends.length - 1) * 10);
+    const span = Math.min(widthOf(s, g) * 0.7, (ends.length - 1) * 10);
     ends.forEach((d, i) => {
       endX[d * 2 + which] = centre - span / 2 + (span * i) / (ends.length - 1);
     });
@@ -977,17 +1091,17 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
   const loops = new Int32Array(n); // self-loops from inner boxes so far, per vertex
   for (let e = 0; e < m; e++) {
     if (loop[e]) {
-      const v = input.sources[e];
+      const v = s.input.sources[e];
       const right = x[v] + vWidth[v] / 2;
       const q = port[e];
       if (q >= 0) {
         // from the inner box's bottom, out below and round the vertex's right side, into its top
         const k = loops[v]++;
-        const top = topOf(v);
+        const top = topOf(s, v);
         const out = right + 12 + 6 * k;
         const end = Math.max(x[v], right - 12 - 8 * k);
         edges[e] = {
-          points: [centreOf(n + q), portBottom(q), out, top + vHeight[v] + 10 + 4 * k, out, top - 10 - 4 * k, end, top],
+          points: [centreOf(s, n + q), portBottom(s, q), out, top + vHeight[v] + 10 + 4 * k, out, top - 10 - 4 * k, end, top],
           reversed: false,
           loop: true
         };
@@ -1001,13 +1115,13 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
     const b = dagTo[d];
     const upper = upperSide[d];
     const lower = lowerSide[d];
-    const points = [endX[d * 2], upper < n ? topOf(a) + vHeight[a] : portBottom(upper - n)];
+    const points = [endX[d * 2], upper < n ? topOf(s, a) + vHeight[a] : portBottom(s, upper - n)];
     if (chainStart[d] >= 0) {
       for (let v = chainStart[d]; v < chainStart[d] + rank[b] - rank[a] - 1; v++) {
-        points.push(x[v], yOf(vRank[v]));
+        points.push(x[v], s.rankTop[vRank[v]] + s.rankHeight[vRank[v]] / 2); // mid-rank
       }
     }
-    points.push(endX[d * 2 + 1], lower < n ? topOf(b) : portTop(lower - n));
+    points.push(endX[d * 2 + 1], lower < n ? topOf(s, b) : portTop(s, lower - n));
     if (reversed[e]) {
       const back: number[] = [];
       for (let i = points.length - 2; i >= 0; i -= 2) {
@@ -1018,35 +1132,31 @@ export function* layoutSteps(input: LayoutInput, options: LayoutOptions = {}): G
       edges[e] = { points, reversed: false, loop: false };
     }
   }
-  const order = new Int32Array(n);
-  for (let v = 0; v < n; v++) {
-    order[v] = pos[v];
-  }
-  const innerX = new Float64Array(ni);
-  const innerY = new Float64Array(ni);
-  for (let q = 0; q < ni; q++) {
-    innerX[q] = centreOf(n + q);
-    innerY[q] = innerTop(q) + NODE_HEIGHT / 2;
-  }
+  return edges;
+}
+
+/** The layout of the state, with its edge routes. */
+function result(s: LayoutState, edges: EdgeRoute[]): Layout {
+  const { n, ni, ranks } = s;
   return {
-    x: x.slice(0, n),
-    y,
-    width: vWidth.slice(0, n),
+    x: s.x.slice(0, n),
+    y: s.y,
+    width: s.vWidth.slice(0, n),
     height: NODE_HEIGHT,
-    heights: vHeight,
-    rank,
-    order,
+    heights: s.vHeight,
+    rank: s.rank,
+    order: s.pos.slice(0, n),
     ranks,
     edges,
-    totalWidth: Math.max(0, maxX - minX) + 2 * margin + 40,
-    totalHeight: ranks ? rankTop[ranks] - RANK_GAP + margin : 2 * margin,
-    crossings: best,
-    dummies,
-    innerX,
-    innerY,
-    innerWidth,
-    innerRow,
-    innerColumn
+    totalWidth: Math.max(0, s.maxX - s.minX) + 2 * MARGIN + 40,
+    totalHeight: ranks ? s.rankTop[ranks] - RANK_GAP + MARGIN : 2 * MARGIN,
+    crossings: s.crossings,
+    dummies: s.dummies,
+    innerX: Float64Array.from({ length: ni }, (_, q) => centreOf(s, n + q)),
+    innerY: Float64Array.from({ length: ni }, (_, q) => innerTop(s, q) + NODE_HEIGHT / 2),
+    innerWidth: s.innerWidth,
+    innerRow: s.innerRow,
+    innerColumn: s.innerColumn
   };
 }
 

@@ -72,15 +72,21 @@ export interface StageEnvelope {
   meta: Record<string, unknown>;
 }
 
-/** cuda kernel id -> LLIR kernel id -> 1-based source lines. */
-export type CudaLines = Record<string, Record<string, number[]>>;
+/** What a node of a pipeline links to: ids in other stages, and CUDA kernel id -> 1-based source lines. */
+export interface Counterparts {
+  counterparts?: Record<string, string[]>;
+  lines?: Record<string, number[]>;
+}
+
+/** stage -> node id -> its counterparts (nodes with none left out): `luminal_lab.compiler.provenance.Provenance.table`. */
+export type ProvenanceTable = Record<string, Record<string, Counterparts>>;
 
 export interface PipelineEnvelope {
   stage: 'pipeline';
   schema: number;
   summary: string;
   stages: StageEnvelope[];
-  meta: Record<string, unknown> & { cuda_lines: CudaLines };
+  meta: Record<string, unknown> & { provenance: ProvenanceTable };
 }
 
 export type Envelope = StageEnvelope | PipelineEnvelope;
@@ -228,28 +234,25 @@ function checkStage(value: unknown, where: string): StageEnvelope {
   return { stage: value.stage, schema, summary, nodes, edges, links, meta };
 }
 
-function checkCudaLines(meta: Record<string, unknown>): CudaLines {
-  const value = meta.cuda_lines;
-  if (value === undefined || value === null) {
-    return {};
-  }
-  if (!isObject(value)) {
-    fail('meta.cuda_lines is not an object');
-  }
-  const lines: CudaLines = {};
-  for (const [kernel, byLlir] of Object.entries(value)) {
-    if (!isObject(byLlir)) {
-      fail(`meta.cuda_lines[${show(kernel)}] is not an object`);
+/** `meta.provenance` of a pipeline: stage -> id -> {counterparts: stage -> ids, lines: kernel -> line numbers}. */
+function checkProvenance(meta: Record<string, unknown>): ProvenanceTable {
+  const value = meta.provenance ?? {};
+  const map = <T>(value: unknown, where: string, item: (value: unknown, where: string) => T): Record<string, T> => {
+    if (!isObject(value)) {
+      fail(`${where} is not an object`);
     }
-    lines[kernel] = {};
-    for (const [llir, numbers] of Object.entries(byLlir)) {
-      if (!Array.isArray(numbers) || !numbers.every(n => typeof n === 'number' && Number.isInteger(n) && n >= 1)) {
-        fail(`meta.cuda_lines[${show(kernel)}][${show(llir)}] is not an array of line numbers`);
-      }
-      lines[kernel][llir] = numbers as number[];
+    return Object.fromEntries(Object.entries(value).map(([key, v]) => [key, item(v, `${where}[${show(key)}]`)]));
+  };
+  const list = <T>(test: (v: unknown) => boolean, what: string) => (value: unknown, where: string): T[] =>
+    Array.isArray(value) && value.every(test) ? (value as T[]) : fail(`${where} is not an array of ${what}`);
+  const ids = list<string>(v => typeof v === 'string', 'strings');
+  const lines = list<number>(v => typeof v === 'number' && Number.isInteger(v) && v >= 1, 'line numbers');
+  return map(value, 'meta.provenance', (stage, at) => map(stage, at, (node, where) => {
+    if (!isObject(node)) {
+      fail(`${where} is not an object`);
     }
-  }
-  return lines;
+    return { counterparts: map(node.counterparts ?? {}, `${where}.counterparts`, ids), lines: map(node.lines ?? {}, `${where}.lines`, lines) };
+  }));
 }
 
 function checkPipeline(value: Record<string, unknown>): PipelineEnvelope {
@@ -272,7 +275,7 @@ function checkPipeline(value: Record<string, unknown>): PipelineEnvelope {
     return checked;
   });
   const meta = checkMeta(value, 'pipeline: ');
-  return { stage: 'pipeline', schema, summary, stages, meta: { ...meta, cuda_lines: checkCudaLines(meta) } };
+  return { stage: 'pipeline', schema, summary, stages, meta: { ...meta, provenance: checkProvenance(meta) } };
 }
 
 /** Parse and validate an envelope (a stage or a pipeline); the error names what is wrong and where. */
@@ -600,14 +603,12 @@ export function compareHlirIds(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-const own = (object: object, key: string): boolean => Object.prototype.hasOwnProperty.call(object, key);
-
 /** The HLIR ids of node `i`: its `links.hlir` entry, else its own `hlir` field (an e-node: its e-class's). */
 export function hlirOf(graph: StageGraph, i: number): string[] {
   const c = graph.eclassOf[i];
   const node = graph.nodes[c >= 0 ? c : i];
   const links = graph.envelope.links.hlir;
-  if (links && own(links, node.id)) {
+  if (links && has(links, node.id)) {
     return links[node.id];
   }
   const field = node.hlir;
@@ -845,75 +846,25 @@ function subScene(scene: Scene, keep: number[]): Scene {
 // ---- a pipeline ------------------------------------------------------------------------------
 
 /**
- * The cross-stage map of a pipeline, read from its stages' links (a port of
- * luminal_lab.compiler.provenance.Provenance): links are read both ways and followed transitively along
- * chains that visit each stage at most once; an e-node stands for its e-class.
+ * The cross-stage map of a pipeline, as its envelope's `meta.provenance` gives it
+ * (`luminal_lab.compiler.provenance.Provenance`, which follows the stages' links; an e-node stands for its e-class).
  */
 export class Provenance {
   readonly stages: string[];
-  private readonly order = new Map<string, Map<string, number>>();
-  private readonly eclassOf = new Map<string, string>();
-  /** stage -> other stage -> id -> linked ids there */
-  private readonly links = new Map<string, Map<string, Map<string, Set<string>>>>();
-  readonly cudaLines: CudaLines;
+  private readonly ids = new Map<string, Set<string>>();
 
-  constructor(stages: StageEnvelope[], cudaLines: CudaLines = {}) {
+  constructor(stages: StageEnvelope[], private readonly table: ProvenanceTable = {}) {
     this.stages = stages.map(s => s.stage);
-    this.cudaLines = cudaLines;
-    for (const envelope of stages) {
-      const order = new Map<string, number>();
-      envelope.nodes.forEach((node, i) => order.set(node.id, i));
-      this.order.set(envelope.stage, order);
-      this.links.set(envelope.stage, new Map());
-    }
-    const egraph = stages.find(s => s.stage === 'egraph');
-    for (const node of egraph ? egraph.nodes : []) {
-      if (node.kind === 'enode' && typeof node.eclass === 'string') {
-        this.eclassOf.set(node.id, node.eclass);
-      }
-    }
-    const relation = (from: string, to: string): Map<string, Set<string>> => {
-      const byTarget = this.links.get(from)!;
-      let map = byTarget.get(to);
-      if (!map) {
-        map = new Map();
-        byTarget.set(to, map);
-      }
-      return map;
-    };
-    const add = (map: Map<string, Set<string>>, key: string, value: string): void => {
-      let set = map.get(key);
-      if (!set) {
-        set = new Set();
-        map.set(key, set);
-      }
-      set.add(value);
-    };
-    for (const envelope of stages) {
-      for (const [target, mapping] of Object.entries(envelope.links)) {
-        if (!this.links.has(target) || target === envelope.stage) {
-          continue;
-        }
-        const forward = relation(envelope.stage, target);
-        const backward = relation(target, envelope.stage);
-        for (const [sid, tids] of Object.entries(mapping)) {
-          for (const tid of tids) {
-            add(forward, sid, tid);
-            add(backward, tid, sid);
-          }
-        }
-      }
-    }
+    stages.forEach(envelope => this.ids.set(envelope.stage, new Set(envelope.nodes.map(node => node.id))));
   }
 
   static of(pipeline: PipelineEnvelope): Provenance {
-    return new Provenance(pipeline.stages, pipeline.meta.cuda_lines);
+    return new Provenance(pipeline.stages, pipeline.meta.provenance);
   }
 
   /** Whether `stage` has a node `id`. */
   has(stage: string, id: string): boolean {
-    const order = this.order.get(stage);
-    return order !== undefined && order.has(id);
+    return this.ids.get(stage)?.has(id) ?? false;
   }
 
   /**
@@ -921,77 +872,24 @@ export class Provenance {
    * node order (empty when none). Throws for an unknown stage or id.
    */
   counterparts(stage: string, id: string): Record<string, string[]> {
-    const order = this.order.get(stage);
-    if (!order) {
+    const found = this.entry(stage, id).counterparts ?? {};
+    return Object.fromEntries(this.stages.filter(s => s !== stage).map(s => [s, has(found, s) ? found[s] : []]));
+  }
+
+  /** CUDA kernel id -> the sorted 1-based source lines computing what corresponds to `id` of `stage`. */
+  lines(stage: string, id: string): Record<string, number[]> {
+    return this.entry(stage, id).lines ?? {};
+  }
+
+  private entry(stage: string, id: string): Counterparts {
+    const ids = this.ids.get(stage);
+    if (!ids) {
       throw new Error(`unknown stage "${stage}"; the stages are ${this.stages.join(', ')}`);
     }
-    if (!order.has(id)) {
+    if (!ids.has(id)) {
       throw new Error(`the ${stage} stage has no node "${id}"`);
     }
-    const found = new Map<string, Set<string>>();
-    for (const name of this.stages) {
-      if (name !== stage) {
-        found.set(name, new Set());
-      }
-    }
-    const walk = (at: string, ids: Set<string>, seen: Set<string>): void => {
-      for (const [target, relation] of this.links.get(at)!) {
-        if (seen.has(target)) {
-          continue;
-        }
-        const reached = new Set<string>();
-        for (const i of ids) {
-          const linked = relation.get(i);
-          if (linked) {
-            linked.forEach(l => reached.add(l));
-          }
-        }
-        if (reached.size > 0) {
-          reached.forEach(r => found.get(target)!.add(r));
-          walk(target, reached, new Set([...seen, target]));
-        }
-      }
-    };
-    const start = stage === 'egraph' ? this.eclassOf.get(id) ?? id : id;
-    walk(stage, new Set([start]), new Set([stage]));
-    const result: Record<string, string[]> = {};
-    for (const [name, ids] of found) {
-      result[name] = this.ordered(name, ids);
-    }
-    return result;
-  }
-
-  /**
-   * CUDA kernel id -> the sorted 1-based source lines computing the LLIR kernels that correspond to
-   * `id` of `stage` (for a CUDA kernel itself: every LLIR kernel it implements); kernels with no such
-   * line are left out. `found` is `counterparts(stage, id)` when already known.
-   */
-  lines(stage: string, id: string, found?: Record<string, string[]>): Record<string, number[]> {
-    found = found ?? this.counterparts(stage, id);
-    const kernels = stage === 'cuda' ? [id] : found.cuda ?? [];
-    const llir = new Set([...(found.llir ?? []), ...(stage === 'llir' ? [id] : [])]);
-    const result: Record<string, number[]> = {};
-    for (const kernel of kernels) {
-      const byLlir = Object.prototype.hasOwnProperty.call(this.cudaLines, kernel) ? this.cudaLines[kernel] : {};
-      const numbers = new Set<number>();
-      for (const k of llir) {
-        if (Object.prototype.hasOwnProperty.call(byLlir, k)) {
-          byLlir[k].forEach(n => numbers.add(n));
-        }
-      }
-      if (numbers.size > 0) {
-        result[kernel] = [...numbers].sort((a, b) => a - b);
-      }
-    }
-    return result;
-  }
-
-  private ordered(stage: string, ids: Set<string>): string[] {
-    const order = this.order.get(stage)!;
-    const size = order.size;
-    return [...ids].sort((a, b) => {
-      const d = (order.get(a) ?? size) - (order.get(b) ?? size);
-      return d !== 0 ? d : a < b ? -1 : a > b ? 1 : 0;
-    });
+    const byId = has(this.table, stage) ? this.table[stage] : {};
+    return has(byId, id) ? byId[id] : {};
   }
 }

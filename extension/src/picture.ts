@@ -9,6 +9,8 @@
  * picture are dropped before it enters the page.
  */
 
+import { html } from './panels.js';
+
 export const PICTURE_MIME = 'application/vnd.luminal-lab.picture+json';
 export const PICTURE_SCHEMA = 1;
 
@@ -128,15 +130,6 @@ export function cleanSvg(text: string): SVGSVGElement | null {
     group.insertBefore(title, group.firstChild);
   });
   return document.importNode(root, true) as unknown as SVGSVGElement;
-}
-
-function html<K extends keyof HTMLElementTagNameMap>(tag: K, className: string, text?: string): HTMLElementTagNameMap[K] {
-  const element = document.createElement(tag);
-  element.className = className;
-  if (text !== undefined) {
-    element.textContent = text;
-  }
-  return element;
 }
 
 /** The picture, its toolbar (caption, zoom, Fit, 1:1) and its details panel. */

@@ -16,9 +16,10 @@ a region's ``FusionEnd`` keeps the HLIR node of its result, and a ``FusionStart`
 its input) holds none. Through an HLIR node, a node also reaches every e-class computing it,
 including the fused alternatives of regions the genome did not choose.
 
-``Provenance.lines`` names the CUDA source lines behind a selection (``CudaStage.source_lines``).
-The browser half, shared by the workbench widget and the HTML report, is
-``luminal_lab/notebook/static/provenance.js``.
+``Provenance.lines`` names the CUDA source lines behind a selection (``CudaStage.source_lines``, gathered in
+``cuda_lines``). ``Provenance.table`` is every node's counterparts and lines, which the pipeline envelope carries
+for the JupyterLab extension to read (it computes none). The browser half of the workbench widget and the HTML
+report is ``luminal_lab/notebook/static/provenance.js``.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ class Pipeline(Stage):
     """Every stage of one compilation in one notebook output, for the JupyterLab extension.
 
     Its envelope is ``{"stage": "pipeline", "schema", "summary", "stages": [the stage envelopes in
-    pipeline order], "meta": {"cuda_lines": {CUDA kernel id: {LLIR kernel id: [1-based lines]}}}}``;
-    the extension follows the stages' links to highlight a node's counterparts in the other stages,
-    and marks ``cuda_lines`` in a CUDA kernel's source.
+    pipeline order], "meta": {"cuda_lines": {CUDA kernel id: {LLIR kernel id: [1-based lines]}},
+    "provenance": Provenance.table()}}``: the extension highlights a node's counterparts in the other stages,
+    and marks its lines in a CUDA kernel's source, as ``provenance`` says.
     """
 
     name = "pipeline"
@@ -58,14 +59,10 @@ class Pipeline(Stage):
         return "\n".join(stage.summary() for stage in self.stages.values())
 
     def to_json(self) -> dict[str, Any]:
-        cuda = self.stages.get("cuda")
-        cuda_lines = {}
-        if isinstance(cuda, CudaStage):
-            for kernel in cuda.kernels:
-                lines = {kernel_id(k): cuda.source_lines(kernel, k) for k in cuda.llir_kernels(kernel)}
-                cuda_lines[cuda_id(kernel)] = {k: numbers for k, numbers in lines.items() if numbers}
+        provenance = Provenance(self.stages)
         return {"stage": self.name, "schema": SCHEMA_VERSION, "summary": self.summary(),
-                "stages": [stage.to_json() for stage in self.stages.values()], "meta": {"cuda_lines": cuda_lines}}
+                "stages": list(provenance.envelopes.values()),
+                "meta": {"cuda_lines": provenance.cuda_lines, "provenance": provenance.table()}}
 
 
 class Provenance:
@@ -90,9 +87,11 @@ class Provenance:
                         links[target][source][tid].add(sid)
         self._links = links
         cuda = self.stages.get("cuda")
-        self._cuda = cuda if isinstance(cuda, CudaStage) else None
-        self._cuda_kernels = {cuda_id(k): k for k in cuda.kernels} if self._cuda else {}
-        self._llir_numbers = {kernel_id(k): k.id for k in cuda.llir.kernels} if self._cuda else {}
+        # CUDA kernel id -> LLIR kernel id -> the lines of its source computing that LLIR kernel (none left out)
+        self.cuda_lines: dict[str, dict[str, list[int]]] = {
+            cuda_id(kernel): {kernel_id(k): lines for k in cuda.llir_kernels(kernel)
+                              if (lines := cuda.source_lines(kernel, k))}
+            for kernel in cuda.kernels} if isinstance(cuda, CudaStage) else {}
 
     def ids(self, stage: str) -> list[str]:
         """The node ids of ``stage``, in its envelope's order; ``ValueError`` for an unknown stage."""
@@ -142,18 +141,25 @@ class Provenance:
                        if name == stage or found[name]}
         return highlighted, self._lines(stage, node_id, found)
 
+    def table(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """Stage -> node id -> ``{"counterparts": {other stage: ids}, "lines": lines}`` for every node with any (stages
+        with none and empty lines left out)."""
+        table: dict[str, dict[str, dict[str, Any]]] = {}
+        for name in self.stages:
+            for node_id in self.ids(name):
+                found = self.counterparts(name, node_id)
+                entry = {"counterparts": {k: ids for k, ids in found.items() if ids},
+                         "lines": self._lines(name, node_id, found)}
+                entry = {k: v for k, v in entry.items() if v}
+                if entry:
+                    table.setdefault(name, {})[node_id] = entry
+        return table
+
     def _lines(self, stage: str, node_id: str, found: dict[str, list[str]]) -> dict[str, list[int]]:
-        if self._cuda is None:
-            return {}
         kernels = [node_id] if stage == "cuda" else found.get("cuda", [])
-        number = self._llir_numbers
-        llir = {number[k] for k in [*found.get("llir", []), *([node_id] if stage == "llir" else [])] if k in number}
-        lines = {}
-        for kid in kernels:
-            numbers = sorted({n for k in llir for n in self._cuda.source_lines(self._cuda_kernels[kid], k)})
-            if numbers:
-                lines[kid] = numbers
-        return lines
+        llir = [*found.get("llir", []), *([node_id] if stage == "llir" else [])]
+        lines = {kid: sorted({n for k in llir for n in self.cuda_lines.get(kid, {}).get(k, ())}) for kid in kernels}
+        return {kid: numbers for kid, numbers in lines.items() if numbers}
 
     def _ordered(self, stage: str, ids: set[str]) -> list[str]:
         order = self._order[stage]

@@ -206,3 +206,22 @@ def test_pipeline_output_holds_every_stage_and_the_cuda_lines(fused: Fused) -> N
     region_lines = {k: [line] for k, (line, _) in LINES.items()}
     assert envelope["meta"]["cuda_lines"] == {"cu7": {"k1": [8], "k3": [9], **region_lines}, "cu9": {"k9": [30]}}
     json.dumps(envelope)  # plain JSON throughout
+
+
+def test_pipeline_output_holds_every_nodes_counterparts_and_lines(fused: Fused) -> None:
+    """The extension reads a selection's counterparts and CUDA lines from the envelope: none are left out."""
+    fused.comp.genome = fused.genome
+    table = fused.comp.pipeline().to_json()["meta"]["provenance"]
+    provenance, checked = fused.provenance, 0
+    for stage in STAGES:
+        for node_id in provenance.ids(stage):
+            entry = table.get(stage, {}).get(node_id, {})
+            found = provenance.counterparts(stage, node_id)
+            assert entry.get("counterparts", {}) == {name: ids for name, ids in found.items() if ids}, node_id
+            assert entry.get("lines", {}) == provenance.lines(stage, node_id), node_id
+            checked += bool(entry)
+    sin = table["hlir"]["h3"]
+    assert {k: sin["counterparts"][k] for k in ("llir", "regions", "cuda")} == {"llir": ["k5"], "regions": ["r0"],
+                                                                               "cuda": ["cu7"]}
+    assert sin["lines"] == {"cu7": [11]}
+    assert checked > len(provenance.ids("hlir"))

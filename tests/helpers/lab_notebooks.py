@@ -107,8 +107,10 @@ MALICIOUS_CELLS = (
         second["links"] = {"hlir": {n["id"]: ["m0" + P[0], P[1]] for n in second["nodes"]}, P[2]: {P[3]: [P[4]]}}
         odd = stage(P[5], "o")
         odd["links"] = {"hlir": {"o0" + P[0]: [P[6]]}}
+        links = {"counterparts": {"hlir": ["m0" + P[0], P[1]], P[5]: [P[6]]}, "lines": {P[0]: [1, 2]}}
         pipe = {"stage": "pipeline", "schema": 1, "summary": " ".join(P), "stages": [first, second, odd],
-                "meta": {"cuda_lines": {P[0]: {P[1]: [1, 2]}}, P[2]: P[3]}}
+                "meta": {"cuda_lines": {P[0]: {P[1]: [1, 2]}}, P[2]: P[3],
+                         "provenance": {"egraph": {n["id"]: links for n in second["nodes"]}}}}
         show(pipe)"""),
 )
 
