@@ -88,6 +88,7 @@ _UNARY = {  # op -> (f32, f64)
     "Sin": ("m.sinf({x})", "np.sin({x})"),
     "Sqrt": ("np.sqrt({x})", "np.sqrt({x})"),
     "Recip": ("np.float32(1.0) / {x}", "1.0 / {x}"),
+    "Tanh": ("np.tanh({x})", "np.tanh({x})"),
 }
 _BINARY = {"Add": "{x} + {y}", "Mul": "{x} * {y}", "LessThan": "{x} < {y}"}
 _CAST = {DType.F32: "np.float32({x})", DType.F64: "np.float64({x})", DType.I8: "np.int8({x})",

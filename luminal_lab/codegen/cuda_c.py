@@ -131,6 +131,7 @@ _UNARY = {  # op -> (float, double)
     "Sqrt": ("sqrtf({})", "sqrt({})"),
     "Recip": ("(1.0f / ({}))", "(1.0 / ({}))"),
     "Exp": ("expf({})", "exp({})"),
+    "Tanh": ("tanhf({})", "tanh({})"),
 }
 
 

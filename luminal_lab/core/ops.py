@@ -136,6 +136,7 @@ KERNEL_OPS = (  # the HLIR ops' kernels, then the ops recognised from patterns
     _op("ScatterAdd", INDEX, layout=_SCATTER, hlir=Op.SCATTER_ADD),
     _op("Cast", CAST, "field", "shape:EList x:View out:EList dtype:DType", hlir=Op.CAST),
     _op("Exp", UNARY, fuses=True),
+    _op("Tanh", UNARY, fuses=True),
     _op("Select", TERNARY, "input1", fuses=True),
     _op("Matmul", CONTRACT),
     _op("MatmulTiled", CONTRACT, layout=f"{CONTRACT.value} {_tiling_fields(Tiling)}", gpu_only=True),

@@ -166,6 +166,30 @@ EXP_CHAIN = Rule(
     " (= ?dt (dtype ?e)))"
     f" ((union ?e {op_term('KernelExp', inputs('?x'), shape='?s', x='?xv', out='?o', dtype='?dt')})))")
 
+
+
+
+def _scaled(result: str, operand: str, value: str, view: str = "(Strided ?o)") -> str:
+    """``result`` is ``operand * c`` over ``?s``, ``c`` a broadcast constant of ``value`` (``result`` + ``c``)."""
+    c = f"{result}c"
+    return (f"(= {result} {op_term('Mul', inputs(operand, c), shape='?s', a=view, b=f'{c}v', out='?o')})"
+            f" (= {c} {op_term('Constant', '(INil)', value=value, dtype=f'{c}t')})")
+
+
+# tanh as the tensor API decomposes it, 2 * sigmoid(2x) - 1, each op over one shape in its own layout and the
+# constants broadcast: 2 * recip(1 + exp2(2x * -1 * LOG2_E)) + 1 * -1; the kernel reads x as ``2x`` does
+_ONE = op_term("Constant", "(INil)", value="(MNum 1)", dtype="?onet")
+TANH_CHAIN = Rule(
+    "tanh-chain-to-KernelTanh", "kernel_lower",
+    f"(rule ((= ?e {op_term('Add', inputs('?h', '?m'), shape='?s', a='(Strided ?o)', b='(Strided ?o)', out='?o')})"
+    f" {_scaled('?m', '?one', '(MNum -1)', '?onev')} (= ?one {_ONE}) {_scaled('?h', '?r', '(MNum 2)')}"
+    f" (= ?r {op_term('Recip', inputs('?d'), shape='?s', x='(Strided ?o)', out='?o')})"
+    f" (= ?d {op_term('Add', inputs('?x2', '?one'), shape='?s', a='(Strided ?o)', b='?dv', out='?o')})"
+    f" (= ?x2 {op_term('Exp2', inputs('?l'), shape='?s', x='(Strided ?o)', out='?o')})"
+    f" {_scaled('?l', '?n', f'(MFloat {LOG2_E!r})')} {_scaled('?n', '?t', '(MNum -1)')}"
+    f" {_scaled('?t', '?x', '(MNum 2)', '?xv')} (= ?dt (dtype ?e)))"
+    f" ((union ?e {op_term('KernelTanh', inputs('?x'), shape='?s', x='?xv', out='?o', dtype='?dt')})))")
+
 # (init-of l i x): list l is list i with x appended; derived for the lists that already exist, making no terms
 LIST_RULES = (
     Rule("init-of-one", "expr", "(rule ((= ?l (ECons ?x (ENil))) (= ?n (ENil))) ((init-of ?l ?n ?x)))"),
@@ -287,6 +311,7 @@ _REWRITES = {  # each op's rewrites, and its early ones
     "Recip": ((), (_inverse_rule("Recip", "Recip"),)),
     "Log2": ((), (_inverse_rule("Log2", "Exp2"),)),
     "Exp": ((EXP_CHAIN,), ()),
+    "Tanh": ((TANH_CHAIN,), ()),
     "Select": ((SELECT_OF_GATHER,), ()),
     "Matmul": ((CONTRACTION,), ()),
     "MatmulTiled": (TILED, ()),
