@@ -7,10 +7,11 @@ object of a lower layer; ``OPENERS`` lists every one of them as ``(module, metho
 imports)``, and such an import sits inside that method (or, for its return annotation, under
 ``TYPE_CHECKING``). ``tests/test_layers.py`` walks every module's syntax tree, function-level
 imports included, and fails on any other upward import, on a cycle between folders or between
-modules, and on a model importing its view.
+modules, and on a model importing its view. ``draw`` is what the stages' views share (Graphviz styles, ``Picture``):
+presentation, kept out of ``core``.
 """
 
-LAYERS = ("core", "hlir", "frontends", "egraph", "llir", "codegen", "runtime", "search", "compiler", "notebook")
+LAYERS = ("core", "draw", "hlir", "frontends", "egraph", "llir", "codegen", "runtime", "search", "compiler", "notebook")
 
 OPENERS = (
     ("luminal_lab.egraph.egraph", "EGraph.stepper", "luminal_lab.notebook.stepper"),

@@ -68,7 +68,7 @@ def fields(spec: str) -> tuple[Field, ...]:
 
 
 class Group(enum.Enum):
-    """A kernel op's kind; the first five have one field layout each (the module docstring's table)."""
+    """A kernel op's kind; each of the first five is its field layout."""
 
     UNARY = "shape:EList x:View out:EList"
     BINARY = "shape:EList a:View b:View out:EList"

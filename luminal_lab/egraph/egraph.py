@@ -40,7 +40,7 @@ from .worker import POSITION, EgglogWorker, WorkerDied, shift_position
 from .worker import command_spans as _command_spans
 
 if TYPE_CHECKING:
-    from ..core.draw import Picture
+    from ..draw import Picture
     from ..notebook.inspector import EClassInspector
     from ..notebook.stepper import RuleStepper
 

@@ -69,9 +69,9 @@ from typing import Any
 import graphviz
 
 from ..core.arguments import fail
-from ..core.draw import EDGE_ATTR, GRAPH_ATTR, KIND_STYLE, NODE_ATTR, STUB_STYLE, Picture
 from ..core.ids import hlir_id
 from ..core.symbolic import EGGLOG_EXPR_OPS
+from ..draw import EDGE_ATTR, GRAPH_ATTR, KIND_STYLE, NODE_ATTR, STUB_STYLE, Picture
 from .egraph import EGraph
 from .snapshot import ENode, Snapshot
 

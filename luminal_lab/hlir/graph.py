@@ -39,7 +39,7 @@ from ..core.symbolic import Expr, ExprLike, as_expr
 from .tensor import GraphTensor
 
 if TYPE_CHECKING:
-    from ..core.draw import Picture
+    from ..draw import Picture
 
 
 @dataclass(eq=False)

@@ -45,7 +45,10 @@ from typing import Any
 import graphviz
 
 from ..core.arguments import fail
-from ..core.draw import (
+from ..core.ids import hlir_id
+from ..core.ops import REDUCE_OPS, Op
+from ..core.shape_tracker import ShapeTracker, format_shape
+from ..draw import (
     CLUSTER_ATTR,
     CONSTANT_EDGE_STYLE,
     INDEX_STYLE,
@@ -64,9 +67,6 @@ from ..core.draw import (
     view_json,
     within,
 )
-from ..core.ids import hlir_id
-from ..core.ops import REDUCE_OPS, Op
-from ..core.shape_tracker import ShapeTracker, format_shape
 from .graph import HLIRStage, Node
 
 

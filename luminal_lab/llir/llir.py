@@ -34,7 +34,7 @@ from ..core.stage import Stage
 from ..core.symbolic import Expr
 
 if TYPE_CHECKING:
-    from ..core.draw import Picture
+    from ..draw import Picture
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..core.draw import render, view_json
 from ..core.ids import kernel_id, region_id
+from ..draw import render, view_json
 from .regions import Regions
 from .view import to_dot
 

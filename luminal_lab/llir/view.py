@@ -53,7 +53,11 @@ from typing import Any
 import graphviz
 
 from ..core.arguments import fail
-from ..core.draw import (
+from ..core.ids import hlir_id, kernel_id, region_id
+from ..core.ops import REDUCE_KERNELS
+from ..core.shape_tracker import format_shape
+from ..core.stage import MAX_DRAWN_NODES
+from ..draw import (
     CONSTANT_EDGE_STYLE,
     EDGE_ATTR,
     GRAPH_ATTR,
@@ -73,10 +77,6 @@ from ..core.draw import (
     view_json,
     within,
 )
-from ..core.ids import hlir_id, kernel_id, region_id
-from ..core.ops import REDUCE_KERNELS
-from ..core.shape_tracker import format_shape
-from ..core.stage import MAX_DRAWN_NODES
 from .llir import LLIR, Kernel
 from .regions import Region, find_regions
 

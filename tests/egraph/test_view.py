@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 import luminal_lab as ll
-from luminal_lab.core.draw import PICTURE_MIME
 from luminal_lab.core.stage import SCHEMA_VERSION, STAGE_MIME
+from luminal_lab.draw import PICTURE_MIME
 from luminal_lab.egraph import EGraph, Snapshot, view
 from tests.helpers.stacks import stack
 

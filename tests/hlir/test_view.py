@@ -11,11 +11,8 @@ import numpy as np
 import pytest
 
 import luminal_lab as ll
-from luminal_lab.core.draw import view_kinds
 from luminal_lab.core.ids import hlir_id
-from luminal_lab.core.shape_tracker import ONE, ShapeTracker
 from luminal_lab.core.stage import SCHEMA_VERSION, STAGE_MIME, Stage
-from luminal_lab.core.symbolic import Expr
 from luminal_lab.hlir import view as hlir_view
 from luminal_lab.hlir.graph import HLIRStage
 
@@ -124,21 +121,6 @@ def test_json_kinds_and_origins():
     assert {n["origin"] for n in data["nodes"]} == {None, "matmul", "softmax"}
     assert data["meta"]["inputs"][1] == {"name": "w", "id": "h1", "shape": ["16", "4"], "dtype": "f32",
                                          "weight": True, "live": True}
-
-
-def test_view_kinds():
-    base = ShapeTracker.contiguous((4, 6))
-    assert view_kinds(base) == []
-    assert view_kinds(ShapeTracker.contiguous((4,)).reshape((4, 1)).broadcast_to((4, 1))) == []
-    assert view_kinds(base.permute((1, 0))) == ["permuted"]
-    assert view_kinds(ShapeTracker.contiguous((6,)).broadcast_to((4, 6))) == ["broadcast"]
-    assert view_kinds(base.pad(1, 2, 0)) == ["padded"]
-    assert view_kinds(base.slice(1, 1, 6)) == ["sliced"]
-    assert view_kinds(base.slice(1, 0, 6, 2)) == ["sliced"]
-    assert view_kinds(base.slice(0, 1, 3)) == ["sliced"]
-    assert view_kinds(ShapeTracker((Expr.num(5), Expr.num(5)), (Expr.z(), Expr.z()), (ONE, ONE))) == ["strided"]
-    assert view_kinds(base.permute((1, 0)).reshape((24,))) == ["strided"]
-    assert view_kinds(ShapeTracker.contiguous(("s", 4)).permute((1, 0))) == ["permuted"]
 
 
 def test_hlir_id():

@@ -18,10 +18,10 @@ from typing import Any
 
 import graphviz
 
-from .dtypes import DType
-from .ops import Op
-from .shape_tracker import ONE, ShapeTracker, format_shape
-from .symbolic import Expr
+from ..core.dtypes import DType
+from ..core.ops import Op
+from ..core.shape_tracker import ONE, ShapeTracker, format_shape
+from ..core.symbolic import Expr
 
 MAX_BOXES = 120  # most boxes of ops in a condensed picture
 MAX_BOUNDARY = 40  # inputs / weights / outputs drawn one by one in a condensed picture (per kind)
