@@ -1,16 +1,13 @@
-"""CPU kernels as Python source for ``numba.njit``: one loop nest per elementwise op, cast, reduction, gather
-and fused region, called as ``codegen.cpu_loop.Loop`` states.
+"""CPU kernels as Python source for ``numba.njit``: one loop nest per elementwise op, cast, reduction, gather and fused
+region, called as ``codegen.cpu_loop.Loop`` states.
 
-A source is specialised by rank and by each ``Operand`` (its innermost stride, and whether it is padded), so one
-compiled kernel serves every shape and stride of its op, dtypes and operands; ``parallel`` variants loop with
-``prange``. f16 and bf16 compute in f32 and round on store; ints wrap to their type on store (and so does a fused
-step's value); float32 Exp2/Exp/Log2/Sin call the vectorisable versions in ``cpu_math``, which every source imports.
-A fused region's ``RegionBody`` becomes one loop nest computing its steps on registers. With padded operands the
-innermost loop runs in segments, each wholly inside or wholly outside every padded operand's box, which reads its
-buffer or its zeros there through a contiguous row like an unpadded operand, so each segment's loop vectorises (a
-test per element would not). Each source's first line names the hash of ``cpu_math``, so a kernel cached against
-older helpers is never reused. Each generator keeps the sources it made (``SOURCES`` of them): plans of each new size
-ask again for the same ones.
+A source is specialised by rank and by each ``Operand``, so one compiled kernel serves every shape and stride of its op,
+dtypes and operands; ``parallel`` variants loop with ``prange``. f16 and bf16 compute in f32 and round on store; ints
+wrap to their type on store (and so does a fused step's value); float32 Exp2/Exp/Log2/Sin call the vectorisable
+versions in ``cpu_math``. With padded operands the innermost loop runs in segments, each wholly inside or outside every
+padded operand's box, reading its buffer or its zeros through a contiguous row, so that each segment vectorises. A
+source's first line names the hash of ``cpu_math`` (a kernel cached against older helpers is never reused); each
+generator keeps the ``SOURCES`` it made last, which plans of each new size ask for again.
 """
 
 from __future__ import annotations
@@ -52,13 +49,13 @@ def _header(parallel: bool, *fastmath: str) -> str:
             f"@numba.njit({options})\n")
 
 
+_LOAD = {DType.F16: "m.f16_load({x})", DType.BF16: "m.bf16_load({x})"}  # f16/bf16 bits widen to f32
+_STORE = {DType.F16: "m.f16_store(np.float32({x}))", DType.BF16: "m.bf16_store(np.float32({x}))"}  # and round back
+
+
 def _load(dtype: DType, element: str) -> str:
-    """An element as its compute type: f16/bf16 bits widen to f32."""
-    if dtype == DType.F16:
-        return f"m.f16_load({element})"
-    if dtype == DType.BF16:
-        return f"m.bf16_load({element})"
-    return element
+    """An element as its compute type."""
+    return _LOAD.get(dtype, "{x}").format(x=element)
 
 
 def _loader(dtype: DType | None) -> Callable[[str], str]:
@@ -67,12 +64,8 @@ def _loader(dtype: DType | None) -> Callable[[str], str]:
 
 
 def _store(dtype: DType, value: str) -> str:
-    """A compute value as the storage type: f32 rounds to f16/bf16 bits."""
-    if dtype == DType.F16:
-        return f"m.f16_store(np.float32({value}))"
-    if dtype == DType.BF16:
-        return f"m.bf16_store(np.float32({value}))"
-    return value
+    """A compute value as the storage type."""
+    return _STORE.get(dtype, "{x}").format(x=value)
 
 
 _UNARY_F32 = {"Log2": "m.log2f({x})", "Exp2": "m.exp2f({x})", "Exp": "m.expf({x})", "Sin": "m.sinf({x})",
@@ -278,24 +271,26 @@ def elementwise_source(op: str, dtype: DType, target: DType, operands: tuple[Ope
 _COMPUTE_CAST = {**_CAST, DType.F16: "np.float32({x})", DType.BF16: "np.float32({x})"}
 
 
-def _region_statements(body: RegionBody, values: list[str], exact_sin: bool) -> tuple[list[str], list[str]]:
-    """The statements computing ``body``'s steps from its inputs' ``values`` (each step's value in the compute
-    type, as an unfused kernel would store it), and the names of the f32 Sin operands. With ``exact_sin``
-    those Sins take libm's sin beyond ``SIN_LIMIT`` instead."""
-    dtype = body.dtype
-    lines = [f"a{j} = {value}" for j, value in enumerate(values)]  # x{j} is the buffer, a{j} its element
-    sin_operands = []
-    for i, (op, names) in enumerate(body.steps):
-        operands = [f"a{name[1:]}" if name[0] == "x" else name for name in names]
-        if op == "Sin" and dtype != DType.F64:
-            (x,) = operands
-            sin_operands.append(x)
+def _local(name: str) -> str:
+    """The local holding region value ``name`` (``x{j}`` is input ``j``'s buffer, ``a{j}`` its element)."""
+    return f"a{name[1:]}" if name[0] == "x" else name
+
+
+def _steps(body: RegionBody, indexes: Iterable[int], exact_sin: bool = True) -> list[str]:
+    """Statements computing steps ``indexes`` of ``body``, each value in the compute type (as an unfused kernel would
+    store it). f32 Sins take ``sinf``, and with ``exact_sin`` libm's sin beyond ``SIN_LIMIT``."""
+    lines = []
+    for i in indexes:
+        op, names = body.steps[i]
+        operands = [_local(name) for name in names]
+        if op == "Sin" and body.dtype != DType.F64:
+            x = operands[0]
             value = (f"m.sinf({x}) if abs({x}) < m.SIN_LIMIT else np.float32(np.sin(np.float64({x})))" if exact_sin
                      else f"m.sinf({x})")
         else:
-            value = _expression(op, dtype, dtype, operands)
-        lines.append(f"t{i} = {_COMPUTE_CAST[dtype].format(x=value)}")
-    return lines, sin_operands
+            value = _expression(op, body.dtype, body.dtype, operands)
+        lines.append(f"t{i} = {_COMPUTE_CAST[body.dtype].format(x=value)}")
+    return lines
 
 
 @functools.lru_cache(maxsize=SOURCES)
@@ -305,13 +300,14 @@ def region_source(body: RegionBody, operands: tuple[Operand, ...], rank: int, pa
     (serially) with libm's sin for those."""
     dtype = body.dtype
     lines = [f"def kernel({', '.join(parameters(operands))}):", *_prologue(operands, rank)]
+    sin_operands = [_local(names[0]) for op, names in body.steps if op == "Sin" and dtype != DType.F64]
 
     def statements(values: list[str], out: str, exact_sin: bool) -> list[str]:
-        computed, sin_operands = _region_statements(body, values, exact_sin)
         counted = [f"big = {_SIN_FLAG.format(x=x)}" for x in sin_operands if not exact_sin]
-        return [*computed, f"{out} = {_store(dtype, body.result)}", *counted]
+        loads = [f"a{j} = {value}" for j, value in enumerate(values)]
+        computed = _steps(body, range(len(body.steps)), exact_sin)
+        return [*loads, *computed, f"{out} = {_store(dtype, body.result)}", *counted]
 
-    _, sin_operands = _region_statements(body, [], False)
     if sin_operands:
         lines.append("    big = np.int32(0)")
     dtypes = [d for _, _, d in body.inputs]
@@ -321,26 +317,6 @@ def region_source(body: RegionBody, operands: tuple[Operand, ...], rank: int, pa
         lines += _elementwise_nest(operands, dtypes, rank, False, lambda v, out: statements(v, out, True), depth=2)
     unary = any(op in UNARY_KERNELS for op, _ in body.steps)
     return _header(parallel, "contract" if unary else "") + "\n".join(lines) + "\n"
-
-
-def _row_value(body: RegionBody, name: str) -> str:
-    """The local holding value ``name`` inside a row kernel (an input's element is ``a{j}``)."""
-    return f"a{name[1:]}" if name[0] == "x" else name
-
-
-def _row_steps(body: RegionBody, indexes: list[int]) -> list[str]:
-    """Statements computing steps ``indexes`` of a row region (Sin exact beyond ``SIN_LIMIT`` throughout)."""
-    dtype, lines = body.dtype, []
-    for i in indexes:
-        op, names = body.steps[i]
-        operands = [_row_value(body, name) for name in names]
-        if op == "Sin" and dtype != DType.F64:
-            x = operands[0]
-            value = f"m.sinf({x}) if abs({x}) < m.SIN_LIMIT else np.float32(np.sin(np.float64({x})))"
-        else:
-            value = _expression(op, dtype, dtype, operands)
-        lines.append(f"t{i} = {_COMPUTE_CAST[dtype].format(x=value)}")
-    return lines
 
 
 def _row_pass(body: RegionBody, strides: Sequence[Stride], rank: int, extent: str, name: str,
@@ -358,8 +334,8 @@ def _row_pass(body: RegionBody, strides: Sequence[Stride], rank: int, extent: st
         lines.append(f"    a{j} = {_load(body.inputs[j][2], element)}")
     if kept is not None:
         lines.append(f"    {kept} = out[{_index(rank)}, j]")
-    lines += [f"    {line}" for line in _row_steps(body, body.needs(name, known))]
-    return lines + [f"    v = {_row_value(body, name)}"]
+    lines += [f"    {line}" for line in _steps(body, body.needs(name, known))]
+    return lines + [f"    v = {_local(name)}"]
 
 
 def _row_reduction(body: RegionBody, i: int, strides: Sequence[Stride], rank: int, keep: bool = False) -> list[str]:
@@ -367,7 +343,7 @@ def _row_reduction(body: RegionBody, i: int, strides: Sequence[Stride], rank: in
     also stores each operand value in ``out`` when ``keep``."""
     dtype, (op, (operand,)) = body.dtype, body.steps[i]
     if body.extent(operand) is None:
-        return [f"t{i} = {_row_value(body, operand)}"]
+        return [f"t{i} = {_local(operand)}"]
     along = _row_pass(body, strides, rank, f"n{body.lengths.index(body.extent(operand))}", operand)
     if keep:
         along.append(f"    out[{_index(rank)}, j] = v")
@@ -398,10 +374,11 @@ def _kept(body: RegionBody) -> tuple[int, str] | None:
 
 @functools.lru_cache(maxsize=SOURCES)
 def row_region_source(body: RegionBody, operands: tuple[Operand, ...], rank: int, parallel: bool) -> str:
-    """A ``Loop.rows`` kernel, parallel over the rows (a per-row input, broadcast along the row, is loaded once per
-    row; ``n{e}`` are ``body.lengths``). Per row, in ``body.row_order()``: each reduction is one pass along the row,
-    computing what it reads there, and each per-row value is computed once; the end last (a pass where it runs along
-    the row, reading back what the last reduction's pass kept in ``out``, ``_kept``)."""
+    """A row region's ``Loop.over`` kernel (with ``lengths``: ``n{e}`` are ``body.lengths``), parallel over the rows
+    (a per-row input, broadcast along the row, is loaded once per row). Per row, in ``body.row_order()``: each
+    reduction is one pass along the row, computing what it reads there, and each per-row value is computed once; the
+    end last (a pass where it runs along the row, reading back what the last reduction's pass kept in ``out``,
+    ``_kept``)."""
     dtype, strides = body.dtype, [operand.stride for operand in operands]
     lines = [f"def kernel({', '.join(parameters(operands))}):", *_prologue(operands, rank + 1, len(body.lengths))]
     lines += _outer(rank, parallel, operands, 1)
@@ -415,7 +392,7 @@ def row_region_source(body: RegionBody, operands: tuple[Operand, ...], rank: int
     kept = _kept(body)
     for i in body.row_order():
         row += (_row_reduction(body, i, strides, rank, kept is not None and kept[0] == i)
-                if body.steps[i][0] in REDUCE_KERNELS else _row_steps(body, [i]))
+                if body.steps[i][0] in REDUCE_KERNELS else _steps(body, [i]))
     end = body.extent(body.result)
     index = _index(rank)
     if end is None:
@@ -428,12 +405,15 @@ def row_region_source(body: RegionBody, operands: tuple[Operand, ...], rank: int
 
 
 @functools.lru_cache(maxsize=SOURCES)
-def reduce_source(op: str, dtype: DType, operand: Operand, rank: int, parallel: bool) -> str:
-    """A ``Loop.reducing`` kernel: ``out[...] = sum/max(x0[..., :])``."""
-    lines = ["def kernel(out, x0, meta):", *_prologue((operand,), rank + 1, 1)]
-    lines += _outer(rank, parallel, (operand,), 1)
+def reduce_source(op: str, dtype: DType, operands: tuple[Operand, ...], rank: int, parallel: bool) -> str:
+    """A ``Loop.reducing`` kernel: ``out[...] = sum/max(x0[..., :])``, or, for a contraction, the sum of the products
+    ``x0[..., :] * x1[..., :]`` in the compute type (never rounded to f16/bf16)."""
+    lines = [f"def kernel({', '.join(parameters(operands))}):", *_prologue(operands, rank + 1, 1)]
+    lines += _outer(rank, parallel, operands, 1)
     indent = "    " * (rank + 1)
-    hoisted, (value,) = _operands([_along(operand)], [dtype], rank, rank, indent)
+    along = [Stride.CONTIGUOUS if o.stride == Stride.CONTIGUOUS else Stride.STRIDED for o in operands]  # a row, or not
+    hoisted, values = _operands(along, [dtype] * len(operands), rank, rank, indent)
+    value = " * ".join(values)
     if op == "SumReduce":
         body = [f"acc = {_zero(dtype)}", f"for i{rank} in range(n0):", f"    acc += {value}"]
     elif dtype == DType.F64:  # MaxReduce: NaN wins, as np.max
@@ -450,28 +430,9 @@ def reduce_source(op: str, dtype: DType, operand: Operand, rank: int, parallel: 
     return _header(parallel, "reassoc" if op == "SumReduce" and dtype.is_float else "") + "\n".join(lines) + "\n"
 
 
-def _along(operand: Operand) -> Stride:
-    """How a reduction reads along its axis: through a row where contiguous, else strided (a broadcast too)."""
-    return Stride.CONTIGUOUS if operand.stride == Stride.CONTIGUOUS else Stride.STRIDED
-
-
 def _zero(dtype: DType) -> str:
     """A sum's starting value in ``dtype``'s compute type."""
     return "0.0" if dtype == DType.F64 else "np.float32(0.0)" if dtype.is_float else "0"
-
-
-@functools.lru_cache(maxsize=SOURCES)
-def contract_source(dtype: DType, operands: tuple[Operand, Operand], rank: int, parallel: bool) -> str:
-    """A ``Loop.reducing`` kernel: ``out[...] = sum(x0[..., :] * x1[..., :])``, the products in the compute type
-    (never rounded to f16/bf16)."""
-    lines = ["def kernel(out, x0, x1, meta):", *_prologue(operands, rank + 1, 1)]
-    lines += _outer(rank, parallel, operands, 1)
-    indent = "    " * (rank + 1)
-    hoisted, (a, b) = _operands([_along(operand) for operand in operands], [dtype] * 2, rank, rank, indent)
-    body = [f"acc = {_zero(dtype)}", f"for i{rank} in range(n0):", f"    acc += {a} * {b}",
-            f"out[{_index(rank)}] = {_store(dtype, 'acc')}"]
-    lines += hoisted + [indent + line for line in body]
-    return _header(parallel, "reassoc" if dtype.is_float else "") + "\n".join(lines) + "\n"
 
 
 @functools.lru_cache(maxsize=SOURCES)

@@ -1,21 +1,13 @@
 """The CPU runtime: runs an LLIR with numba kernels generated from it (``luminal_lab.codegen.cpu``).
 
-For each binding of the symbolic dimensions ``CPURuntime`` builds a plan once: every kernel's buffer is allocated
-(inputs and weights get the buffers they are copied into, see ``base``), constants and iotas are computed, and every
-source read is lowered (``codegen.cpu_loop.lower``) against its producer's buffer: a strided read is read in place, a
-padded one in place by elementwise ops and fused regions (the box, and 0 elsewhere) and through a zeroed scratch whose
-box is copied in on each call by every other reader; a nested or gathered read fills a scratch on each call. Each loop
-kernel is compiled (cached by source, ``cache``) for its ``codegen.cpu_loop.Loop`` and launched with its arguments.
-Kernels of ``PARALLEL_THRESHOLD`` element loads of work or more (``codegen.cpu.loop_work``) get a ``prange`` variant.
-Casts to or from f16 and bf16 and Scatter are numpy host ops. A contraction (``Matmul`` and its GPU tilings) runs as
-one BLAS call into its buffer when its reads have rows or columns (float products through torch's BLAS), else as one
-loop nest of dot products.
-
-A plan may move what kernels read and write between calls: where every read of an input or a weight goes through a
-binder (a loop kernel's or a gather's flat argument, a library matmul's operand), a caller's C-contiguous array is
-read in place, not copied into its slot; where the kernel computing an output writes through one and every other read
-of its buffer does too, each call binds a fresh array there, so the output is written straight into the array the
-caller keeps, never copied out.
+For each binding of the symbolic dimensions ``CPURuntime`` builds a plan once: it allocates the buffers (see ``base``
+for inputs and weights), computes constants and iotas, makes the scratches of the reads ``codegen.reads.lower`` finds
+(loop kernels read a padded read in place, other readers through a zeroed scratch), compiles each loop kernel for its
+``codegen.cpu_loop.Loop`` (cached by source, ``cache``; ``prange`` from ``PARALLEL_THRESHOLD`` element loads of work)
+and lists the launches. Casts to or from f16 and bf16 and Scatter are numpy host ops; a contraction is one BLAS call
+when its reads have rows or columns (float products through torch's BLAS), else a loop of dot products. A caller's
+C-contiguous input is read in place where every read of it goes through a binder, and an output is written straight
+into a fresh array where its kernel writes through one.
 """
 
 from __future__ import annotations
@@ -31,29 +23,13 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..codegen.cpu import (
-    contract_source,
-    elementwise_source,
-    gather_source,
-    loop_work,
-    reduce_source,
-    region_source,
-    region_work,
-    row_region_source,
-    take_source,
-)
-from ..codegen.cpu_loop import Gathered, Loop, Nested, Strided, contiguous_strides, kernel_array, lower
+from ..codegen import cpu as codegen
+from ..codegen.cpu_loop import Loop, kernel_array
+from ..codegen.reads import Gathered, Nested, Strided, contiguous_strides, lower
 from ..core.dtypes import DType, convert
 from ..core.errors import LuminalError, UnsupportedOpError
-from ..core.ops import (
-    BINARY_KERNELS,
-    CONTRACT_KERNELS,
-    IN_REGION,
-    REDUCE_KERNELS,
-    TERNARY_KERNELS,
-    UNARY_KERNELS,
-)
-from ..core.shape_tracker import Axis, ShapeTracker
+from ..core.ops import BINARY_KERNELS, CONTRACT_KERNELS, IN_REGION, REDUCE_KERNELS, TERNARY_KERNELS, UNARY_KERNELS
+from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import Expr
 from ..hlir.contraction import Contraction
 from ..llir.llir import LLIR, Kernel
@@ -68,9 +44,8 @@ _HALF = (DType.F16, DType.BF16)
 
 @dataclass
 class _View:
-    """A read of the flat contiguous buffer ``flat`` (where, and how: ``read``). ``refresh`` are the steps that fill
-    ``flat`` first when it is a scratch (a materialised padded read, a nested or gathered one); ``buffer`` is the
-    kernel whose own buffer ``flat`` is (no scratch between)."""
+    """``read`` of the flat contiguous buffer ``flat``: kernel ``buffer``'s own, or a scratch that the ``refresh``
+    steps fill first (a materialised padded read, a nested or gathered one)."""
 
     flat: np.ndarray
     read: Strided
@@ -84,14 +59,12 @@ class _View:
         return as_strided(self.flat[self.read.offset:], self.read.shape, tuple(s * item for s in self.read.strides))
 
 
+@dataclass(slots=True)
 class _Launch:
     """A compiled kernel and the arguments it is called with; a plan rebinds some of them between calls."""
 
-    __slots__ = ("args", "function")
-
-    def __init__(self, function: Callable, args: list) -> None:
-        self.function = function
-        self.args = args
+    function: Callable
+    args: list
 
     def __call__(self) -> None:
         self.function(*self.args)
@@ -198,7 +171,6 @@ class CPURuntime(Runtime[CPUPlan]):
         self.cache = cache or kernel_cache()
         self._arena = np.zeros(0, np.uint8)
         self._bodies: dict[int, RegionBody] | None = None
-        self._boxed: dict[int, tuple[ShapeTracker, list[Axis] | None]] = {}  # by id: the LLIR's trackers
 
     def _free_memory(self) -> int:
         return host_memory_available()
@@ -227,13 +199,6 @@ class CPURuntime(Runtime[CPUPlan]):
         if self._bodies is None:
             self._bodies = {region.end: region.body(self.llir) for region in find_regions(self.llir)}
         return self._bodies
-
-    def boxed_strides(self, tracker: ShapeTracker) -> list[Axis] | None:
-        """``tracker.boxed_strides()``, worked out once per tracker of the LLIR for all of this runtime's plans."""
-        known = self._boxed.get(id(tracker))
-        if known is None or known[0] is not tracker:
-            known = self._boxed[id(tracker)] = (tracker, tracker.boxed_strides())
-        return known[1]
 
     def arena(self, size: int) -> np.ndarray:
         """At least ``size`` bytes that every plan carves its rewritten buffers from (so one plan runs at a time);
@@ -401,12 +366,12 @@ class _Planner:
         itself, padded where the reader takes one (``padded``: loop kernels read the box in place and 0 elsewhere)
         and else materialised; a nested or gathered read through a scratch filled on each call."""
         flat = self.buffers[source].reshape(-1)
-        read = lower(tracker, self.runtime.boxed_strides(tracker), self.bindings, flat.size, source)
+        read = lower(tracker, self.bindings, flat.size, source)
         if isinstance(read, Nested):
             inside = _View(flat, read.nest).array
             scratch = np.zeros(read.compact, flat.dtype)
             target = scratch.reshape(inside.shape)
-            view = _View(scratch.reshape(-1), Strided(0, read.shape, read.strides), [lambda: np.copyto(target, inside)])
+            view = _View(scratch.reshape(-1), read.scratch, [lambda: np.copyto(target, inside)])
         elif isinstance(read, Gathered):
             view = self._gathered(source, flat, read)
         elif 0 in read.shape:
@@ -427,9 +392,9 @@ class _Planner:
         args = [kernel_array(scratch), kernel_array(flat), read.index]
         if read.valid is not None:
             args += [read.valid, kernel_array(np.zeros(1, flat.dtype))]
-        launch = self._launch(gather_source(read.valid is not None, scratch.size >= PARALLEL_THRESHOLD), args)
+        launch = self._launch(codegen.gather_source(read.valid is not None, scratch.size >= PARALLEL_THRESHOLD), args)
         self.reads[source].append(launch.binder(1))
-        return _View(scratch, Strided(0, read.shape, read.strides), [launch])
+        return _View(scratch, read.scratch, [launch])
 
     def _launch(self, source: str, args: list[np.ndarray]) -> _Launch:
         return _Launch(self.cache.compile(source, args), list(args))
@@ -520,8 +485,8 @@ class _Planner:
         if out.size == 0:
             return self._sequence(views, [])
         loop = Loop.over(out.shape, [view.read for view in views])
-        source = elementwise_source(kernel.op, dtype, kernel.dtype, loop.operands, loop.rank,
-                                    loop_work(out.size, [kernel.op]) >= PARALLEL_THRESHOLD)
+        parallel = codegen.loop_work(out.size, [kernel.op]) >= PARALLEL_THRESHOLD
+        source = codegen.elementwise_source(kernel.op, dtype, kernel.dtype, loop.operands, loop.rank, parallel)
         return self._loop(kernel, source, loop, views)
 
     def _region(self, end: Kernel) -> Step:
@@ -535,7 +500,8 @@ class _Planner:
         if out.size == 0:
             return self._sequence(views, [])
         loop = Loop.over(out.shape, [view.read for view in views])
-        source = region_source(body, loop.operands, loop.rank, region_work(body, out.size) >= PARALLEL_THRESHOLD)
+        parallel = codegen.region_work(body, out.size) >= PARALLEL_THRESHOLD
+        source = codegen.region_source(body, loop.operands, loop.rank, parallel)
         return self._loop(end, source, loop, views)
 
     def _row_region(self, end: Kernel, body: RegionBody) -> Step:
@@ -552,9 +518,10 @@ class _Planner:
         along = 1 if body.extent(body.result) is None else self.size(body.extent(body.result))
         if out.size == 0:
             return self._sequence(views, [])
-        loop = Loop.rows((*rows, along), [view.read for view in views], [self.size(e) for e in body.lengths])
+        loop = Loop.over((*rows, along), [view.read for view in views], [self.size(e) for e in body.lengths])
         elements = max(int(np.prod(rows)) * along, max((view.read.size for view in views), default=0))
-        source = row_region_source(body, loop.operands, loop.rank, region_work(body, elements) >= PARALLEL_THRESHOLD)
+        parallel = codegen.region_work(body, elements) >= PARALLEL_THRESHOLD
+        source = codegen.row_region_source(body, loop.operands, loop.rank, parallel)
         return self._loop(end, source, loop, views)
 
     def _reduce(self, kernel: Kernel) -> Step:
@@ -565,8 +532,8 @@ class _Planner:
         if out.size == 0:
             return self._sequence([view], [])
         loop = Loop.reducing(out.shape, [view.read])
-        source = reduce_source(kernel.op, kernel.dtype, loop.operands[0], loop.rank,
-                               view.read.size >= PARALLEL_THRESHOLD)
+        parallel = view.read.size >= PARALLEL_THRESHOLD
+        source = codegen.reduce_source(kernel.op, kernel.dtype, loop.operands, loop.rank, parallel)
         return self._loop(kernel, source, loop, [view])
 
     # ---- matmul ---------------------------------------------------------------------
@@ -636,7 +603,8 @@ class _Planner:
         if out.size == 0:
             return self._sequence([a, b], [])
         loop = Loop.reducing(out.shape, [a.read, b.read])
-        source = contract_source(kernel.dtype, loop.operands, loop.rank, a.read.size >= PARALLEL_THRESHOLD)
+        source = codegen.reduce_source("SumReduce", kernel.dtype, loop.operands, loop.rank,
+                                       a.read.size >= PARALLEL_THRESHOLD)
         return self._loop(kernel, source, loop, [a, b])
 
     # ---- host ops -------------------------------------------------------------------
@@ -646,7 +614,8 @@ class _Planner:
         flat, copy = _flat(data.array)
         loop = Loop.over(out.shape, [index.read])
         args = [*loop.arguments(out, [index.flat]), kernel_array(flat)]
-        function = self.cache.compile(take_source(loop.operands[0], loop.rank, out.size >= PARALLEL_THRESHOLD), args)
+        source = codegen.take_source(loop.operands[0], loop.rank, out.size >= PARALLEL_THRESHOLD)
+        function = self.cache.compile(source, args)
         indexes = index.array
 
         def gather() -> None:

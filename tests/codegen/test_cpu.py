@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from luminal_lab.codegen.cpu import contract_source, elementwise_source, reduce_source, region_source
-from luminal_lab.codegen.cpu_loop import SEGMENT, Gathered, Loop, Nested, Operand, Stride, Strided, lower, meta_names
+from luminal_lab.codegen.cpu import elementwise_source, reduce_source, region_source
+from luminal_lab.codegen.cpu_loop import SEGMENT, Loop, Operand, Stride, meta_names
+from luminal_lab.codegen.reads import Gathered, Nested, Strided, lower
 from luminal_lab.core.dtypes import DType
 from luminal_lab.core.shape_tracker import ShapeTracker
 from luminal_lab.llir.regions import RegionBody
@@ -40,7 +41,7 @@ def expected(tracker: ShapeTracker, buffer: np.ndarray, bindings: dict[str, int]
 
 
 def strided(tracker: ShapeTracker, buffer: np.ndarray, bindings: dict[str, int] | None = None) -> Strided:
-    read = lower(tracker, tracker.boxed_strides(), bindings or {}, buffer.size, 0)
+    read = lower(tracker, bindings or {}, buffer.size, 0)
     assert isinstance(read, Strided)
     return read
 
@@ -120,7 +121,7 @@ def test_a_reduction_along_a_contiguous_or_strided_axis(op: str, transposed: boo
     assert loop.operands[0].stride == (Stride.STRIDED if transposed else Stride.CONTIGUOUS)
     assert loop.lengths == (9,)
     out = np.full(7, np.nan, np.float32)
-    compiled(reduce_source(op, DType.F32, loop.operands[0], loop.rank, False), tmp_path)(*loop.arguments(out, [buffer]))
+    compiled(reduce_source(op, DType.F32, loop.operands, loop.rank, False), tmp_path)(*loop.arguments(out, [buffer]))
     values = expected(tracker, buffer)
     np.testing.assert_allclose(out, values.sum(-1) if op == "SumReduce" else values.max(-1), rtol=1e-6)
 
@@ -132,7 +133,8 @@ def test_dot_products_of_a_row_and_a_column_read(tmp_path: Path) -> None:
     loop = Loop.reducing((3, 5), [strided(lhs, a), strided(rhs, b)])
     assert loop.operands == (Operand(Stride.CONTIGUOUS), Operand(Stride.STRIDED))
     out = np.zeros((3, 5), np.float32)
-    compiled(contract_source(DType.F32, loop.operands, loop.rank, False), tmp_path)(*loop.arguments(out, [a, b]))
+    kernel = compiled(reduce_source("SumReduce", DType.F32, loop.operands, loop.rank, False), tmp_path)
+    kernel(*loop.arguments(out, [a, b]))
     np.testing.assert_allclose(out, a.reshape(3, 4) @ b.reshape(4, 5), rtol=1e-6)
 
 
@@ -171,11 +173,11 @@ def test_reads_that_no_strides_describe_are_nested_or_gathered() -> None:
     """A transpose then a merge is a nest of strided axes, copied as one; a padded read merged into one axis has a
     hole in every row, so it is gathered through indexes, 0 in the holes."""
     merged = ShapeTracker.contiguous((3, 4)).permute((1, 0)).reshape((12,))
-    nested = lower(merged, merged.boxed_strides(), {}, 12, 0)
+    nested = lower(merged, {}, 12, 0)
     assert isinstance(nested, Nested)
-    assert (nested.nest.shape, nested.nest.strides, nested.strides) == ((4, 3), (1, 4), (1,))
+    assert (nested.nest.shape, nested.nest.strides, nested.scratch) == ((4, 3), (1, 4), Strided(0, (12,), (1,)))
     holed = ShapeTracker.contiguous((2, 2)).pad(1, 0, 1).reshape((6,))
-    gathered = lower(holed, holed.boxed_strides(), {}, 4, 0)
+    gathered = lower(holed, {}, 4, 0)
     assert isinstance(gathered, Gathered) and gathered.valid is not None
     values = np.arange(4, dtype=np.float32) + 1
     np.testing.assert_array_equal(np.where(gathered.valid, values[gathered.index], 0), expected(holed, values))

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import luminal_lab as ll
-from luminal_lab.codegen.cpu_loop import lower
+from luminal_lab.codegen.reads import lower
 from luminal_lab.core.arrays import to_numpy
 from luminal_lab.core.dtypes import from_torch
 from luminal_lab.core.shape_tracker import ShapeTracker
@@ -118,9 +118,9 @@ def test_symbolic_dimension_at_two_sizes_keeps_one_plan_each() -> None:
 
 
 def test_a_plan_reads_boxed_views_from_their_expressions_as_from_every_index() -> None:
-    """A strided or padded read is lowered from the tracker's expressions at the binding alone (``lower`` given the
-    tracker's ``boxed_strides``): at every size it is the read found from the index of every element (``lower`` given
-    none), and only reads of another kind (a nest, a gather) are left to the latter."""
+    """A strided or padded read is lowered from the tracker's expressions at the binding alone (``lower``, for a
+    tracker with ``boxed_strides``): at every size it is the read found from the index of every element (``lower``
+    without ``boxed``), and only reads of another kind (a nest, a gather) are left to the latter."""
     g = ll.Graph()
     cache, new = g.tensor((2, "s", 8), name="cache"), g.tensor((2, 1, 8), name="new")
     keys = ll.concat([cache, new], 1)  # a KV cache's concat: pads of a symbolic length
@@ -135,12 +135,12 @@ def test_a_plan_reads_boxed_views_from_their_expressions_as_from_every_index() -
         planner._allocate()
         for kernel in runtime.llir.kernels:
             for source, tracker in kernel.sources:
-                axes, flat = tracker.boxed_strides(), planner.buffers[source].reshape(-1)
-                resolved = lower(tracker, None, {"s": size}, flat.size, source)
-                if axes is None:
+                flat = planner.buffers[source].reshape(-1)
+                resolved = lower(tracker, {"s": size}, flat.size, source, boxed=False)
+                if tracker.boxed_strides() is None:
                     kinds["resolved"] += 1
                     continue
-                boxed = lower(tracker, axes, {"s": size}, flat.size, source)
+                boxed = lower(tracker, {"s": size}, flat.size, source)
                 kinds["boxed" if boxed.box is None else "padded"] += 1
                 assert boxed == resolved, (kernel, tracker)
     assert kinds["boxed"] and kinds["padded"] and kinds["resolved"]
