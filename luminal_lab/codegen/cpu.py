@@ -123,12 +123,9 @@ def _outer(axes: int, parallel: bool, operands: Sequence[Operand], depth: int) -
 
 def _operands(strides: Sequence[Stride], dtypes: Sequence[DType | None], axes: int, inner: int,
               indent: str) -> tuple[list[str], list[str]]:
-    """Statements hoisted above the innermost loop (over index ``i{inner}``) and each operand's value inside it.
-
-    ``strides`` are the unpadded operands' innermost strides: a contiguous one is read through a row (so LLVM
-    vectorises), a broadcast one once. ``dtypes`` has each operand's dtype, its value loaded as the compute type
-    (None: the stored bits as they are).
-    """
+    """Statements hoisted above the innermost loop (over index ``i{inner}``) and each unpadded operand's value inside
+    it, read through a row where contiguous (so LLVM vectorises) and once where broadcast, loaded as the compute type of
+    its dtype in ``dtypes`` (None: the stored bits as they are)."""
     hoisted, values = [], []
     for j, (stride, dtype) in enumerate(zip(strides, dtypes, strict=True)):
         load = _loader(dtype)
@@ -149,10 +146,8 @@ def _segment_operands(operands: Sequence[Operand], dtypes: Sequence[DType | None
     """For a loop along ``axis`` in segments (``_segments``): statements hoisted above the segments, statements at
     the start of each segment ``[e0, e1)``, and each operand's value at index ``e0 + i`` of the segment.
 
-    Every operand is read relative to the segment's start (so LLVM sees the same contiguous rows as in
-    ``_operands``); a padded one reads its zeros ``z{j}`` instead of its buffer in a segment outside its box
-    (``w{j}`` false): its whole zero row (contiguous), its first zero (broadcast), or its first zero at stride 0
-    (strided). Operands load as in ``_operands``."""
+    Operands read relative to the segment's start (the same contiguous rows as in ``_operands``); a padded one reads its
+    zeros ``z{j}`` in a segment outside its box (``w{j}`` false): a zero row, or its first zero at stride 0."""
     hoisted, segment, values = [], [], []
     for j, (operand, dtype) in enumerate(zip(operands, dtypes, strict=True)):
         load = _loader(dtype)
@@ -197,9 +192,8 @@ def _segments(operands: Sequence[Operand], axis: int, parallel: bool, segment: l
 
 def _elementwise_nest(operands: Sequence[Operand], dtypes: Sequence[DType | None], rank: int, parallel: bool,
                       body: Callable[[list[str], str], list[str]], depth: int = 1) -> list[str]:
-    """The loop nest of an elementwise kernel (operands of ``dtypes``, as in ``_operands``); ``body`` turns the
-    operands' values and the element of ``out`` they make into innermost statements. With padded operands the
-    innermost loop runs in segments (``_segments``)."""
+    """The loop nest of an elementwise kernel (operands of ``dtypes``, as in ``_operands``; in ``_segments`` where
+    padded); ``body`` turns the operands' values and the element of ``out`` they make into innermost statements."""
     lines = _outer(rank - 1, parallel, operands, depth)
     indent = "    " * (depth + rank - 1)
     inner = rank - 1
@@ -437,8 +431,7 @@ def _zero(dtype: DType) -> str:
 
 @functools.lru_cache(maxsize=SOURCES)
 def take_source(operand: Operand, rank: int, parallel: bool) -> str:
-    """A ``Loop.over`` kernel with ``data`` last: ``out = data[x0]``; returns how many indexes fall outside ``data``
-    (those read ``data[0]``)."""
+    """A ``Loop.over`` kernel (``data`` last): ``out = data[x0]``; returns how many indexes miss (read ``data[0]``)."""
     lines = ["def kernel(out, x0, meta, data):", *_prologue((operand,), rank), "    n = data.shape[0]", "    bad = 0"]
     lines += _elementwise_nest((operand,), [None], rank, parallel, lambda v, out: [
         f"k = {v[0]}", "inside = (k >= 0) & (k < n)", "bad += 0 if inside else 1", f"{out} = data[k if inside else 0]"])

@@ -36,8 +36,7 @@ class Stride(Enum):
 
 @dataclass(frozen=True)
 class Operand:
-    """What a loop kernel's source knows of one operand: its innermost ``stride``, and whether it is ``padded`` (read
-    inside its box, 0 elsewhere)."""
+    """What a loop kernel's source knows of an operand: its innermost ``stride``, and if ``padded`` (0 off its box)."""
 
     stride: Stride
     padded: bool = False
@@ -47,16 +46,15 @@ class Operand:
 class Loop:
     """A loop kernel's index space and reads: what the CPU runtime calls a source of ``codegen.cpu`` with.
 
-    A source is written for its ``operands`` (one ``Operand`` each) and ``rank``, so it serves every shape and stride
-    with those. It is called as ``kernel(out, x0, x1, ..., meta, z...)`` (``parameters``; a take adds ``data`` last):
-    ``out`` the output buffer shaped ``out``, ``x{j}`` operand ``j``'s flat buffer (f16 and bf16 as their uint16 bits,
-    ``kernel_array``), ``meta`` int64 numbers that the kernel reads into locals named by ``meta_names``, and ``z{j}``
-    zeros (``SEGMENT``, or ``dims[-1]`` if fewer) per padded operand, read outside its box. The loop runs over ``dims``
-    (size-1 axes dropped, and neighbours merged where every operand, ``out`` included, steps through them alike and
-    each box stays one box): ``out``'s ``rank`` outer axes, then, when there is one more, the axis along a reduction
-    or a row region's rows. ``meta`` holds, per operand ``j``, its offset ``o{j}`` and its stride ``s{j}_{d}`` along
-    each axis ``d``, then, when padded, its box ``l{j}_{d}, h{j}_{d}`` axis by axis (read only where every index lies
-    in it); last the ``lengths`` ``n{e}``: a reduction's extent, or a row region's extents along the row.
+    A source, written for ``operands`` and ``rank``, serves every shape and stride with those. It is called as
+    ``kernel(out, x0, x1, ..., meta, z...)`` (``parameters``; a take adds ``data``): ``out`` the output buffer shaped
+    ``out``, ``x{j}`` operand ``j``'s flat buffer (f16/bf16 as uint16 bits, ``kernel_array``), ``meta`` int64 numbers
+    read into locals named by ``meta_names``, ``z{j}`` zeros (``SEGMENT``, or ``dims[-1]`` if fewer) per padded
+    operand. The loop runs over ``dims`` (size-1 axes dropped, neighbours merged where every operand and ``out`` step
+    through them alike and each box stays one box): ``out``'s ``rank`` outer axes, then any axis along a reduction or
+    a row region's rows. ``meta`` holds, per operand ``j``, its offset ``o{j}`` and stride ``s{j}_{d}`` along each axis
+    ``d``, then if padded its box ``l{j}_{d}, h{j}_{d}`` axis by axis (read only where every index lies in it); last the
+    ``lengths`` ``n{e}``: a reduction's extent, or a row region's extents along the row.
     """
 
     dims: tuple[int, ...]

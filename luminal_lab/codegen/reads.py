@@ -20,11 +20,7 @@ Box = tuple[tuple[int, int], ...]  # per axis, the first valid index and the one
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     """The strides, in elements, of a row-major array of ``shape``."""
-    strides, inner = [], 1
-    for d in reversed(shape):
-        strides.append(inner)
-        inner *= d
-    return tuple(reversed(strides))
+    return tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
 
 
 @dataclass(frozen=True)
@@ -75,8 +71,7 @@ class Nested:
 
 @dataclass(frozen=True, eq=False)
 class Gathered:
-    """A read of a scratch as ``Nested``, whose element ``i`` is gathered from the buffer's ``index[i]``, or is 0
-    where ``valid`` is false (None: valid everywhere)."""
+    """A read of a scratch as ``Nested``, gathered from the buffer at ``index`` (0 where ``valid``, if given, is 0)."""
 
     index: np.ndarray
     valid: np.ndarray | None

@@ -5,9 +5,8 @@ for inputs and weights), computes constants and iotas, makes the scratches of th
 (loop kernels read a padded read in place, other readers through a zeroed scratch), compiles each loop kernel for its
 ``codegen.cpu_loop.Loop`` (cached by source, ``cache``; ``prange`` from ``PARALLEL_THRESHOLD`` element loads of work)
 and lists the launches. Casts to or from f16 and bf16 and Scatter are numpy host ops; a contraction is one BLAS call
-when its reads have rows or columns (float products through torch's BLAS), else a loop of dot products. A caller's
-C-contiguous input is read in place where every read of it goes through a binder, and an output is written straight
-into a fresh array where its kernel writes through one.
+when its reads have rows or columns (through torch's BLAS for floats), else a loop of dot products. Inputs are read in
+place and outputs written straight into fresh arrays where every read or write of their buffers goes through a binder.
 """
 
 from __future__ import annotations
@@ -362,9 +361,8 @@ class _Planner:
 
     # ---- views ----------------------------------------------------------------------
     def view(self, source: int, tracker: ShapeTracker, padded: bool = False) -> _View:
-        """How to read ``source``'s buffer through ``tracker``, as ``lower`` finds it: a strided read of the buffer
-        itself, padded where the reader takes one (``padded``: loop kernels read the box in place and 0 elsewhere)
-        and else materialised; a nested or gathered read through a scratch filled on each call."""
+        """How to read ``source``'s buffer through ``tracker`` (``lower``): a strided read in place, a padded one too
+        where the reader takes one (``padded``) and else materialised, a nested or gathered one through its scratch."""
         flat = self.buffers[source].reshape(-1)
         read = lower(tracker, self.bindings, flat.size, source)
         if isinstance(read, Nested):
@@ -490,8 +488,7 @@ class _Planner:
         return self._loop(kernel, source, loop, views)
 
     def _region(self, end: Kernel) -> Step:
-        """A fused region as one loop nest: its starts' views in, the end's buffer out. A region computes element by
-        element in row-major order and its ops may reshape, so each start's view is read in the end's shape."""
+        """A fused region as one loop nest: its starts' views, read in the end's shape (its ops may reshape), in."""
         body = self.bodies[end.id]
         if body.rows is not None:
             return self._row_region(end, body)
@@ -505,8 +502,8 @@ class _Planner:
         return self._loop(end, source, loop, views)
 
     def _row_region(self, end: Kernel, body: RegionBody) -> Step:
-        """A row region as one loop nest over its rows (axes merged where every operand steps through them alike),
-        each input read over the rows and then along the row (a per-row input with stride 0 there)."""
+        """A row region as one loop nest, each input read over the rows and then along the row (a per-row input with
+        stride 0 there)."""
         out = self.buffers[end.id]
         rows = tuple(self.size(d) for d in body.rows)
         views = []
