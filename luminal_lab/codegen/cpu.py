@@ -1,23 +1,13 @@
-"""CPU kernels as Python source for ``numba.njit``: one loop nest per elementwise op, cast, reduction, gather
-and fused region.
+"""CPU kernels as Python source for ``numba.njit``: one loop nest per elementwise op, cast, reduction, gather and fused
+region, called as ``codegen.cpu_loop.Loop`` states.
 
-A kernel gets each operand as its flat buffer plus offsets and strides (the axes that every
-operand steps through alike merged first, by the runtime), and its loop nest is specialised by
-rank and by each operand's innermost stride (``c`` unit, ``b`` zero, ``s`` other): LLVM vectorises
-only loops over rows it knows are contiguous, which numba's strided ("A" layout) arrays never
-are. So one compiled kernel serves every shape and stride of its op, dtypes, rank and innermost
-strides; ``parallel`` variants loop with ``prange``. f16 and bf16 travel as their uint16 bits,
-compute in f32 and round on store; ints wrap to their type on store (and so does a fused step's
-value); float32 Exp2/Exp/Log2/Sin call the vectorisable versions in ``cpu_math``, which every
-source imports. A fused region's ``RegionBody`` becomes one loop nest computing its steps on
-registers. An elementwise or region kernel may read padded operands (upper-case kinds: their
-box per axis in ``meta``, zeros ``z{j}`` each after it, 0 read outside the box): its
-innermost loop then runs in segments, each wholly inside or wholly outside every padded operand's
-box, which reads its buffer or its zeros there through a contiguous row like an unpadded operand,
-so each segment's loop vectorises (a test per element would not). Each source's first line names
-the hash of ``cpu_math``, so a kernel cached against older helpers is never reused. Each generator keeps the
-sources it made (``SOURCES`` of them): plans of each new size ask again for the same ones. The runtime
-(``luminal_lab.runtime.cpu``) compiles and caches these sources.
+A source is specialised by rank and by each ``Operand``, so one compiled kernel serves every shape and stride of its op,
+dtypes and operands; ``parallel`` variants loop with ``prange``. f16 and bf16 compute in f32 and round on store; ints
+wrap to their type on store (and so does a fused step's value); float32 Exp2/Exp/Log2/Sin call the vectorisable
+versions in ``cpu_math``. With padded operands the innermost loop runs in segments, each wholly inside or outside every
+padded operand's box, reading its buffer or its zeros through a contiguous row, so that each segment vectorises. A
+source's first line names the hash of ``cpu_math`` (a kernel cached against older helpers is never reused); each
+generator keeps the ``SOURCES`` it made last, which plans of each new size ask for again.
 """
 
 from __future__ import annotations
@@ -34,6 +24,7 @@ from ..core.errors import UnsupportedOpError
 from ..core.ops import REDUCE_KERNELS, UNARY_KERNELS
 from ..llir.regions import RegionBody
 from . import cpu_math
+from .cpu_loop import SEGMENT, Operand, Stride, meta_names, parameters
 
 SOURCES = 4096  # sources kept per generator: a plan of each new size asks again for the ones it asked before
 
@@ -58,13 +49,13 @@ def _header(parallel: bool, *fastmath: str) -> str:
             f"@numba.njit({options})\n")
 
 
+_LOAD = {DType.F16: "m.f16_load({x})", DType.BF16: "m.bf16_load({x})"}  # f16/bf16 bits widen to f32
+_STORE = {DType.F16: "m.f16_store(np.float32({x}))", DType.BF16: "m.bf16_store(np.float32({x}))"}  # and round back
+
+
 def _load(dtype: DType, element: str) -> str:
-    """An element as its compute type: f16/bf16 bits widen to f32."""
-    if dtype == DType.F16:
-        return f"m.f16_load({element})"
-    if dtype == DType.BF16:
-        return f"m.bf16_load({element})"
-    return element
+    """An element as its compute type."""
+    return _LOAD.get(dtype, "{x}").format(x=element)
 
 
 def _loader(dtype: DType | None) -> Callable[[str], str]:
@@ -73,12 +64,8 @@ def _loader(dtype: DType | None) -> Callable[[str], str]:
 
 
 def _store(dtype: DType, value: str) -> str:
-    """A compute value as the storage type: f32 rounds to f16/bf16 bits."""
-    if dtype == DType.F16:
-        return f"m.f16_store(np.float32({value}))"
-    if dtype == DType.BF16:
-        return f"m.bf16_store(np.float32({value}))"
-    return value
+    """A compute value as the storage type."""
+    return _STORE.get(dtype, "{x}").format(x=value)
 
 
 _UNARY = {  # op -> (f32, f64)
@@ -117,60 +104,41 @@ def _expression(op: str, dtype: DType, target: DType, operands: list[str]) -> st
     raise UnsupportedOpError(op, detail="no CPU kernel source")
 
 
-def _prologue(kinds: str, width: int) -> list[str]:
-    """Read each operand's offset and ``width`` strides (in elements) from ``meta``, and a padded operand's box
-    (upper-case kind): per axis ``d`` its first valid index ``l{j}_{d}`` and the one past its last ``h{j}_{d}``."""
-    lines, base = [], 0
-    for j, kind in enumerate(kinds):
-        lines.append(f"    o{j} = meta[{base}]")
-        lines += [f"    s{j}_{d} = meta[{base + 1 + d}]" for d in range(width)]
-        base += width + 1
-        if kind.isupper():
-            for d in range(width):
-                lines += [f"    l{j}_{d} = meta[{base}]", f"    h{j}_{d} = meta[{base + 1}]"]
-                base += 2
-    return lines
+def _prologue(operands: Sequence[Operand], width: int, lengths: int = 0) -> list[str]:
+    """``meta``'s numbers into the locals ``Loop`` names, for loops over ``width`` axes."""
+    return [f"    {name} = meta[{i}]" for i, name in enumerate(meta_names(operands, width, lengths))]
 
 
-def _arguments(kinds: str) -> str:
-    """A loop kernel's parameters: ``out``, the operands' buffers, ``meta``, then the padded operands' zeros."""
-    return ", ".join(["out", *(f"x{j}" for j in range(len(kinds))), "meta",
-                      *(f"z{j}" for j, kind in enumerate(kinds) if kind.isupper())])
-
-
-def _outer(axes: int, parallel: bool, kinds: str, depth: int) -> list[str]:
+def _outer(axes: int, parallel: bool, operands: Sequence[Operand], depth: int) -> list[str]:
     """Loops over ``out``'s first ``axes`` axes, tracking each operand's position ``p{j}_{d}`` and, for a padded
     operand, whether the indexes so far lie in its box (``u{j}_{d}``)."""
     lines = []
     for d in range(axes):
         loop = "numba.prange" if parallel and d == 0 else "range"
         lines.append("    " * (depth + d) + f"for i{d} in {loop}(out.shape[{d}]):")
-        for j, kind in enumerate(kinds):
+        for j, operand in enumerate(operands):
             start = f"o{j}" if d == 0 else f"p{j}_{d - 1}"
             lines.append("    " * (depth + d + 1) + f"p{j}_{d} = {start} + i{d} * s{j}_{d}")
-            if kind.isupper():
+            if operand.padded:
                 inside = f"l{j}_{d} <= i{d} and i{d} < h{j}_{d}"
                 outer = f"u{j}_{d - 1} and " if d else ""
                 lines.append("    " * (depth + d + 1) + f"u{j}_{d} = {outer}{inside}")
     return lines
 
 
-def _operands(kinds: str, dtypes: Sequence[DType | None], axes: int, inner: int,
+def _operands(strides: Sequence[Stride], dtypes: Sequence[DType | None], axes: int, inner: int,
               indent: str) -> tuple[list[str], list[str]]:
-    """Statements hoisted above the innermost loop (over index ``i{inner}``) and each operand's value inside it.
-
-    ``kinds`` has one letter per operand for its innermost stride: ``c`` unit (read through a contiguous row, so
-    LLVM vectorises), ``b`` zero (read once), ``s`` any. ``dtypes`` has each operand's dtype, its value loaded as
-    the compute type (None: the stored bits as they are).
-    """
+    """Statements hoisted above the innermost loop (over index ``i{inner}``) and each unpadded operand's value inside
+    it, read through a row where contiguous (so LLVM vectorises) and once where broadcast, loaded as the compute type of
+    its dtype in ``dtypes`` (None: the stored bits as they are)."""
     hoisted, values = [], []
-    for j, (kind, dtype) in enumerate(zip(kinds, dtypes, strict=True)):
+    for j, (stride, dtype) in enumerate(zip(strides, dtypes, strict=True)):
         load = _loader(dtype)
         position = f"o{j}" if axes == 0 else f"p{j}_{axes - 1}"
-        if kind == "c":
+        if stride == Stride.CONTIGUOUS:
             hoisted.append(f"{indent}r{j} = x{j}[{position}:]")
             values.append(load(f"r{j}[i{inner}]"))
-        elif kind == "b":
+        elif stride == Stride.BROADCAST:
             hoisted.append(f"{indent}b{j} = {load(f'x{j}[{position}]')}")
             values.append(f"b{j}")
         else:
@@ -178,30 +146,28 @@ def _operands(kinds: str, dtypes: Sequence[DType | None], axes: int, inner: int,
     return hoisted, values
 
 
-def _segment_operands(kinds: str, dtypes: Sequence[DType | None],
+def _segment_operands(operands: Sequence[Operand], dtypes: Sequence[DType | None],
                       axis: int) -> tuple[list[str], list[str], list[str]]:
     """For a loop along ``axis`` in segments (``_segments``): statements hoisted above the segments, statements at
     the start of each segment ``[e0, e1)``, and each operand's value at index ``e0 + i`` of the segment.
 
-    Every operand is read relative to the segment's start (so LLVM sees the same contiguous rows as in
-    ``_operands``); a padded one (upper-case kind) reads its zeros ``z{j}`` instead of its buffer in a segment
-    outside its box (``w{j}`` false): its whole zero row (``C``), its first zero (``B``), or its first zero at
-    stride 0 (``S``). Operands load as in ``_operands``."""
+    Operands read relative to the segment's start (the same contiguous rows as in ``_operands``); a padded one reads its
+    zeros ``z{j}`` in a segment outside its box (``w{j}`` false): a zero row, or its first zero at stride 0."""
     hoisted, segment, values = [], [], []
-    for j, (kind, dtype) in enumerate(zip(kinds, dtypes, strict=True)):
+    for j, (operand, dtype) in enumerate(zip(operands, dtypes, strict=True)):
         load = _loader(dtype)
         position, stride = (f"o{j}" if axis == 0 else f"p{j}_{axis - 1}"), f"s{j}_{axis}"
-        if kind in "cC":
+        if operand.stride == Stride.CONTIGUOUS:
             row = f"x{j}[{position} + e0:]"
-            segment.append(f"r{j} = {row if kind == 'c' else f'{row} if w{j} else z{j}'}")
+            segment.append(f"r{j} = {f'{row} if w{j} else z{j}' if operand.padded else row}")
             values.append(load(f"r{j}[i]"))
-        elif kind == "b":
+        elif operand.stride == Stride.BROADCAST and not operand.padded:
             hoisted.append(f"b{j} = {load(f'x{j}[{position}]')}")
             values.append(f"b{j}")
-        elif kind == "B":
+        elif operand.stride == Stride.BROADCAST:
             segment.append(f"b{j} = {load(f'x{j}[{position}] if w{j} else z{j}[0]')}")
             values.append(f"b{j}")
-        elif kind == "s":
+        elif not operand.padded:
             segment.append(f"q{j} = {position} + e0 * {stride}")
             values.append(load(f"x{j}[q{j} + i * {stride}]"))
         else:
@@ -211,19 +177,16 @@ def _segment_operands(kinds: str, dtypes: Sequence[DType | None],
     return hoisted, segment, values
 
 
-SEGMENT = 1024  # the most elements a segment of a loop with padded operands runs: as many as its zeros hold
-
-
-def _segments(kinds: str, axis: int, parallel: bool, segment: list[str], body: list[str]) -> list[str]:
+def _segments(operands: Sequence[Operand], axis: int, parallel: bool, segment: list[str], body: list[str]) -> list[str]:
     """A loop along ``out``'s ``axis`` as segments ``[e0, e1)`` of at most ``SEGMENT`` elements in each of
-    which every padded operand (upper-case kind) lies wholly inside its box (``w{j}``, also requiring the outer
+    which every padded operand lies wholly inside its box (``w{j}``, also requiring the outer
     indexes' ``u{j}_{axis - 1}``) or wholly outside it; ``segment`` starts each segment, ``body`` runs at ``i`` from
     0 to its length. With ``parallel`` the chunks of ``SEGMENT`` elements run in parallel."""
     loop, extent = "numba.prange" if parallel else "range", f"out.shape[{axis}]"
     lines = [f"for c in {loop}(({extent} + {SEGMENT - 1}) // {SEGMENT}):", f"    e0 = c * {SEGMENT}",
              f"    end = min(e0 + {SEGMENT}, {extent})", "    while e0 < end:", "        e1 = end"]
-    for j, kind in enumerate(kinds):
-        if kind.isupper():
+    for j, operand in enumerate(operands):
+        if operand.padded:
             low, high = f"l{j}_{axis}", f"h{j}_{axis}"
             outer = f"u{j}_{axis - 1} and " if axis else ""
             lines += [f"        e1 = min(e1, {low}) if e0 < {low} else min(e1, {high}) if e0 < {high} else e1",
@@ -232,22 +195,21 @@ def _segments(kinds: str, axis: int, parallel: bool, segment: list[str], body: l
     return lines + [f"            {line}" for line in body] + ["        e0 = e1"]
 
 
-def _elementwise_nest(kinds: str, dtypes: Sequence[DType | None], rank: int, parallel: bool,
+def _elementwise_nest(operands: Sequence[Operand], dtypes: Sequence[DType | None], rank: int, parallel: bool,
                       body: Callable[[list[str], str], list[str]], depth: int = 1) -> list[str]:
-    """The loop nest of an elementwise kernel (operands of ``dtypes``, as in ``_operands``); ``body`` turns the
-    operands' values and the element of ``out`` they make into innermost statements. With padded operands the
-    innermost loop runs in segments (``_segments``)."""
-    lines = _outer(rank - 1, parallel, kinds, depth)
+    """The loop nest of an elementwise kernel (operands of ``dtypes``, as in ``_operands``; in ``_segments`` where
+    padded); ``body`` turns the operands' values and the element of ``out`` they make into innermost statements."""
+    lines = _outer(rank - 1, parallel, operands, depth)
     indent = "    " * (depth + rank - 1)
     inner = rank - 1
-    if kinds == kinds.lower():
-        hoisted, values = _operands(kinds, dtypes, inner, inner, indent)
+    if not any(operand.padded for operand in operands):
+        hoisted, values = _operands([operand.stride for operand in operands], dtypes, inner, inner, indent)
         loop = "numba.prange" if parallel and rank == 1 else "range"
         lines += hoisted + [f"{indent}for i{inner} in {loop}(out.shape[{inner}]):"]
         return lines + [f"{indent}    {line}" for line in body(values, f"out[{_index(rank)}]")]
-    hoisted, segment, values = _segment_operands(kinds, dtypes, inner)
+    hoisted, segment, values = _segment_operands(operands, dtypes, inner)
     segment.append(f"ro = out[{''.join(f'i{d}, ' for d in range(inner))}e0:]")
-    loops = _segments(kinds, inner, parallel and rank == 1, segment, body(values, "ro[i]"))
+    loops = _segments(operands, inner, parallel and rank == 1, segment, body(values, "ro[i]"))
     return lines + [f"{indent}{line}" for line in hoisted + loops]
 
 
@@ -281,27 +243,25 @@ _SIN_FLAG = "max(big, np.int32(abs({x}) >= m.SIN_LIMIT))"
 
 
 @functools.lru_cache(maxsize=SOURCES)
-def elementwise_source(op: str, dtype: DType, target: DType, kinds: str, rank: int, parallel: bool) -> str:
-    """``kernel(out, x0, ..., meta[, z...])``: ``out = op(x0, ...)``; ``out`` has ``rank`` contiguous axes, operand
-    ``j`` is the flat buffer ``x{j}`` read at ``meta``'s offset and strides, its innermost stride of kind
-    ``kinds[j]``; an upper-case kind marks a padded operand, read inside its box from ``meta`` and as 0 elsewhere,
-    whose zeros ``z{j}`` (``SEGMENT`` or as many as ``out``'s last axis, if fewer) come after ``meta``. A Select
-    moves the stored bits of ``x1`` or ``x2`` as they are, as does a copy (a Cast to its own dtype)."""
-    same = [dtype] * len(kinds)
-    lines = [f"def kernel({_arguments(kinds)}):", *_prologue(kinds, rank)]
+def elementwise_source(op: str, dtype: DType, target: DType, operands: tuple[Operand, ...], rank: int,
+                       parallel: bool) -> str:
+    """A ``Loop.over`` kernel: ``out = op(x0, ...)``. A Select moves the stored bits of ``x1`` or ``x2`` as they
+    are, as does a copy (a Cast to its own dtype)."""
+    same = [dtype] * len(operands)
+    lines = [f"def kernel({', '.join(parameters(operands))}):", *_prologue(operands, rank)]
     if op == "Sin" and dtype != DType.F64:  # sinf's reduction is exact below SIN_LIMIT; libm takes the rest
         lines.append("    big = np.int32(0)")
-        lines += _elementwise_nest(kinds, same, rank, parallel, lambda v, out: [
+        lines += _elementwise_nest(operands, same, rank, parallel, lambda v, out: [
             f"v = {v[0]}", f"{out} = {_store(target, 'm.sinf(v)')}", f"big = {_SIN_FLAG.format(x='v')}"])
         lines.append("    if big:")
-        lines += _elementwise_nest(kinds, same, rank, False, lambda v, out: [
+        lines += _elementwise_nest(operands, same, rank, False, lambda v, out: [
             f"v = {v[0]}", "if abs(v) >= m.SIN_LIMIT:",
             f"    {out} = {_store(target, 'np.float32(np.sin(np.float64(v)))')}"], depth=2)
     elif op == "Select" or (op == "Cast" and dtype == target):
-        lines += _elementwise_nest(kinds, [None] * len(kinds), rank, parallel, lambda v, out: [
+        lines += _elementwise_nest(operands, [None] * len(operands), rank, parallel, lambda v, out: [
             f"{out} = {_expression(op, dtype, target, v) if op == 'Select' else v[0]}"])
     else:
-        lines += _elementwise_nest(kinds, same, rank, parallel, lambda v, out: [
+        lines += _elementwise_nest(operands, same, rank, parallel, lambda v, out: [
             f"{out} = {_store(target, _expression(op, dtype, target, v))}"])
     return _header(parallel, "contract" if op in UNARY_KERNELS else "") + "\n".join(lines) + "\n"
 
@@ -310,96 +270,80 @@ def elementwise_source(op: str, dtype: DType, target: DType, kinds: str, rank: i
 _COMPUTE_CAST = {**_CAST, DType.F16: "np.float32({x})", DType.BF16: "np.float32({x})"}
 
 
-def _region_statements(body: RegionBody, values: list[str], exact_sin: bool) -> tuple[list[str], list[str]]:
-    """The statements computing ``body``'s steps from its inputs' ``values`` (each step's value in the compute
-    type, as an unfused kernel would store it), and the names of the f32 Sin operands. With ``exact_sin``
-    those Sins take libm's sin beyond ``SIN_LIMIT`` instead."""
-    dtype = body.dtype
-    lines = [f"a{j} = {value}" for j, value in enumerate(values)]  # x{j} is the buffer, a{j} its element
-    sin_operands = []
-    for i, (op, names) in enumerate(body.steps):
-        operands = [f"a{name[1:]}" if name[0] == "x" else name for name in names]
-        if op == "Sin" and dtype != DType.F64:
-            (x,) = operands
-            sin_operands.append(x)
+def _local(name: str) -> str:
+    """The local holding region value ``name`` (``x{j}`` is input ``j``'s buffer, ``a{j}`` its element)."""
+    return f"a{name[1:]}" if name[0] == "x" else name
+
+
+def _steps(body: RegionBody, indexes: Iterable[int], exact_sin: bool = True) -> list[str]:
+    """Statements computing steps ``indexes`` of ``body``, each value in the compute type (as an unfused kernel would
+    store it). f32 Sins take ``sinf``, and with ``exact_sin`` libm's sin beyond ``SIN_LIMIT``."""
+    lines = []
+    for i in indexes:
+        op, names = body.steps[i]
+        operands = [_local(name) for name in names]
+        if op == "Sin" and body.dtype != DType.F64:
+            x = operands[0]
             value = (f"m.sinf({x}) if abs({x}) < m.SIN_LIMIT else np.float32(np.sin(np.float64({x})))" if exact_sin
                      else f"m.sinf({x})")
         else:
-            value = _expression(op, dtype, dtype, operands)
-        lines.append(f"t{i} = {_COMPUTE_CAST[dtype].format(x=value)}")
-    return lines, sin_operands
+            value = _expression(op, body.dtype, body.dtype, operands)
+        lines.append(f"t{i} = {_COMPUTE_CAST[body.dtype].format(x=value)}")
+    return lines
 
 
 @functools.lru_cache(maxsize=SOURCES)
-def region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -> str:
-    """``kernel(out, x0, ..., meta[, z...])``: a fused region as one loop nest, ``out`` = the last of ``body``'s
-    steps on each element; operands (padded ones included) as in ``elementwise_source``. f32 Sins run ``sinf`` and,
-    where any of their arguments reached ``SIN_LIMIT``, the nest runs again (serially) with libm's sin for those."""
+def region_source(body: RegionBody, operands: tuple[Operand, ...], rank: int, parallel: bool) -> str:
+    """A ``Loop.over`` kernel: a fused region as one loop nest, ``out`` = the last of ``body``'s steps on each
+    element. f32 Sins run ``sinf`` and, where any of their arguments reached ``SIN_LIMIT``, the nest runs again
+    (serially) with libm's sin for those."""
     dtype = body.dtype
-    lines = [f"def kernel({_arguments(kinds)}):", *_prologue(kinds, rank)]
+    lines = [f"def kernel({', '.join(parameters(operands))}):", *_prologue(operands, rank)]
+    sin_operands = [_local(names[0]) for op, names in body.steps if op == "Sin" and dtype != DType.F64]
 
     def statements(values: list[str], out: str, exact_sin: bool) -> list[str]:
-        computed, sin_operands = _region_statements(body, values, exact_sin)
         counted = [f"big = {_SIN_FLAG.format(x=x)}" for x in sin_operands if not exact_sin]
-        return [*computed, f"{out} = {_store(dtype, body.result)}", *counted]
+        loads = [f"a{j} = {value}" for j, value in enumerate(values)]
+        computed = _steps(body, range(len(body.steps)), exact_sin)
+        return [*loads, *computed, f"{out} = {_store(dtype, body.result)}", *counted]
 
-    _, sin_operands = _region_statements(body, [], False)
     if sin_operands:
         lines.append("    big = np.int32(0)")
     dtypes = [d for _, _, d in body.inputs]
-    lines += _elementwise_nest(kinds, dtypes, rank, parallel, lambda v, out: statements(v, out, False))
+    lines += _elementwise_nest(operands, dtypes, rank, parallel, lambda v, out: statements(v, out, False))
     if sin_operands:
         lines.append("    if big:")
-        lines += _elementwise_nest(kinds, dtypes, rank, False, lambda v, out: statements(v, out, True), depth=2)
+        lines += _elementwise_nest(operands, dtypes, rank, False, lambda v, out: statements(v, out, True), depth=2)
     unary = any(op in UNARY_KERNELS for op, _ in body.steps)
     return _header(parallel, "contract" if unary else "") + "\n".join(lines) + "\n"
 
 
-def _row_value(body: RegionBody, name: str) -> str:
-    """The local holding value ``name`` inside a row kernel (an input's element is ``a{j}``)."""
-    return f"a{name[1:]}" if name[0] == "x" else name
-
-
-def _row_steps(body: RegionBody, indexes: list[int]) -> list[str]:
-    """Statements computing steps ``indexes`` of a row region (Sin exact beyond ``SIN_LIMIT`` throughout)."""
-    dtype, lines = body.dtype, []
-    for i in indexes:
-        op, names = body.steps[i]
-        operands = [_row_value(body, name) for name in names]
-        if op == "Sin" and dtype != DType.F64:
-            x = operands[0]
-            value = f"m.sinf({x}) if abs({x}) < m.SIN_LIMIT else np.float32(np.sin(np.float64({x})))"
-        else:
-            value = _expression(op, dtype, dtype, operands)
-        lines.append(f"t{i} = {_COMPUTE_CAST[dtype].format(x=value)}")
-    return lines
-
-
-def _row_pass(body: RegionBody, kinds: str, rank: int, extent: str, name: str, kept: str | None = None) -> list[str]:
+def _row_pass(body: RegionBody, strides: Sequence[Stride], rank: int, extent: str, name: str,
+              kept: str | None = None) -> list[str]:
     """A loop along the row computing value ``name`` at each position ``j``, preceded by the loads it needs (value
     ``kept`` read back from ``out``, where an earlier pass stored it); the statements that use it follow, indented by
     the caller, under the name ``v``."""
     known = () if kept is None else (kept,)
     lines = [f"for j in range({extent}):"]
     for j in body.reads(name, known):
-        if body.extent(f"x{j}") is None or kinds[j] == "b":
+        if body.extent(f"x{j}") is None or strides[j] == Stride.BROADCAST:
             continue  # loaded once per row
         position = f"p{j}_{rank - 1}"
-        element = f"r{j}[j]" if kinds[j] == "c" else f"x{j}[{position} + j * s{j}_{rank}]"
+        element = f"r{j}[j]" if strides[j] == Stride.CONTIGUOUS else f"x{j}[{position} + j * s{j}_{rank}]"
         lines.append(f"    a{j} = {_load(body.inputs[j][2], element)}")
     if kept is not None:
         lines.append(f"    {kept} = out[{_index(rank)}, j]")
-    lines += [f"    {line}" for line in _row_steps(body, body.needs(name, known))]
-    return lines + [f"    v = {_row_value(body, name)}"]
+    lines += [f"    {line}" for line in _steps(body, body.needs(name, known))]
+    return lines + [f"    v = {_local(name)}"]
 
 
-def _row_reduction(body: RegionBody, i: int, kinds: str, rank: int, keep: bool = False) -> list[str]:
+def _row_reduction(body: RegionBody, i: int, strides: Sequence[Stride], rank: int, keep: bool = False) -> list[str]:
     """Reduction step ``i`` of a row region: a pass along the row (the operand itself for a row of length 1), which
     also stores each operand value in ``out`` when ``keep``."""
     dtype, (op, (operand,)) = body.dtype, body.steps[i]
     if body.extent(operand) is None:
-        return [f"t{i} = {_row_value(body, operand)}"]
-    along = _row_pass(body, kinds, rank, f"n{body.lengths.index(body.extent(operand))}", operand)
+        return [f"t{i} = {_local(operand)}"]
+    along = _row_pass(body, strides, rank, f"n{body.lengths.index(body.extent(operand))}", operand)
     if keep:
         along.append(f"    out[{_index(rank)}, j] = v")
     if op == "SumReduce":
@@ -428,59 +372,57 @@ def _kept(body: RegionBody) -> tuple[int, str] | None:
 
 
 @functools.lru_cache(maxsize=SOURCES)
-def row_region_source(body: RegionBody, kinds: str, rank: int, parallel: bool) -> str:
-    """``kernel(out, x0, ..., meta)``: a row region, parallel over its rows. ``out`` has ``rank`` row axes and then
-    one along the row (1 where the end is per row); input ``j`` is the flat buffer ``x{j}`` read at ``meta``'s offset
-    and ``rank + 1`` strides (the last along the row, of kind ``kinds[j]``: ``b``, loaded once per row, for a per-row
-    input and any other the row does not step through); then come the extents along the row (``body.lengths``).
-    Per row, in ``body.row_order()``: each reduction is one pass along the row, computing what it reads there, and
-    each per-row value is computed once; the end last (a pass where it runs along the row, reading back what the
-    last reduction's pass kept in ``out``, ``_kept``)."""
-    dtype, arity = body.dtype, len(kinds)
-    lines = [f"def kernel({_arguments(kinds)}):", *_prologue(kinds, rank + 1)]
-    lines += [f"    n{e} = meta[{arity * (rank + 2) + e}]" for e in range(len(body.lengths))]
-    lines += _outer(rank, parallel, kinds, 1)
+def row_region_source(body: RegionBody, operands: tuple[Operand, ...], rank: int, parallel: bool) -> str:
+    """A row region's ``Loop.over`` kernel (with ``lengths``: ``n{e}`` are ``body.lengths``), parallel over the rows
+    (a per-row input, broadcast along the row, is loaded once per row). Per row, in ``body.row_order()``: each
+    reduction is one pass along the row, computing what it reads there, and each per-row value is computed once; the
+    end last (a pass where it runs along the row, reading back what the last reduction's pass kept in ``out``,
+    ``_kept``)."""
+    dtype, strides = body.dtype, [operand.stride for operand in operands]
+    lines = [f"def kernel({', '.join(parameters(operands))}):", *_prologue(operands, rank + 1, len(body.lengths))]
+    lines += _outer(rank, parallel, operands, 1)
     row: list[str] = []
-    for j, kind in enumerate(kinds):
+    for j, stride in enumerate(strides):
         position = f"p{j}_{rank - 1}"
-        if body.extent(f"x{j}") is None or kind == "b":  # the same all along the row
+        if body.extent(f"x{j}") is None or stride == Stride.BROADCAST:  # the same all along the row
             row.append(f"a{j} = {_load(body.inputs[j][2], f'x{j}[{position}]')}")
-        elif kind == "c":
+        elif stride == Stride.CONTIGUOUS:
             row.append(f"r{j} = x{j}[{position}:]")
     kept = _kept(body)
     for i in body.row_order():
-        row += (_row_reduction(body, i, kinds, rank, kept is not None and kept[0] == i)
-                if body.steps[i][0] in REDUCE_KERNELS else _row_steps(body, [i]))
+        row += (_row_reduction(body, i, strides, rank, kept is not None and kept[0] == i)
+                if body.steps[i][0] in REDUCE_KERNELS else _steps(body, [i]))
     end = body.extent(body.result)
     index = _index(rank)
     if end is None:
         row.append(f"out[{index}, 0] = {_store(dtype, body.result)}")
     else:
-        row += _row_pass(body, kinds, rank, f"n{body.lengths.index(end)}", body.result, kept and kept[1])
+        row += _row_pass(body, strides, rank, f"n{body.lengths.index(end)}", body.result, kept and kept[1])
         row.append(f"    out[{index}, j] = {_store(dtype, 'v')}")
     lines += ["    " * (rank + 1) + line for line in row]
     return _header(parallel, "reassoc" if dtype.is_float else "", "contract") + "\n".join(lines) + "\n"
 
 
 @functools.lru_cache(maxsize=SOURCES)
-def reduce_source(op: str, dtype: DType, kind: str, rank: int, parallel: bool) -> str:
-    """``kernel(out, x0, meta)``: ``out[...] = sum/max(x0[..., :])``; ``out`` has ``rank`` contiguous axes, ``x0``
-    is a flat buffer read at ``meta``'s offset and ``rank + 1`` strides (the reduced one of ``kind``), then the
-    reduced extent."""
-    lines = ["def kernel(out, x0, meta):", *_prologue("c", rank + 1), f"    n = meta[{rank + 2}]"]
-    lines += _outer(rank, parallel, "c", 1)
+def reduce_source(op: str, dtype: DType, operands: tuple[Operand, ...], rank: int, parallel: bool) -> str:
+    """A ``Loop.reducing`` kernel: ``out[...] = sum/max(x0[..., :])``, or, for a contraction, the sum of the products
+    ``x0[..., :] * x1[..., :]`` in the compute type (never rounded to f16/bf16)."""
+    lines = [f"def kernel({', '.join(parameters(operands))}):", *_prologue(operands, rank + 1, 1)]
+    lines += _outer(rank, parallel, operands, 1)
     indent = "    " * (rank + 1)
-    hoisted, (value,) = _operands("c" if kind == "c" else "s", [dtype], rank, rank, indent)
+    along = [Stride.CONTIGUOUS if o.stride == Stride.CONTIGUOUS else Stride.STRIDED for o in operands]  # a row, or not
+    hoisted, values = _operands(along, [dtype] * len(operands), rank, rank, indent)
+    value = " * ".join(values)
     if op == "SumReduce":
-        body = [f"acc = {_zero(dtype)}", f"for i{rank} in range(n):", f"    acc += {value}"]
+        body = [f"acc = {_zero(dtype)}", f"for i{rank} in range(n0):", f"    acc += {value}"]
     elif dtype == DType.F64:  # MaxReduce: NaN wins, as np.max
-        body = [f"i{rank} = 0", f"acc = {value}", f"for i{rank} in range(1, n):", f"    v = {value}",
+        body = [f"i{rank} = 0", f"acc = {value}", f"for i{rank} in range(1, n0):", f"    v = {value}",
                 "    acc = v if v > acc or v != v else acc"]
     elif dtype.is_float:  # a max over order-preserving integer keys vectorises (NaN keys are the largest)
-        body = ["key = m.KEY_MIN", f"for i{rank} in range(n):", f"    k = m.f32_key({value})",
+        body = ["key = m.KEY_MIN", f"for i{rank} in range(n0):", f"    k = m.f32_key({value})",
                 "    key = k if k > key else key", "acc = m.key_f32(key)"]
     else:
-        body = [f"i{rank} = 0", f"acc = {value}", f"for i{rank} in range(1, n):", f"    v = {value}",
+        body = [f"i{rank} = 0", f"acc = {value}", f"for i{rank} in range(1, n0):", f"    v = {value}",
                 "    acc = v if v > acc else acc"]
     body.append(f"out[{_index(rank)}] = {_store(dtype, 'acc')}")
     lines += hoisted + [indent + line for line in body]
@@ -493,27 +435,10 @@ def _zero(dtype: DType) -> str:
 
 
 @functools.lru_cache(maxsize=SOURCES)
-def contract_source(dtype: DType, kinds: str, rank: int, parallel: bool) -> str:
-    """``kernel(out, x0, x1, meta)``: ``out[...] = sum(x0[..., :] * x1[..., :])``, the products in the compute type
-    (never rounded to f16/bf16); ``out`` has ``rank`` contiguous axes, ``x0`` and ``x1`` are flat buffers each read
-    at ``meta``'s offset and ``rank + 1`` strides (the contracted one of ``kinds[j]``), then the contracted extent."""
-    lines = ["def kernel(out, x0, x1, meta):", *_prologue("cc", rank + 1), f"    n = meta[{2 * (rank + 2)}]"]
-    lines += _outer(rank, parallel, "cc", 1)
-    indent = "    " * (rank + 1)
-    hoisted, (a, b) = _operands("".join("c" if kind == "c" else "s" for kind in kinds), [dtype] * 2, rank, rank,
-                                indent)
-    body = [f"acc = {_zero(dtype)}", f"for i{rank} in range(n):", f"    acc += {a} * {b}",
-            f"out[{_index(rank)}] = {_store(dtype, 'acc')}"]
-    lines += hoisted + [indent + line for line in body]
-    return _header(parallel, "reassoc" if dtype.is_float else "") + "\n".join(lines) + "\n"
-
-
-@functools.lru_cache(maxsize=SOURCES)
-def take_source(kind: str, rank: int, parallel: bool) -> str:
-    """``kernel(out, x0, meta, data)``: ``out = data[x0]`` with ``x0`` read as an elementwise operand (innermost
-    stride of ``kind``); returns how many indexes fall outside ``data`` (those read ``data[0]``)."""
-    lines = ["def kernel(out, x0, meta, data):", *_prologue(kind, rank), "    n = data.shape[0]", "    bad = 0"]
-    lines += _elementwise_nest(kind, [None], rank, parallel, lambda v, out: [
+def take_source(operand: Operand, rank: int, parallel: bool) -> str:
+    """A ``Loop.over`` kernel (``data`` last): ``out = data[x0]``; returns how many indexes miss (read ``data[0]``)."""
+    lines = ["def kernel(out, x0, meta, data):", *_prologue((operand,), rank), "    n = data.shape[0]", "    bad = 0"]
+    lines += _elementwise_nest((operand,), [None], rank, parallel, lambda v, out: [
         f"k = {v[0]}", "inside = (k >= 0) & (k < n)", "bad += 0 if inside else 1", f"{out} = data[k if inside else 0]"])
     return _header(parallel) + "\n".join(lines + ["    return bad"]) + "\n"
 

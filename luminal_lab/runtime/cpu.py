@@ -1,39 +1,12 @@
 """The CPU runtime: runs an LLIR with numba kernels generated from it (``luminal_lab.codegen.cpu``).
 
-For each binding of the symbolic dimensions ``CPURuntime`` builds a plan once: every
-kernel's output buffer is allocated, inputs and weights get the buffers they are copied
-into (see ``base``), constants and iotas are computed, and every source read is resolved
-against its producer's buffer. Shape trackers are separable (each axis adds ``stride(z)``
-where ``mask(z)`` holds), so a read is, axis by axis: strided (broadcast axes have stride 0);
-padded, i.e. strided over one box and 0 elsewhere (a concat is pads and adds, RoPE's
-``rotate_half`` a concat); a few strided axes merged into one (a transpose then a reshape),
-copied into a scratch with one strided copy; or, failing those, gathered into a scratch through
-index arrays precomputed from the tracker (as the reference runtime reads it). A tracker whose axes are each a
-linear stride over one run of valid indexes (``ShapeTracker.boxed_strides``, worked out once per runtime) gives its
-strided or padded read from its expressions at the binding alone, so a new length plans in milliseconds; the others
-are resolved from the index of every element. Elementwise ops
-and fused regions read a padded view in place: the producer's buffer with offset and strides
-plus the box per axis, no scratch and no copy (a view that is nothing but padding is one zero,
-broadcast). Every other reader (row regions, reductions, matmuls, gathers, scatters, host casts,
-a region's start read in another shape) gets it materialised: a zeroed scratch whose box is
-copied in on each call. Each kernel is then a closure over fixed arrays, but for the reads and writes a plan can
-move: where every read of an input or a weight goes through a binder (a loop kernel's or a gather's flat argument, a
-library matmul's operand), a caller's C-contiguous array is read in place, not copied into its slot; where the kernel
-computing an output writes through one and every other read of its buffer does too, each call binds a fresh array
-there, so the output is written straight into the array the caller keeps, never copied out.
-
-Elementwise ops, casts, reductions, fused regions and Gather run as generated source compiled
-with ``numba.njit`` and cached by source (``cache``); each kernel's operands are passed as flat
-buffers with offsets and strides (and a padded operand's box), the axes every operand steps
-through alike merged first (and only where each box stays one box). Kernels of
-``PARALLEL_THRESHOLD`` elements or more get a ``prange`` variant; an elementwise op or a region
-counts its work instead (``codegen.cpu.loop_work``: its passes over the elements and what its
-transcendentals cost beyond them), so a 44K-element SiLU region runs in parallel and a plain add
-of as many does not. Casts to or from f16 and bf16 and Scatter are numpy host ops. A ``Matmul``
-kernel (a contraction the e-graph recognised) runs as one BLAS call into its buffer when its views have rows or columns
-(``luminal_lab.hlir.contraction``; float products through torch's BLAS), else as one loop
-nest of dot products. Its GPU implementations (``MatmulTiled``, ``MatmulTensorCore``) run the same way
-here: the CPU has one matmul.
+For each binding of the symbolic dimensions ``CPURuntime`` builds a plan once: it allocates the buffers (see ``base``
+for inputs and weights), computes constants and iotas, makes the scratches of the reads ``codegen.reads.lower`` finds
+(loop kernels read a padded read in place, other readers through a zeroed scratch), compiles each loop kernel for its
+``codegen.cpu_loop.Loop`` (cached by source, ``cache``; ``prange`` from ``PARALLEL_THRESHOLD`` element loads of work)
+and lists the launches. Casts to or from f16 and bf16 and Scatter are numpy host ops; a contraction is one BLAS call
+when its reads have rows or columns (through torch's BLAS for floats), else a loop of dot products. Inputs are read in
+place and outputs written straight into fresh arrays where every read or write of their buffers goes through a binder.
 """
 
 from __future__ import annotations
@@ -43,35 +16,19 @@ import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..codegen.cpu import (
-    SEGMENT,
-    contract_source,
-    elementwise_source,
-    gather_source,
-    loop_work,
-    reduce_source,
-    region_source,
-    region_work,
-    row_region_source,
-    take_source,
-)
+from ..codegen import cpu as codegen
+from ..codegen.cpu_loop import Loop, kernel_array
+from ..codegen.reads import Gathered, Nested, Strided, contiguous_strides, lower
 from ..core.dtypes import DType, convert
 from ..core.errors import LuminalError, UnsupportedOpError
-from ..core.ops import (
-    BINARY_KERNELS,
-    CONTRACT_KERNELS,
-    IN_REGION,
-    REDUCE_KERNELS,
-    TERNARY_KERNELS,
-    UNARY_KERNELS,
-)
-from ..core.shape_tracker import Axis, ShapeTracker
+from ..core.ops import BINARY_KERNELS, CONTRACT_KERNELS, IN_REGION, REDUCE_KERNELS, TERNARY_KERNELS, UNARY_KERNELS
+from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import Expr
 from ..hlir.contraction import Contraction
 from ..llir.llir import LLIR, Kernel
@@ -84,159 +41,29 @@ PARALLEL_THRESHOLD = 1 << 16  # element loads of work; below it numba's thread s
 _HALF = (DType.F16, DType.BF16)
 
 
-_HALF_NUMPY = tuple(d.numpy for d in _HALF)
-
-
-def _numba_view(array: np.ndarray) -> np.ndarray:
-    """What a kernel receives: f16/bf16 as their uint16 bits."""
-    return array.view(np.uint16) if array.dtype in _HALF_NUMPY else array
-
-
-_Box = Sequence[tuple[int, int]]  # per axis, the first valid index and the one past the last
-
-
 @dataclass
 class _View:
-    """A read of a flat contiguous buffer: element ``index`` is ``flat[offset + sum(index * strides)]``, or, for a
-    padded read (``box`` set), that where every axis's index lies in its box and 0 elsewhere (``offset`` is then where
-    index 0 would be, which may lie outside ``flat``: only the box is read).
-
-    ``refresh`` are the steps that fill ``flat`` first when it is a scratch copy (a materialised padded view, a
-    gathered one).
-    """
+    """``read`` of the flat contiguous buffer ``flat``: kernel ``buffer``'s own, or a scratch that the ``refresh``
+    steps fill first (a materialised padded read, a nested or gathered one)."""
 
     flat: np.ndarray
-    offset: int
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]  # in elements
+    read: Strided
     refresh: list[Step] = field(default_factory=list)
-    buffer: int | None = None  # the kernel whose own buffer ``flat`` is (no scratch between)
-    box: _Box | None = None
+    buffer: int | None = None
 
     @property
     def array(self) -> np.ndarray:
         """The same read as a numpy view (of an unpadded read)."""
         item = self.flat.itemsize
-        return as_strided(self.flat[self.offset:], self.shape, tuple(s * item for s in self.strides))
-
-    @property
-    def blank(self) -> bool:
-        """Whether this is a padded read with an empty box: nothing but padding."""
-        return self.box is not None and not all(lo < hi for lo, hi in self.box)
-
-    @property
-    def inside(self) -> _View:
-        """A padded read's box, as an unpadded read."""
-        assert self.box is not None
-        return _View(self.flat, self.offset + sum(lo * s for (lo, _), s in zip(self.box, self.strides)),
-                     tuple(hi - lo for lo, hi in self.box), self.strides)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
+        return as_strided(self.flat[self.read.offset:], self.read.shape, tuple(s * item for s in self.read.strides))
 
 
-def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    strides, inner = [], 1
-    for d in reversed(shape):
-        strides.append(inner)
-        inner *= d
-    return tuple(reversed(strides))
-
-
-def _collapse(shape: Sequence[int], strides: Sequence[Sequence[int]], keep_last: bool = False,
-              boxes: Sequence[_Box | None] = ()) -> tuple[list[int], list[list[int]], list[_Box | None]]:
-    """The same index space over fewer axes: size-1 axes dropped, and neighbours merged where every operand
-    steps through them alike and every padded operand's box (``boxes``, one per operand, None where unpadded; none
-    given: no box) stays one box (the inner axis's box whole, or the outer one's a single index). With ``keep_last``
-    the last axis (a reduction's) stays apart. At least one axis (two with ``keep_last``) remains. Returns the axes,
-    each operand's strides and each operand's box over them."""
-    last = len(shape) - 1
-    dims: list[int] = []
-    merged: list[list[int]] = [[] for _ in strides]
-    kept: list[list[tuple[int, int]] | None] = [None if box is None else [] for box in boxes or [None] * len(strides)]
-    padded = [(box, k) for box, k in zip(boxes, kept) if k is not None]
-    for i, size in enumerate(shape):
-        if size == 1 and not (keep_last and i == last):
-            continue
-        inner = [s[i] for s in strides]
-        if (dims and not (keep_last and i == last) and all(m[-1] == t * size for m, t in zip(merged, inner))
-                and all(box[i] == (0, size) or k[-1][1] - k[-1][0] == 1 for box, k in padded)):
-            dims[-1] *= size
-            for m, t in zip(merged, inner):
-                m[-1] = t
-            for box, k in padded:
-                (low, high), (lo, hi) = k[-1], box[i]
-                k[-1] = (low * size + lo, (high - 1) * size + hi)
-        else:
-            dims.append(size)
-            for m, t in zip(merged, inner):
-                m.append(t)
-            for box, k in padded:
-                k.append(box[i])
-    while len(dims) < (2 if keep_last else 1):
-        dims.insert(0, 1)
-        for m in merged:
-            m.insert(0, 0)
-        for _, k in padded:
-            k.insert(0, (0, 1))
-    return dims, merged, kept
-
-
-def _kind(stride: int, padded: bool = False) -> str:
-    kind = "c" if stride == 1 else "b" if stride == 0 else "s"
-    return kind.upper() if padded else kind
-
-
-def _loop_operands(out: np.ndarray, views: Sequence[_View]) -> tuple[int, str, list]:
-    """What an elementwise loop nest over ``out`` reading ``views`` is generated for and called with: its rank
-    after collapsing axes, each view's innermost-stride kind (upper-case for a padded view), and the arguments (out,
-    the views' flat buffers, every view's offset, strides and box, then a segment of zeros per padded view)."""
-    dims, strides, boxes = _collapse(out.shape, [_contiguous_strides(out.shape)] + [v.strides for v in views],
-                                     boxes=[None] + [v.box for v in views])
-    kinds = "".join(_kind(s[-1], box is not None) for s, box in zip(strides[1:], boxes[1:]))
-    meta = np.array([x for v, s, box in zip(views, strides[1:], boxes[1:])
-                     for x in (v.offset, *s, *(bound for axis in box or () for bound in axis))], np.int64)
-    zeros = [_numba_view(np.zeros(min(dims[-1], SEGMENT), v.flat.dtype)) for v in views if v.box is not None]
-    return len(dims), kinds, [_numba_view(out.reshape(dims)), *(_numba_view(v.flat) for v in views), meta, *zeros]
-
-
-def _nest(positions: np.ndarray) -> list[tuple[int, int]] | None:
-    """``(size, step)`` of the strided axes, outermost first, whose nest visits ``positions`` (from 0), or None.
-
-    ``[0, 1, 2, 8, 9, 10]`` is ``[(2, 8), (3, 1)]``: a run of equal steps sets the inner axis, and the positions
-    must repeat that run from each start, the starts forming a nest in turn.
-    """
-    step = _arithmetic(positions)
-    if step is not None:
-        return [(positions.size, step)]
-    steps = np.diff(positions)
-    width = 1 + int(np.argmax(steps != steps[0]))
-    if positions.size % width:
-        return None
-    blocks = positions.reshape(-1, width)
-    if not np.array_equal(blocks - blocks[:, :1], np.broadcast_to(blocks[0] - blocks[0, 0], blocks.shape)):
-        return None
-    outer = _nest(blocks[:, 0])
-    return None if outer is None else [*outer, (width, int(steps[0]))]
-
-
-def _arithmetic(values: np.ndarray) -> int | None:
-    """The common step of an arithmetic sequence (0 for fewer than two values), or None."""
-    if values.size < 2:
-        return 0
-    step = int(values[1] - values[0])
-    return step if np.array_equal(np.diff(values), np.full(values.size - 1, step)) else None
-
-
+@dataclass(slots=True)
 class _Launch:
     """A compiled kernel and the arguments it is called with; a plan rebinds some of them between calls."""
 
-    __slots__ = ("args", "function")
-
-    def __init__(self, function: Callable, args: list) -> None:
-        self.function = function
-        self.args = args
+    function: Callable
+    args: list
 
     def __call__(self) -> None:
         self.function(*self.args)
@@ -246,7 +73,7 @@ class _Launch:
         args = self.args
 
         def bind(flat: np.ndarray) -> None:
-            args[position] = _numba_view(flat if dims is None else flat.reshape(dims))
+            args[position] = kernel_array(flat if dims is None else flat.reshape(dims))
         return bind
 
 
@@ -343,7 +170,6 @@ class CPURuntime(Runtime[CPUPlan]):
         self.cache = cache or kernel_cache()
         self._arena = np.zeros(0, np.uint8)
         self._bodies: dict[int, RegionBody] | None = None
-        self._boxed: dict[int, tuple[ShapeTracker, list[Axis] | None]] = {}  # by id: the LLIR's trackers
 
     def _free_memory(self) -> int:
         return host_memory_available()
@@ -372,13 +198,6 @@ class CPURuntime(Runtime[CPUPlan]):
         if self._bodies is None:
             self._bodies = {region.end: region.body(self.llir) for region in find_regions(self.llir)}
         return self._bodies
-
-    def boxed_strides(self, tracker: ShapeTracker) -> list[Axis] | None:
-        """``tracker.boxed_strides()``, worked out once per tracker of the LLIR for all of this runtime's plans."""
-        known = self._boxed.get(id(tracker))
-        if known is None or known[0] is not tracker:
-            known = self._boxed[id(tracker)] = (tracker, tracker.boxed_strides())
-        return known[1]
 
     def arena(self, size: int) -> np.ndarray:
         """At least ``size`` bytes that every plan carves its rewritten buffers from (so one plan runs at a time);
@@ -532,7 +351,7 @@ class _Planner:
         source = kernel.sources[0][0]
         buffer = self.buffers[source]
         array = view.array
-        if (source not in self.writers or view.buffer != source or view.offset or array.size != buffer.size
+        if (source not in self.writers or view.buffer != source or view.read.offset or array.size != buffer.size
                 or not array.flags.c_contiguous or not self._rebindable(source, others=1)):
             return
         output = _Rebound([self.writers[source], *self.reads[source]], buffer)
@@ -542,155 +361,50 @@ class _Planner:
 
     # ---- views ----------------------------------------------------------------------
     def view(self, source: int, tracker: ShapeTracker, padded: bool = False) -> _View:
-        """How to read ``source``'s buffer through ``tracker``.
-
-        Each axis adds ``stride(z)`` to the flat index where ``mask(z)`` holds, so the axes are looked at one by
-        one, and the first of these that fits is taken: strided (every axis steps evenly over one run of valid
-        positions), a nest of strided axes copied into a scratch, or a gather through precomputed indexes. A
-        strided view with padding (valid positions forming one box) is a padded read of the buffer itself where the
-        reader takes one (``padded``: loop kernels read the box in place and 0 elsewhere); else it is materialised,
-        a zeroed scratch whose box is copied in on each call.
-        """
+        """How to read ``source``'s buffer through ``tracker`` (``lower``): a strided read in place, a padded one too
+        where the reader takes one (``padded``) and else materialised, a nested or gathered one through its scratch."""
         flat = self.buffers[source].reshape(-1)
-        dims = tuple(self.size(d) for d in tracker.dims)
-        if 0 in dims:
-            return _View(flat, 0, dims, (0,) * len(dims))
-        view = self._boxed(source, flat, dims, tracker)
-        if view is None:
-            view = self._resolved(source, flat, dims, tracker)
-        if view.blank:  # nothing but padding: no element of the source is read
-            return _View(np.zeros(1, flat.dtype), 0, dims, (0,) * len(dims)) if padded else _materialised(view)
-        if view.box is not None and not padded:
-            view = _materialised(view)
+        read = lower(tracker, self.bindings, flat.size, source)
+        if isinstance(read, Nested):
+            inside = _View(flat, read.nest).array
+            scratch = np.zeros(read.compact, flat.dtype)
+            target = scratch.reshape(inside.shape)
+            view = _View(scratch.reshape(-1), read.scratch, [lambda: np.copyto(target, inside)])
+        elif isinstance(read, Gathered):
+            view = self._gathered(source, flat, read)
+        elif 0 in read.shape:
+            return _View(flat, read)
+        elif read.blank:  # nothing but padding: no element of the source is read
+            blank = Strided(0, read.shape, (0,) * len(read.shape))
+            return _View(np.zeros(1, flat.dtype), blank) if padded else _materialised(_View(flat, read))
+        else:
+            view = _View(flat, read) if read.box is None or padded else _materialised(_View(flat, read))
         self.uses[source] += 1
         if view.flat is flat:
             view.buffer = source
         return view
 
-    def _boxed(self, source: int, flat: np.ndarray, dims: tuple[int, ...], tracker: ShapeTracker) -> _View | None:
-        """The strided or padded view of a tracker whose axes are each a linear stride over one run of valid
-        indexes (``ShapeTracker.boxed_strides``, worked out once per tracker), from its expressions at this binding
-        alone; None for any other tracker. It is the view ``_strided`` finds from every index, at a fraction of the
-        cost: a generation plans each new length."""
-        axes = self.runtime.boxed_strides(tracker)
-        if axes is None:
-            return None
-        box, steps, start = [], [], 0
-        for d, axis in zip(dims, axes):
-            lo = 0 if axis.low is None else min(max(self.size(axis.low), 0), d)
-            hi = d if axis.high is None else max(min(self.size(axis.high), d), lo)
-            if lo == hi:
-                return _blank(flat, dims)
-            step = self.size(axis.step)
-            box.append((lo, hi))
-            steps.append(step if hi - lo > 1 else 0)  # as ``_strided`` finds it: a single index steps by 0
-            start += self.size(axis.offset) + step * lo
-        return self._in_box(source, flat, dims, tuple(steps), tuple(box), start)
-
-    def _resolved(self, source: int, flat: np.ndarray, dims: tuple[int, ...], tracker: ShapeTracker) -> _View:
-        """The view found from the index and validity of every element along each axis: strided, a nest copied into
-        a scratch, or gathered."""
-        positions, valids = [], []
-        for d, stride, mask in zip(dims, tracker.strides, tracker.masks):
-            z = np.arange(d, dtype=np.int64)
-            positions.append(np.broadcast_to(np.asarray(stride.evaluate(self.bindings, z), np.int64), (d,)))
-            valids.append(np.broadcast_to(np.asarray(mask.evaluate(self.bindings, z)) != 0, (d,)))
-        return (self._strided(source, flat, dims, positions, valids)
-                or self._nested(source, flat, dims, positions, valids)
-                or self._gathered(source, flat, dims, positions, valids))
-
-    def _strided(self, source: int, flat: np.ndarray, dims: tuple[int, ...], positions: list[np.ndarray],
-                 valids: list[np.ndarray]) -> _View | None:
-        """A strided view, or a padded one (its valid positions one strided box); None when an axis is no run."""
-        valid = [np.flatnonzero(v) for v in valids]
-        if not all(b.size == 0 or b[-1] - b[0] + 1 == b.size for b in valid):
-            return None
-        steps = tuple(_arithmetic(p[b]) for p, b in zip(positions, valid))
-        if any(step is None for step in steps):
-            return None
-        if any(b.size == 0 for b in valid):
-            return _blank(flat, dims)
-        box = tuple((int(b[0]), int(b[-1]) + 1) for b in valid)
-        return self._in_box(source, flat, dims, steps, box, int(sum(p[b[0]] for p, b in zip(positions, valid))))
-
-    def _in_box(self, source: int, flat: np.ndarray, dims: tuple[int, ...], steps: tuple[int, ...],
-                box: tuple[tuple[int, int], ...], start: int) -> _View:
-        """The read of ``flat`` stepping by ``steps`` whose box's first element is ``flat[start]``: strided where
-        the box is all of ``dims``, else padded; checked to lie inside ``flat``."""
-        if all(b == (0, d) for b, d in zip(box, dims)):
-            return self._checked(_View(flat, start, dims, steps), source)
-        view = _View(flat, start - sum(lo * s for (lo, _), s in zip(box, steps)), dims, steps, box=box)
-        self._checked(view.inside, source)
-        return view
-
-    @staticmethod
-    def _compact(dims: tuple[int, ...], positions: list[np.ndarray],
-                 valids: list[np.ndarray]) -> tuple[list[bool], tuple[int, ...], tuple[int, ...]]:
-        """Which axes read one element throughout (broadcast), the shape with those axes 1, and the strides of a
-        contiguous scratch of that shape read with stride 0 along them."""
-        constant = [bool((p == p[0]).all() and v.all()) for p, v in zip(positions, valids)]
-        compact = tuple(1 if c else d for c, d in zip(constant, dims))
-        return constant, compact, tuple(0 if c else s for c, s in zip(constant, _contiguous_strides(compact)))
-
-    def _nested(self, source: int, flat: np.ndarray, dims: tuple[int, ...], positions: list[np.ndarray],
-                valids: list[np.ndarray]) -> _View | None:
-        """Unpadded axes that each step through a few strided ones (a transpose, then a reshape): one strided
-        copy into a scratch, of the varying axes only. None when an axis is no such nest."""
-        if not all(v.all() for v in valids):
-            return None
-        constant, compact, strides = self._compact(dims, positions, valids)
-        nests = [[(1, 0)] if c else _nest(p - p[0]) for p, c in zip(positions, constant)]
-        if any(nest is None for nest in nests):
-            return None
-        inside = self._checked(_View(flat, int(sum(p[0] for p in positions)),
-                                     tuple(n for nest in nests for n, _ in nest),
-                                     tuple(s for nest in nests for _, s in nest)), source).array
-        scratch = np.zeros(compact, flat.dtype)
-        target = scratch.reshape(inside.shape)
-        return _View(scratch.reshape(-1), 0, dims, strides, [lambda: np.copyto(target, inside)])
-
-    def _gathered(self, source: int, flat: np.ndarray, dims: tuple[int, ...], positions: list[np.ndarray],
-                  valids: list[np.ndarray]) -> _View:
-        """The varying axes gathered into a scratch through precomputed indexes (0 where padded)."""
-        constant, compact, strides = self._compact(dims, positions, valids)
-        index = np.zeros(compact, np.int64)
-        valid = np.ones(compact, bool)
-        for axis, (p, v, c) in enumerate(zip(positions, valids, constant)):  # sum / and of per-axis vectors
-            along = [1] * len(dims)
-            along[axis] = compact[axis]
-            index += (p[:1] if c else p).reshape(along)
-            valid &= (v[:1] if c else v).reshape(along)
-        index, valid = np.where(valid, index, 0).reshape(-1), valid.reshape(-1)
-        if index.min() < 0 or index.max() >= flat.size:
-            raise LuminalError(f"a view of k{source} reads outside its {flat.size} elements")
-        scratch = np.zeros(compact, flat.dtype).reshape(-1)
-        args = [_numba_view(scratch), _numba_view(flat), index.astype(np.int32 if flat.size < 2**31 else np.int64)]
-        if not valid.all():
-            args += [np.ascontiguousarray(valid), _numba_view(np.zeros(1, flat.dtype))]
-        launch = self._launch(gather_source(len(args) > 3, scratch.size >= PARALLEL_THRESHOLD), args)
+    def _gathered(self, source: int, flat: np.ndarray, read: Gathered) -> _View:
+        """A gathered read: its scratch, filled by a gather kernel on each call."""
+        scratch = np.zeros(read.compact, flat.dtype).reshape(-1)
+        args = [kernel_array(scratch), kernel_array(flat), read.index]
+        if read.valid is not None:
+            args += [read.valid, kernel_array(np.zeros(1, flat.dtype))]
+        launch = self._launch(codegen.gather_source(read.valid is not None, scratch.size >= PARALLEL_THRESHOLD), args)
         self.reads[source].append(launch.binder(1))
-        return _View(scratch, 0, dims, strides, [launch])
-
-    @staticmethod
-    def _checked(view: _View, source: int) -> _View:
-        """``view``, after making sure every element it reads lies inside its buffer."""
-        low = view.offset + sum((n - 1) * s for n, s in zip(view.shape, view.strides) if s < 0)
-        high = view.offset + sum((n - 1) * s for n, s in zip(view.shape, view.strides) if s > 0)
-        if view.size and (low < 0 or high >= view.flat.size):
-            raise LuminalError(f"a view of k{source} reads elements {low}..{high} of its {view.flat.size}")
-        return view
+        return _View(scratch, read.scratch, [launch])
 
     def _launch(self, source: str, args: list[np.ndarray]) -> _Launch:
         return _Launch(self.cache.compile(source, args), list(args))
 
-    def _loop(self, kernel: Kernel, source: str, args: list, reads: Sequence[tuple[int, _View]],
-              views: Sequence[_View]) -> Step:
-        """A loop kernel writing ``args[0]`` (``kernel``'s buffer) and reading the ``reads`` views at their argument
-        positions: the plan may bind an input's array in place of its buffer, and a fresh output array in place of
-        ``kernel``'s buffer, between calls."""
+    def _loop(self, kernel: Kernel, source: str, loop: Loop, views: Sequence[_View]) -> Step:
+        """``source`` launched over ``loop``, writing ``kernel``'s buffer and reading ``views``: the plan may bind an
+        input's array in place of its buffer, and a fresh output array in place of ``kernel``'s buffer, between
+        calls."""
+        args = loop.arguments(self.buffers[kernel.id], [view.flat for view in views])
         launch = self._launch(source, args)
         self.writers[kernel.id] = launch.binder(0, args[0].shape)
-        for position, view in reads:
+        for position, view in enumerate(views, 1):
             if view.buffer is not None:
                 self.reads[view.buffer].append(launch.binder(position))
         return self._sequence(views, [launch])
@@ -768,14 +482,13 @@ class _Planner:
             return self._sequence(views, [lambda: convert(array, dtype, target, out)])
         if out.size == 0:
             return self._sequence(views, [])
-        rank, kinds, args = _loop_operands(out, views)
-        source = elementwise_source(kernel.op, dtype, kernel.dtype, kinds, rank,
-                                    loop_work(out.size, [kernel.op]) >= PARALLEL_THRESHOLD)
-        return self._loop(kernel, source, args, list(enumerate(views, 1)), views)
+        loop = Loop.over(out.shape, [view.read for view in views])
+        parallel = codegen.loop_work(out.size, [kernel.op]) >= PARALLEL_THRESHOLD
+        source = codegen.elementwise_source(kernel.op, dtype, kernel.dtype, loop.operands, loop.rank, parallel)
+        return self._loop(kernel, source, loop, views)
 
     def _region(self, end: Kernel) -> Step:
-        """A fused region as one loop nest: its starts' views in, the end's buffer out. A region computes element by
-        element in row-major order and its ops may reshape, so each start's view is read in the end's shape."""
+        """A fused region as one loop nest: its starts' views, read in the end's shape (its ops may reshape), in."""
         body = self.bodies[end.id]
         if body.rows is not None:
             return self._row_region(end, body)
@@ -783,48 +496,42 @@ class _Planner:
         views = [_in_shape(self.view(source, tracker, padded=True), out.shape) for source, tracker, _ in body.inputs]
         if out.size == 0:
             return self._sequence(views, [])
-        rank, kinds, args = _loop_operands(out, views)
-        source = region_source(body, kinds, rank, region_work(body, out.size) >= PARALLEL_THRESHOLD)
-        return self._loop(end, source, args, list(enumerate(views, 1)), views)
+        loop = Loop.over(out.shape, [view.read for view in views])
+        parallel = codegen.region_work(body, out.size) >= PARALLEL_THRESHOLD
+        source = codegen.region_source(body, loop.operands, loop.rank, parallel)
+        return self._loop(end, source, loop, views)
 
     def _row_region(self, end: Kernel, body: RegionBody) -> Step:
-        """A row region as one loop nest over its rows (axes merged where every operand steps through them alike),
-        each input read over the rows and then along the row (a per-row input with stride 0 there)."""
+        """A row region as one loop nest, each input read over the rows and then along the row (a per-row input with
+        stride 0 there)."""
         out = self.buffers[end.id]
         rows = tuple(self.size(d) for d in body.rows)
         views = []
         for j, (source, tracker, _) in enumerate(body.inputs):
             extent = body.extent(f"x{j}")
             view = _in_shape(self.view(source, tracker), (*rows, 1 if extent is None else self.size(extent)))
-            views.append(view if extent is not None else
-                         _View(view.flat, view.offset, view.shape, (*view.strides[:-1], 0), view.refresh, view.buffer))
+            per_row = replace(view.read, strides=(*view.read.strides[:-1], 0))  # broadcast along the row
+            views.append(view if extent is not None else replace(view, read=per_row))
         along = 1 if body.extent(body.result) is None else self.size(body.extent(body.result))
         if out.size == 0:
             return self._sequence(views, [])
-        dims, strides, _ = _collapse((*rows, along), [_contiguous_strides((*rows, along))] + [v.strides for v in views],
-                                     keep_last=True)
-        meta = np.array([x for v, s in zip(views, strides[1:]) for x in (v.offset, *s)]
-                        + [self.size(e) for e in body.lengths], np.int64)
-        args = [_numba_view(out.reshape(dims)), *(_numba_view(v.flat) for v in views), meta]
-        kinds = "".join("b" if body.extent(f"x{j}") is None else _kind(s[-1]) for j, s in enumerate(strides[1:]))
-        elements = max(int(np.prod(rows)) * along, max((v.size for v in views), default=0))
-        source = row_region_source(body, kinds, len(dims) - 1, region_work(body, elements) >= PARALLEL_THRESHOLD)
-        return self._loop(end, source, args, list(enumerate(views, 1)), views)
+        loop = Loop.over((*rows, along), [view.read for view in views], [self.size(e) for e in body.lengths])
+        elements = max(int(np.prod(rows)) * along, max((view.read.size for view in views), default=0))
+        parallel = codegen.region_work(body, elements) >= PARALLEL_THRESHOLD
+        source = codegen.row_region_source(body, loop.operands, loop.rank, parallel)
+        return self._loop(end, source, loop, views)
 
     def _reduce(self, kernel: Kernel) -> Step:
         out = self.buffers[kernel.id]
         (view,) = self._views(kernel)
-        if kernel.op == "MaxReduce" and view.shape[-1] == 0:
+        if kernel.op == "MaxReduce" and view.read.shape[-1] == 0:
             raise LuminalError(f"MaxReduce k{kernel.id} reduces an empty axis")
         if out.size == 0:
             return self._sequence([view], [])
-        dims, (_, strides), _ = _collapse(view.shape, [_contiguous_strides(out.shape) + (0,), view.strides],
-                                          keep_last=True)
-        meta = np.array([view.offset, *strides, dims[-1]], np.int64)
-        args = [_numba_view(out.reshape(dims[:-1])), _numba_view(view.flat), meta]
-        source = reduce_source(kernel.op, kernel.dtype, _kind(strides[-1]), len(dims) - 1,
-                               view.size >= PARALLEL_THRESHOLD)
-        return self._loop(kernel, source, args, [(1, view)], [view])
+        loop = Loop.reducing(out.shape, [view.read])
+        parallel = view.read.size >= PARALLEL_THRESHOLD
+        source = codegen.reduce_source(kernel.op, kernel.dtype, loop.operands, loop.rank, parallel)
+        return self._loop(kernel, source, loop, [view])
 
     # ---- matmul ---------------------------------------------------------------------
     def _matmul(self, kernel: Kernel) -> Step:
@@ -832,7 +539,7 @@ class _Planner:
         copies only where BLAS needs them), else one loop nest of dot products."""
         out = self.buffers[kernel.id]
         a, b = self._views(kernel)
-        contraction = Contraction.of(a.array, b.array, len(a.shape) - 1)
+        contraction = Contraction.of(a.array, b.array, len(a.read.shape) - 1)
         if out.size == 0 or contraction is None or not (contraction.rows or contraction.cols):
             return self._dot_products(kernel, out, a, b)
         compute = kernel.dtype.compute_numpy
@@ -892,24 +599,20 @@ class _Planner:
         """Each output element as one dot product of its two rows of the contracted axis."""
         if out.size == 0:
             return self._sequence([a, b], [])
-        dims, (_, left, right), _ = _collapse(a.shape, [_contiguous_strides(out.shape) + (0,), a.strides, b.strides],
-                                              keep_last=True)
-        meta = np.array([a.offset, *left, b.offset, *right, dims[-1]], np.int64)
-        args = [_numba_view(out.reshape(dims[:-1])), _numba_view(a.flat), _numba_view(b.flat), meta]
-        source = contract_source(kernel.dtype, _kind(left[-1]) + _kind(right[-1]), len(dims) - 1,
-                                 a.size >= PARALLEL_THRESHOLD)
-        return self._loop(kernel, source, args, [(1, a), (2, b)], [a, b])
+        loop = Loop.reducing(out.shape, [a.read, b.read])
+        source = codegen.reduce_source("SumReduce", kernel.dtype, loop.operands, loop.rank,
+                                       a.read.size >= PARALLEL_THRESHOLD)
+        return self._loop(kernel, source, loop, [a, b])
 
     # ---- host ops -------------------------------------------------------------------
     def _gather(self, kernel: Kernel) -> Step:
         out = self.buffers[kernel.id]
         index, data = self._views(kernel)
         flat, copy = _flat(data.array)
-        dims, (_, strides), _ = _collapse(out.shape, [_contiguous_strides(out.shape), index.strides])
-        args = [_numba_view(out.reshape(dims)), index.flat, np.array([index.offset, *strides], np.int64),
-                _numba_view(flat)]
-        function = self.cache.compile(take_source(_kind(strides[-1]), len(dims), out.size >= PARALLEL_THRESHOLD),
-                                      args)
+        loop = Loop.over(out.shape, [index.read])
+        args = [*loop.arguments(out, [index.flat]), kernel_array(flat)]
+        source = codegen.take_source(loop.operands[0], loop.rank, out.size >= PARALLEL_THRESHOLD)
+        function = self.cache.compile(source, args)
         indexes = index.array
 
         def gather() -> None:
@@ -937,33 +640,29 @@ class _Planner:
 def _in_shape(view: _View, shape: tuple[int, ...]) -> _View:
     """``view`` read in row-major order as ``shape`` (of as many elements): over the same buffer where its strides
     allow, else through a scratch copied into on each call (a padded view is materialised first)."""
-    if view.shape == shape:
+    if view.read.shape == shape:
         return view
-    if view.box is not None:
+    if view.read.box is not None:
         view = _materialised(view)
     reshaped = _reshaped(view.array, shape)
     if reshaped is not None:  # the first element stays where it was, so the offset does too
-        return _View(view.flat, view.offset, shape, tuple(s // view.flat.itemsize for s in reshaped.strides),
-                     view.refresh, view.buffer)
+        strides = tuple(s // view.flat.itemsize for s in reshaped.strides)
+        return _View(view.flat, Strided(view.read.offset, shape, strides), view.refresh, view.buffer)
     array = view.array
     scratch = np.empty(shape, view.flat.dtype)
-    target = scratch.reshape(view.shape)
-    return _View(scratch.reshape(-1), 0, shape, _contiguous_strides(shape),
+    target = scratch.reshape(view.read.shape)
+    return _View(scratch.reshape(-1), Strided(0, shape, contiguous_strides(shape)),
                  [*view.refresh, lambda: np.copyto(target, array)])
-
-
-def _blank(flat: np.ndarray, dims: tuple[int, ...]) -> _View:
-    """A padded read of ``flat`` whose box is empty: nothing but padding."""
-    return _View(flat, 0, dims, (0,) * len(dims), box=((0, 0),) * len(dims))
 
 
 def _materialised(view: _View) -> _View:
     """A padded view as a zeroed scratch whose box is copied in on each call."""
-    scratch = np.zeros(view.shape, view.flat.dtype)
-    result = _View(scratch.reshape(-1), 0, view.shape, _contiguous_strides(view.shape))
-    if not view.blank:
-        inside = view.inside.array
-        target = scratch[tuple(slice(lo, hi) for lo, hi in view.box)]
+    read = view.read
+    scratch = np.zeros(read.shape, view.flat.dtype)
+    result = _View(scratch.reshape(-1), Strided(0, read.shape, contiguous_strides(read.shape)))
+    if not read.blank:
+        inside = _View(view.flat, read.inside).array
+        target = scratch[tuple(slice(lo, hi) for lo, hi in read.box)]
         result.refresh.append(lambda: np.copyto(target, inside))
     return result
 

@@ -39,6 +39,7 @@ import numpy as np
 from ..codegen.cuda import llir_sources
 from ..codegen.cuda_c import CudaKernel
 from ..codegen.ptx import compile_ptx
+from ..codegen.reads import Strided, lower
 from ..core.dtypes import DType, to_torch
 from ..core.errors import DTypeBoundaryError, LuminalError, NoDeviceError, Refused, ShapeError
 from ..core.ops import IN_REGION
@@ -216,16 +217,14 @@ def tf32_allowed() -> bool:
     return bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
 
 
-def _strided(flat: Any, view: ShapeTracker, bindings: Mapping[str, int], what: str) -> Any:
-    """``flat`` (a torch tensor) read through ``view`` as a strided tensor, sharing its memory."""
-    linear = view.linear_strides()
-    if linear is None:
+def _strided(flat: Any, source: int, view: ShapeTracker, bindings: Mapping[str, int], what: str) -> Any:
+    """``flat`` (a torch tensor, kernel ``source``'s buffer) read through ``view`` as a strided tensor, sharing its
+    memory (``codegen.reads.lower``)."""
+    read = lower(view, bindings, flat.numel(), source)
+    if not isinstance(read, Strided) or read.box is not None:
         raise LuminalError(f"{what} reads a padded or non-linear view {view}; the cuBLAS matmul reads strided views "
                            "only (pick a generated implementation for it)")
-    sizes = [int(d.evaluate(bindings)) for d in view.dims]
-    steps = [int(step.evaluate(bindings)) for step, _ in linear]
-    offset = sum(int(offset.evaluate(bindings)) for _, offset in linear)
-    return flat.as_strided(sizes, steps, offset)
+    return flat.as_strided(read.shape, read.strides, read.offset)
 
 
 def _library_matmul(kernel: Kernel, tensors: dict[int, Any], bindings: Mapping[str, int]) -> Step:
@@ -236,8 +235,8 @@ def _library_matmul(kernel: Kernel, tensors: dict[int, Any], bindings: Mapping[s
     import torch
 
     (a_id, a_view), (b_id, b_view) = kernel.sources
-    a = _strided(tensors[a_id], a_view, bindings, f"k{kernel.id}")
-    b = _strided(tensors[b_id], b_view, bindings, f"k{kernel.id}")
+    a = _strided(tensors[a_id], a_id, a_view, bindings, f"k{kernel.id}")
+    b = _strided(tensors[b_id], b_id, b_view, bindings, f"k{kernel.id}")
     out = tensors[kernel.id].view([int(d.evaluate(bindings)) for d in kernel.shape])
     plan = Contraction(tuple(a.shape), a.stride(), b.stride(), a.dim() - 1)
     count, m, k, n = plan.matmul_shape

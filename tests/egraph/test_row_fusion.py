@@ -11,6 +11,7 @@ import torch
 
 import luminal_lab as ll
 from luminal_lab.codegen.cpu import row_region_source
+from luminal_lab.codegen.cpu_loop import Operand, Stride
 from luminal_lab.codegen.cuda import llir_sources
 from luminal_lab.codegen.ptx import compile_ptx
 from luminal_lab.core.arrays import to_numpy
@@ -44,8 +45,9 @@ def test_the_cpu_kernel_reads_back_the_exp_its_sum_pass_kept(pattern: str) -> No
     _, llir = fused_pattern(pattern)
     (region,) = find_regions(llir)
     body = region.body(llir)
-    kinds = "".join("b" if body.extent(f"x{j}") is None else "c" for j in range(len(body.inputs)))
-    source = row_region_source(body, kinds, 1, parallel=False)
+    operands = tuple(Operand(Stride.BROADCAST if body.extent(f"x{j}") is None else Stride.CONTIGUOUS)
+                     for j in range(len(body.inputs)))
+    source = row_region_source(body, operands, 1, parallel=False)
     kept = pattern in ("softmax", "attention", "masked_attention")
     assert ("= out[i0, j]\n" in source) == kept
     assert source.count("m.exp2f(") == (1 if "Exp2" in REGION_OPS[pattern] else 0)

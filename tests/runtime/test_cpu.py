@@ -24,6 +24,7 @@ import pytest
 import torch
 
 import luminal_lab as ll
+from luminal_lab.codegen.reads import lower
 from luminal_lab.core.arrays import to_numpy
 from luminal_lab.core.dtypes import from_torch
 from luminal_lab.core.shape_tracker import ShapeTracker
@@ -117,9 +118,9 @@ def test_symbolic_dimension_at_two_sizes_keeps_one_plan_each() -> None:
 
 
 def test_a_plan_reads_boxed_views_from_their_expressions_as_from_every_index() -> None:
-    """A plan works out a strided or padded view from the tracker's expressions at the binding alone
-    (``_Planner._boxed``): at every size it is the view found from the index of every element (``_resolved``), and
-    only views of another kind (a nest, a gather) are left to the latter."""
+    """A strided or padded read is lowered from the tracker's expressions at the binding alone (``lower``, for a
+    tracker with ``boxed_strides``): at every size it is the read found from the index of every element (``lower``
+    without ``boxed``), and only reads of another kind (a nest, a gather) are left to the latter."""
     g = ll.Graph()
     cache, new = g.tensor((2, "s", 8), name="cache"), g.tensor((2, 1, 8), name="new")
     keys = ll.concat([cache, new], 1)  # a KV cache's concat: pads of a symbolic length
@@ -135,16 +136,13 @@ def test_a_plan_reads_boxed_views_from_their_expressions_as_from_every_index() -
         for kernel in runtime.llir.kernels:
             for source, tracker in kernel.sources:
                 flat = planner.buffers[source].reshape(-1)
-                dims = tuple(planner.size(d) for d in tracker.dims)
-                boxed, resolved = planner._boxed(source, flat, dims, tracker), planner._resolved(source, flat, dims,
-                                                                                                 tracker)
-                if boxed is None:
+                resolved = lower(tracker, {"s": size}, flat.size, source, boxed=False)
+                if tracker.boxed_strides() is None:
                     kinds["resolved"] += 1
                     continue
+                boxed = lower(tracker, {"s": size}, flat.size, source)
                 kinds["boxed" if boxed.box is None else "padded"] += 1
-                assert boxed.flat is resolved.flat
-                assert (boxed.offset, boxed.shape, boxed.strides, boxed.box) == (
-                    resolved.offset, resolved.shape, resolved.strides, resolved.box), (kernel, tracker)
+                assert boxed == resolved, (kernel, tracker)
     assert kinds["boxed"] and kinds["padded"] and kinds["resolved"]
     inputs = {"cache": np.arange(2 * 9 * 8, dtype=np.float32).reshape(2, 9, 8), "new": np.ones((2, 1, 8), np.float32)}
     check_graph(g, inputs, {"s": 9}, runtime=runtime)
