@@ -2,8 +2,8 @@
 
 Every declared op gets its ``OpKind`` constructors (its own for an HLIR op, and its kernel op ``Kernel<Name>``
 carrying the output dtype), and an HLIR op the generated rules that type it (``dtype_prop``), lower it to its kernel
-op (``kernel_lower``) and, where it may be, subsume it once that exists (``cleanup``). Rules name fields (``term``),
-never count them, and every rule's ``:ruleset`` and ``:name`` are written by ``Rule`` from its own.
+op (``kernel_lower``) and, where it may be, subsume it once that exists (``cleanup``). Rules name fields (``kind``,
+``op_term``), never count them, and every rule's ``:ruleset`` and ``:name`` are written by ``Rule`` from its own.
 
 Selects: ``where(c, a, b)`` lowers to a ``Gather`` over ``concat(b, a)`` (``n`` elements each, read
 flat) at ``c * n + iota``, which is exact for every value but moves three tensors' worth of data.
@@ -39,10 +39,8 @@ from ..core.tiling import MMA_DTYPES, MMA_TILINGS, TILINGS, MmaTiling, Tiling
 RULESETS = ("expr", "dtype_prop", "early", "kernel_lower", "algebra", "fusion_pair", "fusion_grow", "fusion_merge",
             "cleanup")
 # every OpKind constructor's fields: the HLIR ops', the kernel ops' and the fusion markers'
-CONSTRUCTORS: dict[str, tuple[Field, ...]] = {
-    **{c: f for op in KERNEL_OPS for c, f in ((op.name, op.fields), (op.kernel, op.kernel_fields)) if op.hlir or
-       c == op.kernel},
-    **MARKERS}
+CONSTRUCTORS: dict[str, tuple[Field, ...]] = {**{op.name: op.fields for op in KERNEL_OPS if op.hlir},
+                                               **{op.kernel: op.kernel_fields for op in KERNEL_OPS}, **MARKERS}
 
 
 @dataclass(frozen=True)

@@ -646,3 +646,14 @@ def test_each_egraph_takes_the_spare_worker_and_leaves_another() -> None:
     finally:
         first.egraph.close()
         second.egraph.close()
+
+
+def test_rule_terms_name_every_field_of_their_declaration() -> None:
+    """A rule's OpKind term gives each declared field by name; a missing or misspelt one is refused when built."""
+    from luminal_lab.egraph.ops import kind
+
+    assert kind("KernelExp", shape="?s", x="?v", out="?o", dtype="?dt") == "(KernelExp ?s ?v ?o ?dt)"
+    with pytest.raises(TypeError, match=r"KernelExp takes the fields shape, x, out, dtype; got shape, x, out$"):
+        kind("KernelExp", shape="?s", x="?v", out="?o")
+    with pytest.raises(TypeError, match="FusionEnd takes the fields shape, out, dtype"):
+        kind("FusionEnd", shape="?s", strides="?o", dtype="?dt")
