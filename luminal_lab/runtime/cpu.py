@@ -38,6 +38,10 @@ from .cache import KernelCache, Request, kernel_cache
 
 ALIGN = 64  # bytes: where each buffer carved from the arena starts (a cache line)
 PARALLEL_THRESHOLD = 1 << 16  # element loads of work; below it numba's thread start-up costs more than it saves
+# multiply-adds: below it a matmul runs on one of torch's threads (as fast idle, and on a busy machine its thread
+# pool's hand-offs each wait for a core: 16 ms, not 0.01, for a 32x64 by 64x64 matmul beside a spinning process per
+# core)
+SERIAL_MATMUL = 1 << 18
 _HALF = (DType.F16, DType.BF16)
 
 
@@ -82,10 +86,10 @@ Binder = Callable[[np.ndarray], None]  # given a buffer's new flat array, points
 
 class _Matmul:
     """``out = lhs @ rhs`` over ``[batch, r, c]`` arrays (``out`` contiguous) as one library call: torch's mm or bmm
-    for floats (``_torch``), else numpy's matmul. ``arrays`` are ``out, lhs, rhs``, views of the plan's buffers that
-    ``binder`` moves to other arrays of the same layout."""
+    for floats (``_torch``; on one thread below ``SERIAL_MATMUL`` multiply-adds), else numpy's matmul. ``arrays`` are
+    ``out, lhs, rhs``, views of the plan's buffers that ``binder`` moves to other arrays of the same layout."""
 
-    __slots__ = ("arrays", "call", "operands", "torch")
+    __slots__ = ("arrays", "call", "operands", "serial", "torch")
 
     def __init__(self, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
         self.arrays = [out, lhs, rhs]
@@ -99,6 +103,7 @@ class _Matmul:
             bmm = self.torch.bmm
             self.call = lambda c, a, b: bmm(a, b, out=c)
         self.operands = [self._operand(x) for x in self.arrays]
+        self.serial = self.torch is not None and lhs.size * rhs.shape[-1] < SERIAL_MATMUL
 
     def _operand(self, array: np.ndarray) -> Any:
         """What the call takes for ``array``: itself, or a torch view of it (one matrix for mm)."""
@@ -108,7 +113,15 @@ class _Matmul:
         return tensor[0] if array.shape[0] == 1 else tensor
 
     def __call__(self) -> None:
-        self.call(*self.operands)
+        if not self.serial:
+            self.call(*self.operands)
+            return
+        threads = self.torch.get_num_threads()
+        self.torch.set_num_threads(1)
+        try:
+            self.call(*self.operands)
+        finally:
+            self.torch.set_num_threads(threads)
 
     def binder(self, position: int, flat: np.ndarray) -> Binder | None:
         """What points operand ``position`` (0: out, 1: lhs, 2: rhs), a view of ``flat``, at the same place in another

@@ -33,7 +33,7 @@ from luminal_lab.llir.genome import extract
 from luminal_lab.llir.llir import LLIR, Kernel
 from luminal_lab.llir.regions import find_regions
 from luminal_lab.runtime.cache import CACHE_ENV, WORKERS_ENV, KernelCache, compile_workers, kernel_cache
-from luminal_lab.runtime.cpu import PARALLEL_THRESHOLD, CPURuntime, _Listing, _Planner
+from luminal_lab.runtime.cpu import PARALLEL_THRESHOLD, SERIAL_MATMUL, CPURuntime, _Listing, _Matmul, _Planner
 from tests.helpers.llir import llir_of
 from tests.helpers.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
 from tests.helpers.op_cases import CASES, Case, index_ops_graph, random_tensor
@@ -496,6 +496,20 @@ def test_a_contraction_runs_as_one_matmul_and_its_decomposed_form_agrees() -> No
         k.id for k in contracted.kernels if k.op in ("Input", "Constant", "Iota")} | set(contracted.outputs)
     (slow,) = CPURuntime(decomposed).run(arrays, comp.graph.weights)
     np.testing.assert_allclose(slow, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_small_matmul_runs_on_one_torch_thread_and_leaves_the_count_as_it_was() -> None:
+    """Below SERIAL_MATMUL multiply-adds torch's thread pool only waits for cores (16 ms on a busy machine)."""
+    rng = np.random.default_rng(0)
+    threads = torch.get_num_threads()
+    for rows, inner, cols in ((32, 64, 64), (64, 128, 128)):
+        lhs, rhs = rng.standard_normal((1, rows, inner), np.float32), rng.standard_normal((1, inner, cols), np.float32)
+        out = np.empty((1, rows, cols), np.float32)
+        matmul = _Matmul(lhs, rhs, out)
+        matmul()
+        assert matmul.serial == (rows * inner * cols < SERIAL_MATMUL)
+        assert torch.get_num_threads() == threads
+        np.testing.assert_allclose(out, lhs @ rhs, rtol=1e-5, atol=1e-5)
 
 
 def test_a_materialised_product_over_the_memory_budget_is_refused_naming_it() -> None:
