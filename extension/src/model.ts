@@ -630,7 +630,8 @@ function countNoun(stage: string, graph: StageGraph, members: number[]): string 
 /**
  * The groups of `mode` (none for `none`); a group has at least two nodes, and an e-node is always in its
  * e-class's group. By layer: the nodes marked `layer: true` (an e-graph: its e-classes so marked), or in an
- * LLIR each value of `copy`. By HLIR node: the nodes whose first HLIR id (`hlirOf`, in HLIR order) is the same.
+ * LLIR each value of `copy`. By HLIR node: in an e-graph each e-class's `group` (computed in Python, as the SVG
+ * picture's ``fold="hlir"`` draws it), elsewhere the nodes whose first HLIR id (`hlirOf`, in HLIR order) is the same.
  */
 export function groupNodes(graph: StageGraph, mode: FoldMode): Grouping {
   const n = graph.size;
@@ -649,15 +650,14 @@ export function groupNodes(graph: StageGraph, mode: FoldMode): Grouping {
       } else if (node.layer === true) {
         keyOf[i] = 'layer';
       }
+    } else if (mode === 'hlir' && graph.stage === 'egraph') {
+      keyOf[i] = typeof node.group === 'string' ? node.group : null;
     } else if (mode === 'hlir') {
       const ids = hlirOf(graph, i);
       if (ids.length) {
         keyOf[i] = ids.reduce((a, b) => (compareHlirIds(b, a) < 0 ? b : a));
       }
     }
-  }
-  if (mode === 'hlir') {
-    inheritKeys(graph, keyOf);
   }
   const byKey = new Map<string, number[]>();
   keyOf.forEach((key, i) => {
@@ -681,32 +681,6 @@ export function groupNodes(graph: StageGraph, mode: FoldMode): Grouping {
     groups.push({ key, label: `${name} · ${countNoun(graph.stage, graph, members)}`, members });
   }
   return { groups, groupOf };
-}
-
-/**
- * E-classes with no HLIR node (expressions, lists, views, an e-class a fusion rule made) join the group of the first
- * e-class they read that has one, else of the first that reads them, until nothing changes; their e-nodes follow
- * (as the SVG picture's ``fold="hlir"`` does).
- */
-function inheritKeys(graph: StageGraph, keyOf: (string | null)[]): void {
-  const target = (e: number): number => graph.index.get(graph.edges[e].target)!;
-  const source = (e: number): number => graph.index.get(graph.edges[e].source)!;
-  for (let changed = true; changed; ) {
-    changed = false;
-    for (let c = 0; c < graph.size; c++) {
-      if (keyOf[c] !== null || graph.nodes[c].kind !== 'eclass') {
-        continue;
-      }
-      const reads = graph.members[c].flatMap(m => graph.outEdges[m].map(target));
-      const readers = graph.inEdges[c].map(source);
-      const found = [...reads, ...readers].find(i => keyOf[i] !== null);
-      if (found !== undefined) {
-        keyOf[c] = keyOf[found];
-        graph.members[c].forEach(m => (keyOf[m] = keyOf[found]));
-        changed = true;
-      }
-    }
-  }
 }
 
 /** What a stage view draws: its nodes with groups folded and, when focused, only a neighbourhood. */

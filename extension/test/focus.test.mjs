@@ -144,46 +144,45 @@ test('fold by layer in an LLIR: one group per copy, shared kernels apart', () =>
   assert.deepEqual(Array.from(open.edge), [-1, -1, 3, -1, 5, 6]);
 });
 
-/** A small e-graph: e-classes IR-1 (h3), IR-2 (h3, h7), IR-3 (h9), IR-4 (h10 and h2), E-5 (no HLIR), their e-nodes. */
+/**
+ * A small e-graph: e-classes IR-1 (h3), IR-2 (h3, h7), IR-3 (h9), IR-4 (h10 and h2), E-5 (no HLIR), E-6 (read by
+ * nothing), their e-nodes; each e-class's `group` is what Python's fold by HLIR node gave it (E-6 none).
+ */
 function egraph(extra = {}) {
-  const eclass = (id, hlir, layer) => ({ id, kind: 'eclass', hlir, ...(layer === undefined ? {} : { layer }) });
+  const eclass = (id, hlir, group, layer) => ({ id, kind: 'eclass', hlir, ...(group ? { group } : {}), ...(layer === undefined ? {} : { layer }) });
   const enode = (id, of) => ({ id, kind: 'enode', eclass: of });
   const nodes = [
-    eclass('IR-1', ['h3'], true), enode('n1', 'IR-1'), enode('n1b', 'IR-1'),
-    eclass('IR-2', ['h7', 'h3'], true), enode('n2', 'IR-2'),
-    eclass('IR-3', ['h9'], false), enode('n3', 'IR-3'),
-    eclass('IR-4', ['h10', 'h2'], true), enode('n4', 'IR-4'),
-    eclass('E-5', []), enode('n5', 'E-5')
+    eclass('IR-1', ['h3'], 'h3', true), enode('n1', 'IR-1'), enode('n1b', 'IR-1'),
+    eclass('IR-2', ['h7', 'h3'], 'h3', true), enode('n2', 'IR-2'),
+    eclass('IR-3', ['h9'], 'h9', false), enode('n3', 'IR-3'),
+    eclass('IR-4', ['h10', 'h2'], 'h2', true), enode('n4', 'IR-4'),
+    eclass('E-5', [], 'h9'), enode('n5', 'E-5'),
+    eclass('E-6', []), enode('n6', 'E-6')
   ];
   const edges = [edge('n2', 'IR-1'), edge('n3', 'IR-2'), edge('n3', 'E-5'), edge('n4', 'IR-3'), edge('n1', 'E-5')];
   return graphOf({ stage: 'egraph', schema: 1, nodes, edges, links: { hlir: { 'IR-4': ['h11'] } }, meta: { layer: { copies: 2 } }, ...extra });
 }
 
-test('fold by HLIR node in an e-graph: first HLIR id, e-nodes with their e-class', () => {
+test('fold by HLIR node in an e-graph: each e-class\'s group from the JSON, e-nodes with their e-class', () => {
   const g = egraph();
   assert.deepEqual(hlirOf(g, g.index.get('n4')), ['h11'], 'links.hlir first, for an e-node its e-class');
   assert.deepEqual(hlirOf(g, g.index.get('IR-2')), ['h7', 'h3'], 'else the node\'s own hlir field');
   const grouping = groupNodes(g, 'hlir');
-  // E-5 has no HLIR node and reads nothing: it joins the group of the first e-class reading it (n3's IR-3, h9)
+  // E-6 has no group: drawn as itself
   assert.deepEqual(grouping.groups.map(x => [x.key, x.label, ids(g, x.members)]), [
     ['h3', 'h3 · 2 e-classes', ['IR-1', 'n1', 'n1b', 'IR-2', 'n2']],
     ['h9', 'h9 · 2 e-classes', ['IR-3', 'n3', 'E-5', 'n5']],
-    ['h11', 'h11 · 1 e-class', ['IR-4', 'n4']]
+    ['h2', 'h2 · 1 e-class', ['IR-4', 'n4']]
   ]);
+  assert.equal(grouping.groupOf[g.index.get('n6')], -1);
   const scene = makeScene(g, { grouping });
-  assert.deepEqual(scene.graph.nodes.map(n => n.group ?? n.id), ['h3', 'h9', 'h11']);
+  assert.deepEqual(scene.graph.nodes.map(n => n.group ?? n.id), ['h3', 'h9', 'h2', 'E-6', 'n6']);
   const name = id => scene.graph.node(id).group ?? id;
   assert.deepEqual(scene.graph.edges.map(e => [name(e.source), name(e.target), e.merged]),
-    [['h9', 'h3', 1], ['h11', 'h9', 1], ['h3', 'h9', 1]]);
+    [['h9', 'h3', 1], ['h2', 'h9', 1], ['h3', 'h9', 1]]);
   // expanded, membership survives for the e-class that joined
   const open = makeScene(g, { grouping, expanded: new Set(['h9']) });
   assert.equal(open.graph.eclassOf[open.graph.index.get('n5')], open.graph.index.get('E-5'));
-});
-
-test('fold by HLIR node: an e-class with no HLIR node first joins what it reads', () => {
-  const g = egraph({ edges: [edge('n5', 'IR-3'), edge('n1', 'E-5'), edge('n2', 'IR-1')] });
-  const { groups } = groupNodes(g, 'hlir');
-  assert.deepEqual(ids(g, groups.find(x => x.key === 'h9').members), ['IR-3', 'n3', 'E-5', 'n5']);
 });
 
 test('fold by layer in an e-graph: the flagged e-classes and their e-nodes', () => {

@@ -12,8 +12,10 @@ e-node after a later step). Stage-specific fields:
 
 - e-class node: ``kind: "eclass"``, ``sort``, ``label`` (its e-nodes' names for an IR
   e-class, else a short term such as ``[4, 3]``), ``hlir`` (HLIR stage ids), ``dtype``,
-  ``enodes`` (how many); when the graph has a rolled layer (``eg.layer``, passed by
-  ``Compiled``), ``layer``: whether all its HLIR nodes (at least one) are in that layer.
+  ``enodes`` (how many), ``group`` (its group folded by HLIR node, as the picture's
+  ``fold="hlir"``; none for an e-class no IR e-class reaches); when the graph has a rolled layer
+  (``eg.layer``, passed by ``Compiled``), ``layer``: whether all its HLIR nodes (at least one) are
+  in that layer.
 - e-node node: ``kind: "enode"``, ``op``, ``label``, ``literals``, ``eclass``, ``subsumed``,
   ``added_in_last_step``; an e-node of an IR e-class also has ``ir``: ``names`` (an ``Op``'s
   OpKind names, e.g. ``["KernelAdd"]``), ``inputs`` (the IR e-classes of its IList, in operand
@@ -322,6 +324,7 @@ def to_json(eg: EGraph) -> dict[str, Any]:
             "left_out_enodes": snapshot.n_enodes - total,
         }
     keep = set(included)
+    group = _fold_keys(ir)
     layer = eg.layer[0] if eg.layer else None
     nodes: list[dict[str, Any]] = []
     enodes: list[dict[str, Any]] = []
@@ -333,6 +336,8 @@ def to_json(eg: EGraph) -> dict[str, Any]:
         nodes.append({"id": cid, "kind": "eclass", "sort": eclass.sort,
                       "label": _clip(" | ".join(names) if drawn else term(snapshot, cid), LABEL_CHARS),
                       "hlir": [hlir_id(h) for h in eclass.hlir], "dtype": eclass.dtype, "enodes": len(eclass.nodes)})
+        if cid in group:
+            nodes[-1]["group"] = group[cid]
         if layer is not None:
             nodes[-1]["layer"] = bool(eclass.hlir) and all(h in layer for h in eclass.hlir)
         for node in eclass.nodes:
@@ -446,6 +451,21 @@ def hlir_groups(ir: IRLevel) -> dict[str, list[str]]:
     for cid in sorted(ir.classes, key=lambda c: order.get(key[c], len(order))):
         groups.setdefault(key[cid], []).append(cid)
     return groups
+
+
+def _fold_keys(ir: IRLevel) -> dict[str, str]:
+    """E-class id -> its group when folded by HLIR node: an IR e-class's from ``hlir_groups``; any other e-class
+    (expression, list, view) goes with the first IR e-class, in HLIR order, whose e-nodes reach it."""
+    classes = ir.snapshot.classes
+    key = {cid: group for group, cids in hlir_groups(ir).items() for cid in cids}
+    for cid in list(key):
+        todo = [c for n in classes[cid].nodes for c in n.children]
+        while todo:
+            child = todo.pop()
+            if child not in key and child in classes:
+                key[child] = key[cid]
+                todo.extend(c for n in classes[child].nodes for c in n.children)
+    return key
 
 
 def _check_fold(ir: IRLevel, around: str | None, fold: Any, expand: Any) -> dict[str, list[str]] | None:

@@ -368,6 +368,24 @@ def test_picture_folded_by_hlir_node(stacked):
     assert reads[("group-h18", "group-h19")] == 5  # the matmul's SumReduce e-classes read its Mul's
 
 
+def test_the_json_gives_each_eclass_the_group_the_folded_picture_draws_it_in(stacked):
+    """The extension folds an e-graph by reading ``group`` (computed once, here): an IR e-class's is the picture's;
+    an expression, list or view joins the first IR e-class (in HLIR order) that reaches it."""
+    eg = stacked
+    ir, classes = view.IRLevel(eg), eg.snapshot.classes
+    group = {n["id"]: n.get("group") for n in eg.to_json()["nodes"] if n["kind"] == "eclass"}
+    assert {cid: group[cid] for cid in ir.classes} == hlir_group_of(eg)
+    first = next(iter(ir.classes))
+    reached, todo = set(), [c for n in classes[first].nodes for c in n.children]
+    while todo:
+        cid = todo.pop()
+        if cid not in ir.classes and cid not in reached:
+            reached.add(cid)
+            todo.extend(c for n in classes[cid].nodes for c in n.children)
+    assert reached and all(group[cid] == group[first] for cid in reached)
+    assert all(g is not None for cid, g in group.items() if classes[cid].sort != "IR")
+
+
 @needs_dot
 def test_picture_folded_with_groups_expanded(stacked):
     eg = stacked
