@@ -13,7 +13,9 @@ egglog terms of Luminal's schema (``MNum``, ``MVar``, ``MIter``, ...) and to C.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Union
@@ -22,7 +24,7 @@ import numpy as np
 
 ExprLike = Union["Expr", int]
 
-_COMMUTATIVE = ("add", "mul", "min", "max", "and", "or")
+
 class Expr:
     """An integer expression; build with ``Expr.num``, ``Expr.var``, ``Expr.z`` and operators."""
 
@@ -174,10 +176,7 @@ class Expr:
         if op == "add":
             return sum(vals[1:], vals[0])
         if op == "mul":
-            out = vals[0]
-            for v in vals[1:]:
-                out = out * v
-            return out
+            return functools.reduce(operator.mul, vals)
         a, b = vals[0], vals[-1]
         if op == "div":
             return a // b
@@ -187,15 +186,10 @@ class Expr:
             return -(-a // b)
         if op in ("min", "max"):
             pick = (np.minimum if op == "min" else np.maximum) if vector else (min if op == "min" else max)
-            out = vals[0]
-            for v in vals[1:]:
-                out = pick(out, v)
-            return out
+            return functools.reduce(pick, vals)
         if op in ("and", "or"):
             combine = np.logical_and if op == "and" else np.logical_or
-            combined = np.asarray(vals[0]) != 0
-            for v in vals[1:]:
-                combined = combine(combined, np.asarray(v) != 0)
+            combined = functools.reduce(combine, (np.asarray(v) != 0 for v in vals))
             return combined.astype(np.int64) if vector else int(combined)
         result = (a >= b) if op == "gte" else (a < b)
         return result.astype(np.int64) if vector else int(result)
@@ -234,10 +228,7 @@ class Expr:
             return z
         parts = [a.to_c(z) for a in args]
         if op in ("min", "max"):
-            text = parts[0]
-            for p in parts[1:]:
-                text = f"{op}({text}, {p})"
-            return text
+            return functools.reduce(lambda text, p: f"{op}({text}, {p})", parts)
         if op == "ceildiv":
             return f"(({parts[0]} + {parts[1]} - 1) / {parts[1]})"
         return "(" + f" {EXPR_OPS[op].c} ".join(parts) + ")"
@@ -290,10 +281,7 @@ def _negated(term: Expr) -> Expr:
 
 
 def _fold_terms(name: str, args) -> tuple:
-    term = args[0].to_egglog_term()
-    for a in args[1:]:
-        term = (name, term, a.to_egglog_term())
-    return term
+    return functools.reduce(lambda term, a: (name, term, a.to_egglog_term()), args[1:], args[0].to_egglog_term())
 
 
 def float_literal(value: float) -> str:
@@ -481,8 +469,7 @@ def _lattice(op: str, fold, operands) -> Expr:
 
 def at_least(a: ExprLike, b: ExprLike) -> bool:
     """Whether ``a >= b`` follows from lower bounds (variables are sizes, at least 1): ``a - b`` is at least 0."""
-    low = add(a, mul(-1, b)).min_value()
-    return low is not None and low >= 0
+    return _non_negative(add(a, mul(-1, b)))
 
 
 def min_(*operands: ExprLike) -> Expr:
@@ -529,8 +516,7 @@ def gte(a: ExprLike, b: ExprLike) -> Expr:
         return Expr.num(int(a.value >= b.value))
     if a == b:
         return Expr.num(1)
-    low = add(a, mul(-1, b)).min_value()
-    if low is not None and low >= 0:
+    if at_least(a, b):
         return Expr.num(1)
     return Expr("gte", (a, b))
 
@@ -541,8 +527,7 @@ def lt(a: ExprLike, b: ExprLike) -> Expr:
         return Expr.num(int(a.value < b.value))
     if a == b:
         return Expr.num(0)
-    low = add(b, mul(-1, a)).min_value()
-    if low is not None and low >= 1:
+    if at_least(b, add(a, 1)):
         return Expr.num(1)
     return Expr("lt", (a, b))
 

@@ -144,7 +144,6 @@ class EGraph(Stage):
         except EgglogError as error:
             raise EgglogError(f"egglog rejected the generated program: {error}") from error
         self._snapshot = self._take_snapshot()
-        self._initial_counts = (self._snapshot.n_eclasses, self._snapshot.n_enodes)
 
     # ---- the program --------------------------------------------------------------------
     @property
