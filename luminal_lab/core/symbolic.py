@@ -409,8 +409,7 @@ def div(a: ExprLike, b: ExprLike) -> Expr:
         (ca, fa), (cb, fb) = _split_coefficient(a), _split_coefficient(b)
         remaining = list(fa.args if fa.op == "mul" else (fa,))
         wanted = list(fb.args if fb.op == "mul" else (fb,))
-        if cb > 0 and ca % cb == 0 and all(f in remaining for f in wanted) and \
-                all(remaining.count(f) >= wanted.count(f) for f in wanted):
+        if cb > 0 and ca % cb == 0 and all(remaining.count(f) >= wanted.count(f) for f in wanted):
             for f in wanted:
                 remaining.remove(f)
             return mul(ca // cb, *remaining)
@@ -514,9 +513,7 @@ def gte(a: ExprLike, b: ExprLike) -> Expr:
     a, b = as_expr(a), as_expr(b)
     if a.is_num and b.is_num:
         return Expr.num(int(a.value >= b.value))
-    if a == b:
-        return Expr.num(1)
-    if at_least(a, b):
+    if a == b or at_least(a, b):
         return Expr.num(1)
     return Expr("gte", (a, b))
 
