@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import EgglogError
-from ..core.pipes import receive, send
+from ..core.pipes import reap, receive, send
 
 REPLAY_HEADROOM = 0.25  # a replay may use the memory limit plus this fraction of it
 
@@ -243,7 +243,7 @@ class _Spare:
             process, cls._process = cls._process, None
             if process is None or process.poll() is not None or cls._env != env:
                 if process is not None:
-                    _reap(process)
+                    reap(process)
                 process = _spawn(env)
             cls._process, cls._env = _spawn(env), env
             return process
@@ -252,7 +252,7 @@ class _Spare:
     def discard(cls) -> None:
         with cls._lock:
             if cls._process is not None:
-                _reap(cls._process)
+                reap(cls._process)
             cls._process = None
 
 
@@ -265,15 +265,6 @@ def spare_pid() -> int | None:
 def _spawn(env: dict[str, str]) -> subprocess.Popen:
     command = [sys.executable, "-c", "from luminal_lab.egraph.worker import serve; serve()"]
     return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-
-
-def _reap(process: subprocess.Popen) -> None:
-    """Kill ``process`` (if it runs), wait for it and close its pipes."""
-    if process.poll() is None:
-        process.kill()
-    process.wait()
-    for stream in (process.stdin, process.stdout):
-        stream.close()
 
 
 atexit.register(_Spare.discard)
@@ -371,7 +362,7 @@ class EgglogWorker:
 
     def _kill(self) -> None:
         if self._process is not None:
-            _reap(self._process)
+            reap(self._process)
         self._process = None
 
     def close(self) -> None:
