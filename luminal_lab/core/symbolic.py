@@ -73,9 +73,7 @@ class Expr:
 
     @property
     def has_z(self) -> bool:
-        if self.op == "iter":
-            return True
-        return self.op not in ("num", "var") and any(a.has_z for a in self.args)
+        return self.op == "iter" or (self.op not in ("num", "var") and any(a.has_z for a in self.args))
 
     def min_value(self) -> int | None:
         """A lower bound (variables are dimensions, so at least 1; ``z`` at least 0), or None."""
@@ -84,10 +82,9 @@ class Expr:
             return args[0]
         if op == "var":
             return 1
-        if op in ("iter", "div", "mod", "ceildiv", "and", "or", "gte", "lt"):
-            lows = [a.min_value() for a in args]
-            return 0 if op == "iter" or all(lo is not None and lo >= 0 for lo in lows) else None
         lows = [a.min_value() for a in args]
+        if op in ("iter", "div", "mod", "ceildiv", "and", "or", "gte", "lt"):
+            return 0 if op == "iter" or all(lo is not None and lo >= 0 for lo in lows) else None
         if any(lo is None for lo in lows):
             return None
         if op == "add":
@@ -206,7 +203,7 @@ class Expr:
             return ("MIter",)
         if op == "add":
             positive = [a for a in args if not _is_negated(a)]
-            negative = [_negated(a) for a in args if _is_negated(a)]
+            negative = [-a for a in args if _is_negated(a)]
             term = _fold_terms("MAdd", positive) if positive else ("MNum", 0)
             for a in negative:
                 term = ("MSub", term, a.to_egglog_term())
@@ -244,7 +241,7 @@ class Expr:
         if op == "add":
             text = str(args[0])
             for a in args[1:]:
-                text += f" - {_negated(a)}" if _is_negated(a) else f" + {a}"
+                text += f" - {-a}" if _is_negated(a) else f" + {a}"
             return text
         if op == "mul":
             return "*".join(str(a) if a.op in ("num", "var", "iter", "min", "max") else f"({a})" for a in args)
@@ -274,10 +271,6 @@ def as_expr(value: ExprLike | str) -> Expr:
 
 def _is_negated(term: Expr) -> bool:
     return (term.op == "mul" and term.args[0].is_num and term.args[0].value < 0) or (term.is_num and term.value < 0)
-
-
-def _negated(term: Expr) -> Expr:
-    return mul(-1, term)
 
 
 def _fold_terms(name: str, args) -> tuple:

@@ -16,6 +16,7 @@ records between machines as JSON lines; what is read back is data (JSON, SQLite)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import html
 import io
@@ -74,13 +75,10 @@ class TuningRecords:
 
     def _insert(self, rows: list[tuple]) -> None:
         """Add ``rows`` (values of ``FIELDS``) in one transaction."""
-        connection = self._connect()
-        try:
-            with connection:
+        with contextlib.closing(self._connect()) as connection:
+            with connection:  # the transaction
                 connection.executemany(f"INSERT INTO records ({', '.join(FIELDS)}) "
                                        f"VALUES ({', '.join('?' * len(FIELDS))})", rows)
-        finally:
-            connection.close()
 
     def add_unmeasured(self, key: str, device: str, genome: Genome) -> None:
         """Record ``genome``, chosen for ``key`` without measuring."""
@@ -90,11 +88,8 @@ class TuningRecords:
         """The rows ``query`` selects, as stored (choices as JSON text); none before anything is recorded."""
         if not self.path.exists():
             return []
-        connection = self._connect()
-        try:
+        with contextlib.closing(self._connect()) as connection:
             return connection.execute(query, args).fetchall()
-        finally:
-            connection.close()
 
     def rows(self, key: str | None = None) -> list[dict]:
         """The records (of ``key``, else all), oldest first, as dicts of ``FIELDS``."""
