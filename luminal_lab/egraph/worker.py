@@ -24,6 +24,7 @@ leaves one spare started in the background for the next e-graph under the same s
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import select
@@ -99,17 +100,11 @@ def split_commands(text: str) -> list[tuple[int, str]]:
     dropped (stray text or an unclosed command becomes a piece of its own and egglog reports
     it); it is indented so that egglog's columns stay those of the whole text.
     """
-    pieces, previous = [], 0
-    for _, end in command_spans(text):
-        pieces.append((previous, end + 1))
-        previous = end + 1
-    if text[previous:].strip():
-        pieces.append((previous, len(text)))
-    out = []
-    for start, end in pieces:
-        line_start = text.rfind("\n", 0, start) + 1
-        out.append((text.count("\n", 0, start), " " * (start - line_start) + text[start:end]))
-    return out
+    ends = [end + 1 for _, end in command_spans(text)]
+    if text[ends[-1] if ends else 0:].strip():
+        ends.append(len(text))
+    return [(text.count("\n", 0, start), " " * (start - text.rfind("\n", 0, start) - 1) + text[start:end])
+            for start, end in zip([0, *ends], ends)]
 
 
 POSITION = re.compile(r"^In (\d+):(\d+)-(?:(\d+):)?(\d+):", re.MULTILINE)  # egglog's position of a message line
@@ -291,13 +286,10 @@ class EgglogWorker:
         """The worker's peak resident memory in bytes (Linux), while it runs."""
         if self.pid is None:
             return None
-        try:
-            with open(f"/proc/{self.pid}/status") as status:
-                for line in status:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            return None
+        with contextlib.suppress(OSError), open(f"/proc/{self.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
         return None
 
     def _request(self, request: str, payload: Any, deadline: float | None) -> Any:
@@ -367,15 +359,11 @@ class EgglogWorker:
 
     def close(self) -> None:
         if self._process is not None and self._process.poll() is None:
-            try:
+            with contextlib.suppress(BrokenPipeError, subprocess.TimeoutExpired):
                 send(self._process.stdin, ("exit", None))
                 self._process.wait(timeout=5)
-            except (BrokenPipeError, subprocess.TimeoutExpired):
-                pass
         self._kill()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown: nothing left to clean up with
             self.close()
-        except Exception:  # interpreter shutdown: nothing left to clean up with
-            pass
