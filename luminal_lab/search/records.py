@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import html
 import io
+import itertools
 import json
 import os
 import platform
@@ -135,8 +136,7 @@ class TuningRecords:
         """Write every record to ``path`` as JSON lines; returns how many."""
         rows = self.rows()
         with open(path, "w") as out:
-            for row in rows:
-                out.write(json.dumps(row) + "\n")
+            out.writelines(json.dumps(row) + "\n" for row in rows)
         return len(rows)
 
     def import_(self, path: str | os.PathLike) -> int:
@@ -208,10 +208,7 @@ class RecordsTable:
             points = [(i, ms) for i, ms, m in timed if m == machine]
             axes.scatter(*zip(*points), s=16, label=machine)
         if timed:
-            best, curve = float("inf"), []
-            for _, ms, _ in timed:
-                best = min(best, ms)
-                curve.append(best)
+            curve = list(itertools.accumulate((ms for _, ms, _ in timed), min))
             axes.step([i for i, _, _ in timed], curve, where="post", color="black", linewidth=1, label="best so far")
             axes.set_yscale("log")
             floor = min(ms for _, ms, _ in timed) / 2
