@@ -147,23 +147,24 @@ def _scale2(p, n):
 
 
 @numba.njit(inline="always")
+def _exp_result(x, n, r, coefficients, zero_below):
+    """``2**n * p(r)``, ``p`` the degree-7 polynomial of ``coefficients`` (lowest degree first); ``x`` itself where it
+    is NaN, and 0 below ``zero_below``. LLVM unrolls the loop: the kernels still vectorise."""
+    p = coefficients[7]
+    for k in range(6, -1, -1):
+        p = p * r + coefficients[k]
+    result = _scale2(p, np.int32(n))
+    return x if x != x else (_F(0.0) if x < zero_below else result)
+
+
+@numba.njit(inline="always")
 def exp2f(x):
     """2**x for float32 ``x``, within 2 ulp."""
     # below -150 the result is 0: computing it from 0 instead keeps the lane off the (slow) subnormal path,
     # which matters in softmax, where masked scores are -inf
     clamped = _F(0.0) if x < _F(-150.0) else min(x, _F(130.0))
     n = np.rint(clamped)
-    f = clamped - n
-    p = EXP2_C[7]
-    p = p * f + EXP2_C[6]
-    p = p * f + EXP2_C[5]
-    p = p * f + EXP2_C[4]
-    p = p * f + EXP2_C[3]
-    p = p * f + EXP2_C[2]
-    p = p * f + EXP2_C[1]
-    p = p * f + EXP2_C[0]
-    result = _scale2(p, np.int32(n))
-    return x if x != x else (_F(0.0) if x < _F(-150.0) else result)
+    return _exp_result(x, n, clamped - n, EXP2_C, _F(-150.0))
 
 
 @numba.njit(inline="always")
@@ -171,17 +172,7 @@ def expf(x):
     """e**x for float32 ``x``, within 2 ulp (Cody-Waite reduction by ln 2)."""
     clamped = _F(0.0) if x < _F(-104.0) else min(x, _F(100.0))  # below -104 the result is 0, as in exp2f
     n = np.rint(clamped * LOG2E)
-    r = (clamped - n * LN2_HI) - n * LN2_LO
-    p = EXP_C[7]
-    p = p * r + EXP_C[6]
-    p = p * r + EXP_C[5]
-    p = p * r + EXP_C[4]
-    p = p * r + EXP_C[3]
-    p = p * r + EXP_C[2]
-    p = p * r + EXP_C[1]
-    p = p * r + EXP_C[0]
-    result = _scale2(p, np.int32(n))
-    return x if x != x else (_F(0.0) if x < _F(-104.0) else result)
+    return _exp_result(x, n, (clamped - n * LN2_HI) - n * LN2_LO, EXP_C, _F(-104.0))
 
 
 @numba.njit(inline="always")

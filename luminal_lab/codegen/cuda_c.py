@@ -135,23 +135,20 @@ _UNARY = {  # op -> (float, double)
 }
 
 
+_BINARY = {"Add": "({a} + {b})", "Mul": "({a} * {b})", "LessThan": "(int)({a} < {b})"}
+
+
 def unary(op: str, dtype: DType, a: str) -> str:
     ctype = compute_type(dtype)
-    if ctype == "float":
-        return _UNARY[op][0].format(a)
-    if ctype == "double":
-        return _UNARY[op][1].format(a)
+    if ctype in ("float", "double"):
+        return _UNARY[op][ctype == "double"].format(a)
     return f"({ctype})" + _UNARY[op][1].format(f"(double)({a})")  # ints: through double
 
 
 def binary(op: str, dtype: DType, a: str, b: str) -> str:
     ctype = compute_type(dtype)
-    if op == "Add":
-        return f"({a} + {b})"
-    if op == "Mul":
-        return f"({a} * {b})"
-    if op == "LessThan":
-        return f"(int)({a} < {b})"
+    if op in _BINARY:
+        return _BINARY[op].format(a=a, b=b)
     if ctype == "float":  # Mod
         return f"fmodf({a}, {b})"
     if ctype == "double":

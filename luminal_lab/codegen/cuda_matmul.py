@@ -35,8 +35,6 @@ from ..core.tiling import MMA_SHAPE, MmaTiling, Tiling
 from ..llir.llir import LLIR, Kernel
 from .cuda_c import CudaKernel, Writer, compute_type, convert, load, source_dtypes, store
 
-_ONE = Expr.num(1)
-
 # (g_mult, g_add, t_mult, t_add) of each element a lane holds, in register order (see the module docstring)
 Entry = tuple[int, int, int, int]
 FRAGMENTS: dict[str, dict[str, tuple[Entry, ...]]] = {
@@ -90,11 +88,7 @@ class MatmulLayout:
 
     def batch_locals(self) -> list[tuple[str, Expr, Expr]]:
         """``(local, inner, size)`` per batch dim: ``b{i} = (bz / inner) % size``."""
-        out, inner = [], _ONE
-        for i in reversed(range(len(self.batch))):
-            out.append((f"b{i}", inner, self.batch[i]))
-            inner = mul(inner, self.batch[i])
-        return out[::-1]
+        return [(f"b{i}", numel(self.batch[i + 1:]), size) for i, size in enumerate(self.batch)]
 
     def a_terms(self) -> list[tuple[Expr, str]]:
         """``(stride in z, the local that stands for z)`` whose sum is the offset of ``a[b, gm, gk]`` (``"0"``: a

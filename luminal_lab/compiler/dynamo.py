@@ -46,6 +46,7 @@ dynamic programs. Under ``torch.no_grad()``, or with nothing that requires grad,
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import itertools
@@ -451,10 +452,8 @@ class DynamoProgram:
             if cached is not None:
                 program.genome = cached
                 return
-        try:
+        with contextlib.suppress(Refused):  # the smallest-term genome stays
             program.genome = space.fused_genome()
-        except Refused:  # the smallest-term genome stays
-            pass
         if options.generations:  # comp.search records every candidate
             program.search(options.generations, options.generation_size, budget=options.budget, seed=options.seed,
                            device=device, inputs=inputs)

@@ -75,42 +75,22 @@ class DType(enum.Enum):
         return (value - self.lowest) % span + self.lowest
 
 
-_NUMPY = {
-    DType.F32: np.dtype(np.float32),
-    DType.F16: np.dtype(np.float16),
-    DType.BF16: np.dtype(ml_dtypes.bfloat16),
-    DType.I8: np.dtype(np.int8),
-    DType.U8: np.dtype(np.uint8),
-    DType.I16: np.dtype(np.int16),
-    DType.I32: np.dtype(np.int32),
-    DType.I64: np.dtype(np.int64),
-    DType.F64: np.dtype(np.float64),
-    DType.BOOL: np.dtype(np.bool_),
+# each dtype's numpy dtype, egglog constructor, C type, and rank in torch's type-promotion lattice (``promote``)
+_TABLE = {
+    DType.F32: (np.float32, "F32", "float", 6),
+    DType.F16: (np.float16, "F16", "half", 5),
+    DType.BF16: (ml_dtypes.bfloat16, "Bf16", "__nv_bfloat16", 5),
+    DType.I8: (np.int8, "Int8", "signed char", 1),
+    DType.U8: (np.uint8, "UInt8", "unsigned char", 1),
+    DType.I16: (np.int16, "Int16", "short", 2),
+    DType.I32: (np.int32, "Int", "int", 3),
+    DType.I64: (np.int64, "Int64", "long long", 4),
+    DType.F64: (np.float64, "F64", "double", 7),
+    DType.BOOL: (np.bool_, "Bool", "unsigned char", 0),
 }
-_EGGLOG = {
-    DType.F32: "F32",
-    DType.F16: "F16",
-    DType.BF16: "Bf16",
-    DType.I8: "Int8",
-    DType.U8: "UInt8",
-    DType.I16: "Int16",
-    DType.I32: "Int",
-    DType.I64: "Int64",
-    DType.F64: "F64",
-    DType.BOOL: "Bool",
-}
-_C = {
-    DType.F32: "float",
-    DType.F16: "half",
-    DType.BF16: "__nv_bfloat16",
-    DType.I8: "signed char",
-    DType.U8: "unsigned char",
-    DType.I16: "short",
-    DType.I32: "int",
-    DType.I64: "long long",
-    DType.F64: "double",
-    DType.BOOL: "unsigned char",
-}
+_NUMPY = {dtype: np.dtype(row[0]) for dtype, row in _TABLE.items()}
+_EGGLOG = {dtype: row[1] for dtype, row in _TABLE.items()}
+_C = {dtype: row[2] for dtype, row in _TABLE.items()}
 
 f32, f16, bf16 = DType.F32, DType.F16, DType.BF16
 i8, u8, i16 = DType.I8, DType.U8, DType.I16
@@ -118,18 +98,7 @@ i32, i64, f64 = DType.I32, DType.I64, DType.F64
 bool_ = DType.BOOL
 
 # torch's type-promotion lattice, restricted to our types: the higher rank wins; two types of one rank meet above
-_PROMOTION_RANK = {
-    DType.BOOL: 0,
-    DType.I8: 1,
-    DType.U8: 1,
-    DType.I16: 2,
-    DType.I32: 3,
-    DType.I64: 4,
-    DType.F16: 5,
-    DType.BF16: 5,
-    DType.F32: 6,
-    DType.F64: 7,
-}
+_PROMOTION_RANK = {dtype: row[3] for dtype, row in _TABLE.items()}
 _MEET = {frozenset((DType.I8, DType.U8)): DType.I16, frozenset((DType.F16, DType.BF16)): DType.F32}
 
 
@@ -170,18 +139,7 @@ def from_numpy(dtype: np.dtype) -> DType:
 def _torch_table() -> dict:
     import torch
 
-    return {
-        torch.float32: DType.F32,
-        torch.float16: DType.F16,
-        torch.bfloat16: DType.BF16,
-        torch.int8: DType.I8,
-        torch.uint8: DType.U8,
-        torch.int16: DType.I16,
-        torch.int32: DType.I32,
-        torch.int64: DType.I64,
-        torch.float64: DType.F64,
-        torch.bool: DType.BOOL,
-    }
+    return {getattr(torch, numpy.name): dtype for dtype, numpy in _NUMPY.items()}  # torch names each as numpy does
 
 
 def from_torch(dtype) -> DType:

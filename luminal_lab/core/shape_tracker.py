@@ -65,11 +65,10 @@ def _run(mask: Expr) -> tuple[Expr | None, Expr | None] | None:
         if linear is None or not linear[0].is_num or abs(linear[0].value) != 1:
             return None
         sign, rest = linear[0].value, linear[1]
+        bound = mul(-1, rest) if sign == 1 else add(rest, 1)
         if (condition.op == "gte") == (sign == 1):  # z >= -rest, or z > rest
-            bound = mul(-1, rest) if sign == 1 else add(rest, 1)
             low = bound if low is None else max_(low, bound)
         else:  # z < -rest, or z <= rest
-            bound = mul(-1, rest) if sign == 1 else add(rest, 1)
             high = bound if high is None else min_(high, bound)
     return low, high
 
@@ -85,12 +84,8 @@ class ShapeTracker:
     @classmethod
     def contiguous(cls, dims: Sequence[ExprLike]) -> ShapeTracker:
         dims = tuple(as_expr(d) for d in dims)
-        strides = []
-        inner = ONE
-        for d in reversed(dims):
-            strides.append(mul(Z, inner))
-            inner = mul(inner, d)
-        return cls(dims, tuple(reversed(strides)), (ONE,) * len(dims))
+        strides = tuple(mul(Z, numel(dims[i + 1:])) for i in range(len(dims)))
+        return cls(dims, strides, (ONE,) * len(dims))
 
     # ---- properties ---------------------------------------------------------------------
     @property
@@ -113,24 +108,16 @@ class ShapeTracker:
         """Per dimension ``(step, offset)`` when every stride is ``z*step + offset`` and nothing is masked."""
         if self.is_masked:
             return None
-        out = []
-        for stride in self.strides:
-            linear = _linear(stride)
-            if linear is None:
-                return None
-            out.append(linear)
-        return out
+        out = [_linear(stride) for stride in self.strides]
+        return None if any(linear is None for linear in out) else out
 
     def boxed_strides(self) -> list[Axis] | None:
         """Per dimension its stride as ``z*step + offset`` and its mask as one run ``low <= z < high``, when every
         dimension has that form (a strided read, or a padded one whose valid elements form one box); else None."""
-        out = []
-        for stride, mask in zip(self.strides, self.masks):
-            linear, run = _linear(stride), _run(mask)
-            if linear is None or run is None:
-                return None
-            out.append(Axis(*linear, *run))
-        return out
+        pairs = [(_linear(stride), _run(mask)) for stride, mask in zip(self.strides, self.masks)]
+        if any(linear is None or run is None for linear, run in pairs):
+            return None
+        return [Axis(*linear, *run) for linear, run in pairs]
 
     def index_expr(self) -> Expr:
         """Flat buffer offset of logical element ``z``."""
@@ -239,16 +226,12 @@ class ShapeTracker:
                 continue
             if mask.has_z:
                 return None
-            linear = ShapeTracker((merged.n_elements,), (stride,), (ONE,)).linear_strides()
+            linear = _linear(stride)
             if linear is None:
                 return None
-            (step, offset), = linear
-            inner = ONE
-            split = []
-            for d in reversed([new_dims[j] for j in new_group]):
-                split.append(mul(Z, step, inner))
-                inner = mul(inner, d)
-            split.reverse()
+            step, offset = linear
+            sizes = [new_dims[j] for j in new_group]
+            split = [mul(Z, step, numel(sizes[k + 1:])) for k in range(len(sizes))]
             split[0] = add(split[0], offset)
             strides.extend(split)
             masks.extend([mask] + [ONE] * (len(new_group) - 1))

@@ -13,7 +13,9 @@ egglog terms of Luminal's schema (``MNum``, ``MVar``, ``MIter``, ...) and to C.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Union
@@ -22,7 +24,7 @@ import numpy as np
 
 ExprLike = Union["Expr", int]
 
-_COMMUTATIVE = ("add", "mul", "min", "max", "and", "or")
+
 class Expr:
     """An integer expression; build with ``Expr.num``, ``Expr.var``, ``Expr.z`` and operators."""
 
@@ -71,9 +73,7 @@ class Expr:
 
     @property
     def has_z(self) -> bool:
-        if self.op == "iter":
-            return True
-        return self.op not in ("num", "var") and any(a.has_z for a in self.args)
+        return self.op == "iter" or (self.op not in ("num", "var") and any(a.has_z for a in self.args))
 
     def min_value(self) -> int | None:
         """A lower bound (variables are dimensions, so at least 1; ``z`` at least 0), or None."""
@@ -82,10 +82,9 @@ class Expr:
             return args[0]
         if op == "var":
             return 1
-        if op in ("iter", "div", "mod", "ceildiv", "and", "or", "gte", "lt"):
-            lows = [a.min_value() for a in args]
-            return 0 if op == "iter" or all(lo is not None and lo >= 0 for lo in lows) else None
         lows = [a.min_value() for a in args]
+        if op in ("iter", "div", "mod", "ceildiv", "and", "or", "gte", "lt"):
+            return 0 if op == "iter" or all(lo is not None and lo >= 0 for lo in lows) else None
         if any(lo is None for lo in lows):
             return None
         if op == "add":
@@ -174,10 +173,7 @@ class Expr:
         if op == "add":
             return sum(vals[1:], vals[0])
         if op == "mul":
-            out = vals[0]
-            for v in vals[1:]:
-                out = out * v
-            return out
+            return functools.reduce(operator.mul, vals)
         a, b = vals[0], vals[-1]
         if op == "div":
             return a // b
@@ -187,15 +183,10 @@ class Expr:
             return -(-a // b)
         if op in ("min", "max"):
             pick = (np.minimum if op == "min" else np.maximum) if vector else (min if op == "min" else max)
-            out = vals[0]
-            for v in vals[1:]:
-                out = pick(out, v)
-            return out
+            return functools.reduce(pick, vals)
         if op in ("and", "or"):
             combine = np.logical_and if op == "and" else np.logical_or
-            combined = np.asarray(vals[0]) != 0
-            for v in vals[1:]:
-                combined = combine(combined, np.asarray(v) != 0)
+            combined = functools.reduce(combine, (np.asarray(v) != 0 for v in vals))
             return combined.astype(np.int64) if vector else int(combined)
         result = (a >= b) if op == "gte" else (a < b)
         return result.astype(np.int64) if vector else int(result)
@@ -212,7 +203,7 @@ class Expr:
             return ("MIter",)
         if op == "add":
             positive = [a for a in args if not _is_negated(a)]
-            negative = [_negated(a) for a in args if _is_negated(a)]
+            negative = [-a for a in args if _is_negated(a)]
             term = _fold_terms("MAdd", positive) if positive else ("MNum", 0)
             for a in negative:
                 term = ("MSub", term, a.to_egglog_term())
@@ -234,10 +225,7 @@ class Expr:
             return z
         parts = [a.to_c(z) for a in args]
         if op in ("min", "max"):
-            text = parts[0]
-            for p in parts[1:]:
-                text = f"{op}({text}, {p})"
-            return text
+            return functools.reduce(lambda text, p: f"{op}({text}, {p})", parts)
         if op == "ceildiv":
             return f"(({parts[0]} + {parts[1]} - 1) / {parts[1]})"
         return "(" + f" {EXPR_OPS[op].c} ".join(parts) + ")"
@@ -253,7 +241,7 @@ class Expr:
         if op == "add":
             text = str(args[0])
             for a in args[1:]:
-                text += f" - {_negated(a)}" if _is_negated(a) else f" + {a}"
+                text += f" - {-a}" if _is_negated(a) else f" + {a}"
             return text
         if op == "mul":
             return "*".join(str(a) if a.op in ("num", "var", "iter", "min", "max") else f"({a})" for a in args)
@@ -285,15 +273,8 @@ def _is_negated(term: Expr) -> bool:
     return (term.op == "mul" and term.args[0].is_num and term.args[0].value < 0) or (term.is_num and term.value < 0)
 
 
-def _negated(term: Expr) -> Expr:
-    return mul(-1, term)
-
-
 def _fold_terms(name: str, args) -> tuple:
-    term = args[0].to_egglog_term()
-    for a in args[1:]:
-        term = (name, term, a.to_egglog_term())
-    return term
+    return functools.reduce(lambda term, a: (name, term, a.to_egglog_term()), args[1:], args[0].to_egglog_term())
 
 
 def float_literal(value: float) -> str:
@@ -421,8 +402,7 @@ def div(a: ExprLike, b: ExprLike) -> Expr:
         (ca, fa), (cb, fb) = _split_coefficient(a), _split_coefficient(b)
         remaining = list(fa.args if fa.op == "mul" else (fa,))
         wanted = list(fb.args if fb.op == "mul" else (fb,))
-        if cb > 0 and ca % cb == 0 and all(f in remaining for f in wanted) and \
-                all(remaining.count(f) >= wanted.count(f) for f in wanted):
+        if cb > 0 and ca % cb == 0 and all(remaining.count(f) >= wanted.count(f) for f in wanted):
             for f in wanted:
                 remaining.remove(f)
             return mul(ca // cb, *remaining)
@@ -481,8 +461,7 @@ def _lattice(op: str, fold, operands) -> Expr:
 
 def at_least(a: ExprLike, b: ExprLike) -> bool:
     """Whether ``a >= b`` follows from lower bounds (variables are sizes, at least 1): ``a - b`` is at least 0."""
-    low = add(a, mul(-1, b)).min_value()
-    return low is not None and low >= 0
+    return _non_negative(add(a, mul(-1, b)))
 
 
 def min_(*operands: ExprLike) -> Expr:
@@ -527,10 +506,7 @@ def gte(a: ExprLike, b: ExprLike) -> Expr:
     a, b = as_expr(a), as_expr(b)
     if a.is_num and b.is_num:
         return Expr.num(int(a.value >= b.value))
-    if a == b:
-        return Expr.num(1)
-    low = add(a, mul(-1, b)).min_value()
-    if low is not None and low >= 0:
+    if a == b or at_least(a, b):
         return Expr.num(1)
     return Expr("gte", (a, b))
 
@@ -541,8 +517,7 @@ def lt(a: ExprLike, b: ExprLike) -> Expr:
         return Expr.num(int(a.value < b.value))
     if a == b:
         return Expr.num(0)
-    low = add(b, mul(-1, a)).min_value()
-    if low is not None and low >= 1:
+    if at_least(b, add(a, 1)):
         return Expr.num(1)
     return Expr("lt", (a, b))
 

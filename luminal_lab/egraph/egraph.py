@@ -144,7 +144,6 @@ class EGraph(Stage):
         except EgglogError as error:
             raise EgglogError(f"egglog rejected the generated program: {error}") from error
         self._snapshot = self._take_snapshot()
-        self._initial_counts = (self._snapshot.n_eclasses, self._snapshot.n_enodes)
 
     # ---- the program --------------------------------------------------------------------
     @property
@@ -500,18 +499,14 @@ class _Budget:
 
 def _diff(index: int, label: str, before: Snapshot, after: Snapshot, budget: _Budget) -> StepReport:
     """Which e-classes grew, which were merged away (and into which), which e-nodes are new."""
-    grown = {}
-    for cid, eclass in after.classes.items():
-        previous = len(before.classes[cid].nodes) if cid in before.classes else 0
-        if len(eclass.nodes) > previous:
-            grown[cid] = len(eclass.nodes) - previous
+    previous = {cid: len(eclass.nodes) for cid, eclass in before.classes.items()}
+    grown = {cid: len(eclass.nodes) - previous.get(cid, 0) for cid, eclass in after.classes.items()
+             if len(eclass.nodes) > previous.get(cid, 0)}
     keys_after = after.node_keys()
-    merged: dict[str, str | None] = {}
-    for cid, eclass in before.classes.items():
-        if cid in after.classes:
-            continue
-        merged[cid] = next((keys_after[(n.op, n.literals, n.children)] for n in eclass.nodes
-                            if (n.op, n.literals, n.children) in keys_after), None)
+    merged: dict[str, str | None] = {
+        cid: next((keys_after[(n.op, n.literals, n.children)] for n in eclass.nodes
+                   if (n.op, n.literals, n.children) in keys_after), None)
+        for cid, eclass in before.classes.items() if cid not in after.classes}
     # e-node ids are egglog row numbers and move (e.g. when a row is subsumed), so an e-node is
     # new when no e-node of ``before`` has its op, literals and (merged-through) children
     old_keys = {(n.op, n.literals, tuple(merged.get(c) or c for c in n.children))

@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from ..core.ops import HLIR_KERNELS, KERNEL_OPS, LOG2_E, MARKERS, Field, KernelOp, Op
+from ..core.ops import KERNEL_OPS, LOG2_E, MARKERS, Field, KernelOp
 from ..core.tiling import MMA_DTYPES, MMA_TILINGS, TILINGS, MmaTiling, Tiling
 
 RULESETS = ("expr", "dtype_prop", "early", "kernel_lower", "algebra", "fusion_pair", "fusion_grow", "fusion_merge",
@@ -289,11 +289,6 @@ class OpRegistry:
         if spec.op.name in self.specs:
             raise ValueError(f"op {spec.op.name} is registered already")
         self.specs[spec.op.name] = spec
-
-    def for_hlir(self, op: Op) -> OpSpec:
-        if op not in HLIR_KERNELS:
-            raise KeyError(f"no e-graph op is registered for {op.value}")
-        return self.specs[HLIR_KERNELS[op].name]
 
     def signatures(self) -> list[tuple[str, tuple[str, ...]]]:
         return [c for spec in self.specs.values() for c in spec.signatures()]

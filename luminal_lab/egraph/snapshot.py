@@ -13,14 +13,17 @@ import heapq
 import itertools
 import json
 from collections import defaultdict
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, TypeVar
 
 from ..core.errors import NoEClassError
 from .schema import LET_NAME
 
 PRIMITIVE_SORTS = frozenset({"i64", "f64", "String", "bool", "Unit", "BigInt", "BigRat"})
 GENOME_SORTS = frozenset({"IR", "IList"})
+T = TypeVar("T")
 # the program's functions and relations: they annotate e-classes, they are not e-nodes
 PROGRAM_FUNCTIONS = frozenset({"dtype", "largest-plain", "plain-region", "largest-rows", "rows-region", "fused-origin",
                                "init-of", "last3", "row-shape", "on-rows", "contracts"})
@@ -185,33 +188,8 @@ class Snapshot:
         Knuth's generalisation of Dijkstra: an e-node's cost is final once all its children's
         are, and costs only grow upwards, so e-classes are settled cheapest first.
         """
-        best: dict[str, tuple[int, ENode]] = {}
-        waiting: dict[str, int] = {}
-        users: dict[str, list[ENode]] = defaultdict(list)
-        ready: list[tuple[int, int, ENode]] = []
-        order = itertools.count()
-        for eclass in self.classes.values():
-            for node in eclass.nodes:
-                if node.subsumed:
-                    continue
-                children = set(node.children)
-                if not children:
-                    heapq.heappush(ready, (1, next(order), node))
-                    continue
-                waiting[node.id] = len(children)
-                for child in children:
-                    users[child].append(node)
-        while ready:
-            cost, _, node = heapq.heappop(ready)
-            if node.eclass in best:
-                continue
-            best[node.eclass] = (cost, node)
-            for user in users[node.eclass]:
-                waiting[user.id] -= 1
-                if waiting[user.id] == 0:
-                    total = 1 + sum(best[c][0] for c in user.children)
-                    heapq.heappush(ready, (total, next(order), user))
-        return best
+        nodes = ((n.eclass, n, set(n.children)) for c in self.classes.values() for n in c.nodes if not n.subsumed)
+        return cheapest(nodes, lambda node, best: 1 + sum(best[c][0] for c in node.children))
 
     def best_term(self, cid: str, depth: int = 6) -> str:
         """The smallest term of an e-class as an s-expression (``...`` past ``depth`` levels)."""
@@ -228,6 +206,36 @@ class Snapshot:
         eclass = self.classes[self.check(cid, where)]
         eclass.best_term = self.best_term(cid)
         return eclass
+
+
+def cheapest(nodes: Iterable[tuple[str, T, Collection[str]]],
+             cost: Callable[[T, dict[str, tuple[Any, T]]], Any]) -> dict[str, tuple[Any, T]]:
+    """Knuth's generalisation of Dijkstra over e-nodes given as ``(e-class, e-node, the child e-classes it waits
+    for)``: an e-node's cost (``cost(e-node, best so far)``, once all the e-classes it waits for are settled) is final,
+    and costs only grow upwards, so e-classes are settled cheapest first (ties in the order given). Returns each
+    settled e-class's cost and the e-node that gives it."""
+    best: dict[str, tuple[Any, T]] = {}
+    waiting: dict[int, int] = {}
+    users: dict[str, list[tuple[int, str, T]]] = defaultdict(list)
+    ready: list[tuple[Any, int, str, T]] = []
+    order = itertools.count()
+    for k, (cid, node, deps) in enumerate(nodes):
+        if not deps:
+            heapq.heappush(ready, (cost(node, best), next(order), cid, node))
+            continue
+        waiting[k] = len(deps)
+        for dep in deps:
+            users[dep].append((k, cid, node))
+    while ready:
+        total, _, cid, node = heapq.heappop(ready)
+        if cid in best:
+            continue
+        best[cid] = (total, node)
+        for k, user_cid, user in users[cid]:
+            waiting[k] -= 1
+            if waiting[k] == 0:
+                heapq.heappush(ready, (cost(user, best), next(order), user_cid, user))
+    return best
 
 
 def count(serialized: str, functions: frozenset[str] = PROGRAM_FUNCTIONS) -> tuple[int, int]:

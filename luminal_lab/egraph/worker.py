@@ -24,6 +24,7 @@ leaves one spare started in the background for the next e-graph under the same s
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import select
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import EgglogError
-from ..core.pipes import receive, send
+from ..core.pipes import reap, receive, send
 
 REPLAY_HEADROOM = 0.25  # a replay may use the memory limit plus this fraction of it
 
@@ -99,17 +100,11 @@ def split_commands(text: str) -> list[tuple[int, str]]:
     dropped (stray text or an unclosed command becomes a piece of its own and egglog reports
     it); it is indented so that egglog's columns stay those of the whole text.
     """
-    pieces, previous = [], 0
-    for _, end in command_spans(text):
-        pieces.append((previous, end + 1))
-        previous = end + 1
-    if text[previous:].strip():
-        pieces.append((previous, len(text)))
-    out = []
-    for start, end in pieces:
-        line_start = text.rfind("\n", 0, start) + 1
-        out.append((text.count("\n", 0, start), " " * (start - line_start) + text[start:end]))
-    return out
+    ends = [end + 1 for _, end in command_spans(text)]
+    if text[ends[-1] if ends else 0:].strip():
+        ends.append(len(text))
+    return [(text.count("\n", 0, start), " " * (start - text.rfind("\n", 0, start) - 1) + text[start:end])
+            for start, end in zip([0, *ends], ends)]
 
 
 POSITION = re.compile(r"^In (\d+):(\d+)-(?:(\d+):)?(\d+):", re.MULTILINE)  # egglog's position of a message line
@@ -243,7 +238,7 @@ class _Spare:
             process, cls._process = cls._process, None
             if process is None or process.poll() is not None or cls._env != env:
                 if process is not None:
-                    _reap(process)
+                    reap(process)
                 process = _spawn(env)
             cls._process, cls._env = _spawn(env), env
             return process
@@ -252,7 +247,7 @@ class _Spare:
     def discard(cls) -> None:
         with cls._lock:
             if cls._process is not None:
-                _reap(cls._process)
+                reap(cls._process)
             cls._process = None
 
 
@@ -265,15 +260,6 @@ def spare_pid() -> int | None:
 def _spawn(env: dict[str, str]) -> subprocess.Popen:
     command = [sys.executable, "-c", "from luminal_lab.egraph.worker import serve; serve()"]
     return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-
-
-def _reap(process: subprocess.Popen) -> None:
-    """Kill ``process`` (if it runs), wait for it and close its pipes."""
-    if process.poll() is None:
-        process.kill()
-    process.wait()
-    for stream in (process.stdin, process.stdout):
-        stream.close()
 
 
 atexit.register(_Spare.discard)
@@ -300,13 +286,10 @@ class EgglogWorker:
         """The worker's peak resident memory in bytes (Linux), while it runs."""
         if self.pid is None:
             return None
-        try:
-            with open(f"/proc/{self.pid}/status") as status:
-                for line in status:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            return None
+        with contextlib.suppress(OSError), open(f"/proc/{self.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
         return None
 
     def _request(self, request: str, payload: Any, deadline: float | None) -> Any:
@@ -371,20 +354,16 @@ class EgglogWorker:
 
     def _kill(self) -> None:
         if self._process is not None:
-            _reap(self._process)
+            reap(self._process)
         self._process = None
 
     def close(self) -> None:
         if self._process is not None and self._process.poll() is None:
-            try:
+            with contextlib.suppress(BrokenPipeError, subprocess.TimeoutExpired):
                 send(self._process.stdin, ("exit", None))
                 self._process.wait(timeout=5)
-            except (BrokenPipeError, subprocess.TimeoutExpired):
-                pass
         self._kill()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown: nothing left to clean up with
             self.close()
-        except Exception:  # interpreter shutdown: nothing left to clean up with
-            pass

@@ -10,7 +10,7 @@ a number, a plain ``int``, and decides whether two shapes agree for every bindin
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import sympy
@@ -19,6 +19,25 @@ from torch.utils._sympy import functions as symfn
 
 from ..core.errors import UnsupportedOpError
 from ..core.symbolic import Expr, add, and_, as_expr, div, gte, lt, max_, min_, mod, mul
+
+# sympy's size arithmetic, comparisons and logic, each with how its expression is built from its operands
+_SYMPY_OPS: tuple[tuple[Any, Callable[..., Expr]], ...] = (
+    (sympy.Add, add),
+    (sympy.Mul, mul),
+    ((symfn.FloorDiv, symfn.CleanDiv), div),
+    ((symfn.Mod, symfn.PythonMod, sympy.Mod), mod),
+    ((sympy.Max, symfn.Max), max_),
+    ((sympy.Min, symfn.Min), min_),
+    (sympy.StrictLessThan, lt),
+    (sympy.GreaterThan, gte),
+    (sympy.StrictGreaterThan, lambda a, b: lt(b, a)),
+    (sympy.LessThan, lambda a, b: gte(b, a)),
+    (sympy.Eq, lambda a, b: and_(gte(a, b), gte(b, a))),
+    (sympy.Ne, lambda a, b: add(1, mul(-1, and_(gte(a, b), gte(b, a))))),
+    (sympy.And, and_),
+    (sympy.Or, lambda *args: max_(*(and_(a, 1) for a in args))),
+    (sympy.Not, lambda a: add(1, mul(-1, and_(a, 1)))),
+)
 
 
 class Sizes:
@@ -69,39 +88,12 @@ class Sizes:
             return Expr.num(int(e))
         if isinstance(e, sympy.Symbol):
             return Expr.var(self._name(e))
-        args = [self.expr(a) for a in e.args] if not isinstance(e, sympy.Pow) else []
-        if isinstance(e, sympy.Add):
-            return add(*args)
-        if isinstance(e, sympy.Mul):
-            return mul(*args)
         if isinstance(e, sympy.Pow) and isinstance(e.exp, sympy.Integer) and int(e.exp) >= 0:
             return mul(*([self.expr(e.base)] * int(e.exp))) if int(e.exp) else Expr.num(1)
-        if isinstance(e, (symfn.FloorDiv, symfn.CleanDiv)):
-            return div(*args)
-        if isinstance(e, (symfn.Mod, symfn.PythonMod, sympy.Mod)):
-            return mod(*args)
-        if isinstance(e, (sympy.Max, symfn.Max)):
-            return max_(*args)
-        if isinstance(e, (sympy.Min, symfn.Min)):
-            return min_(*args)
-        if isinstance(e, sympy.StrictLessThan):
-            return lt(*args)
-        if isinstance(e, sympy.GreaterThan):
-            return gte(*args)
-        if isinstance(e, sympy.StrictGreaterThan):
-            return lt(args[1], args[0])
-        if isinstance(e, sympy.LessThan):
-            return gte(args[1], args[0])
-        if isinstance(e, sympy.Eq):
-            return and_(gte(*args), gte(args[1], args[0]))
-        if isinstance(e, sympy.Ne):
-            return add(1, mul(-1, and_(gte(*args), gte(args[1], args[0]))))
-        if isinstance(e, sympy.And):
-            return and_(*args)
-        if isinstance(e, sympy.Or):
-            return max_(*(and_(a, 1) for a in args))
-        if isinstance(e, sympy.Not):
-            return add(1, mul(-1, and_(args[0], 1)))
+        args = [self.expr(a) for a in e.args] if not isinstance(e, sympy.Pow) else []
+        for kinds, build in _SYMPY_OPS:
+            if isinstance(e, kinds):
+                return build(*args)
         raise UnsupportedOpError(f"symbolic size {type(e).__name__}",
                                  detail=f"{e} has no luminal_lab expression (sizes take +, *, //, %, min, max)")
 

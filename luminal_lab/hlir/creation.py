@@ -118,12 +118,10 @@ def _as_tensor(value: TensorLike, like: GraphTensor) -> GraphTensor:
         return value
     if isinstance(value, bool):
         return like.graph.constant(value, dt.bool_)
-    if isinstance(value, int):
+    if isinstance(value, (int, Expr)):  # an Expr: a symbolic size, evaluated when the graph runs
         return like.graph.constant(value, dt.i64 if like.dtype == dt.bool_ else like.dtype)
     if isinstance(value, float):
         return like.graph.constant(value, like.dtype if like.dtype.is_float else dt.f32)
-    if isinstance(value, Expr):  # a symbolic size, evaluated when the graph runs
-        return like.graph.constant(value, dt.i64 if like.dtype == dt.bool_ else like.dtype)
     raise TypeError(f"cannot use {type(value).__name__} {value!r} as a tensor operand")
 
 

@@ -61,10 +61,8 @@ class Node:
 
     @property
     def label(self) -> str:
-        if self.op in (Op.INPUT, Op.OUTPUT):
+        if self.op in (Op.INPUT, Op.OUTPUT, Op.CONSTANT):
             return f"{self.op.value} {self.arg}"
-        if self.op == Op.CONSTANT:
-            return f"Constant {self.arg}"
         if self.op in REDUCE_OPS:
             return f"{self.op.value} axis={self.arg}"
         if self.op == Op.IOTA:

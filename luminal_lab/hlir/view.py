@@ -110,14 +110,11 @@ def _dims(stage: HLIRStage) -> list[str]:
     """Where the symbolic dimensions come from (``symbolic s77 = x[0], y[0]``) and which sizes torch specialised."""
     graph = stage.graph
     found: dict[str, list[str]] = {}
-    for spec in stage.inputs:
-        if not spec.is_weight:
-            for axis, dim in enumerate(spec.node.shape):
-                if dim.op == "var":
-                    found.setdefault(dim.args[0], []).append(f"{spec.name}[{axis}]")
-    for name, size in graph.size_inputs.items():
-        if size.op == "var":
-            found.setdefault(size.args[0], []).append(name)
+    axes = [(dim, f"{spec.name}[{axis}]") for spec in stage.inputs if not spec.is_weight
+            for axis, dim in enumerate(spec.node.shape)]
+    for dim, where in [*axes, *((size, name) for name, size in graph.size_inputs.items())]:
+        if dim.op == "var":
+            found.setdefault(dim.args[0], []).append(where)
     parts = []
     if found and graph.dynamic:
         parts.append("symbolic " + ", ".join(f"{var} = {', '.join(where)}" for var, where in sorted(found.items())))

@@ -13,8 +13,6 @@ part of the genome: any representative will do, and the smallest term is used.
 from __future__ import annotations
 
 import hashlib
-import heapq
-import itertools
 import json
 import random
 from collections.abc import Iterable
@@ -28,7 +26,7 @@ from ..core.ops import END_MARKERS, FUSED_OPS, GPU_KERNELS, IN_REGION, KERNELS, 
 from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import EGGLOG_EXPR_OPS, Expr
 from ..core.tiling import MmaTiling, Tiling
-from ..egraph.snapshot import GENOME_SORTS, ENode, Snapshot
+from ..egraph.snapshot import GENOME_SORTS, ENode, Snapshot, cheapest
 from ..hlir.graph import Graph
 from .llir import LLIR, Kernel
 
@@ -160,36 +158,15 @@ class ChoiceSpace:
                   without: frozenset[str] = frozenset()) -> list[int]:
         """Knuth's extraction over IR/IList e-classes with kernel-backed e-nodes only (none running an op in
         ``without``), so the picks reachable from the root form no cycle; unreached e-classes pick at random."""
-        best: dict[str, tuple[float, int]] = {}
-        waiting: dict[tuple[int, int], int] = {}
-        users: dict[str, list[tuple[int, int]]] = {}
-        ready: list[tuple[float, int, int, int]] = []
-        order = itertools.count()
-        for i, options in enumerate(self.options):
-            for k, node in enumerate(options):
-                if self._skipped(node, without):
-                    continue
-                deps = {c for c in node.children if c in self.position}
-                if not deps:
-                    heapq.heappush(ready, (weights.get(node.id, 1.0), next(order), i, k))
-                    continue
-                waiting[(i, k)] = len(deps)
-                for dep in deps:
-                    users.setdefault(dep, []).append((i, k))
-        while ready:
-            cost, _, i, k = heapq.heappop(ready)
-            cid = self.classes[i]
-            if cid in best:
-                continue
-            best[cid] = (cost, k)
-            for user in users.get(cid, []):
-                waiting[user] -= 1
-                if waiting[user] == 0:
-                    ui, uk = user
-                    node = self.options[ui][uk]
-                    total = weights.get(node.id, 1.0) + sum(best[c][0] for c in set(node.children) if c in best)
-                    heapq.heappush(ready, (total, next(order), ui, uk))
-        return [best[cid][1] if cid in best else rng.randrange(max(len(self.options[i]), 1))
+        def cost(pick: tuple[int, ENode], best: dict[str, tuple[float, tuple[int, ENode]]]) -> float:
+            node = pick[1]
+            return weights.get(node.id, 1.0) + sum(best[c][0] for c in set(node.children) if c in best)
+
+        nodes = ((self.classes[i], (k, node), {c for c in node.children if c in self.position})
+                 for i, options in enumerate(self.options) for k, node in enumerate(options)
+                 if not self._skipped(node, without))
+        best = cheapest(nodes, cost)
+        return [best[cid][1][0] if cid in best else rng.randrange(max(len(self.options[i]), 1))
                 for i, cid in enumerate(self.classes)]
 
     # ---- reading e-classes outside the genome ----------------------------------------------

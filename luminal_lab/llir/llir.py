@@ -59,10 +59,8 @@ class Kernel:
 
     @property
     def label(self) -> str:
-        if self.op in ("Input", "Output"):
+        if self.op in ("Input", "Output", "Constant"):
             return f"{self.op} {self.arg}"
-        if self.op == "Constant":
-            return f"Constant {self.arg}"
         if self.op == "Cast":
             return f"Cast {self.arg.value}"
         if self.op in ("MatmulTiled", "MatmulTensorCore"):

@@ -59,18 +59,16 @@ from ..core.shape_tracker import format_shape
 from ..core.stage import MAX_DRAWN_NODES
 from ..draw import (
     CONSTANT_EDGE_STYLE,
-    EDGE_ATTR,
-    GRAPH_ATTR,
     INDEX_STYLE,
     KIND_STYLE,
     LAYER_ATTR,
     MAX_BOUNDARY,
     MAX_BOXES,
-    NODE_ATTR,
     ORDERED_OPERANDS,
     REDUCE_STYLE,
     STUB_STYLE,
     Picture,
+    digraph,
     read_edge,
     read_tooltip,
     render,
@@ -209,7 +207,7 @@ def to_dot(llir: LLIR, regions: list[Region] | None = None) -> graphviz.Digraph:
     """The Graphviz graph behind the picture (``.source`` is the DOT text); ``regions`` are the
     LLIR's fused regions when already found."""
     regions = find_regions(llir) if regions is None else regions
-    dot = graphviz.Digraph("llir", graph_attr=GRAPH_ATTR, node_attr=NODE_ATTR, edge_attr=EDGE_ATTR)
+    dot = digraph("llir")
     drawn = _drawn(llir)
     shown = [(i, region) for i, region in enumerate(regions) if region.end in drawn]
     clustered = sum(len(region.kernels()) for _, region in shown)
@@ -232,7 +230,7 @@ def picture(llir: LLIR, around: str | None, depth: int) -> Picture:
     shown = within(((k.id, src) for k in llir.kernels for src, _ in k.sources if llir.kernels[src].op != "Constant"),
                    by_id[around].id, depth)
     regions = find_regions(llir)
-    dot = graphviz.Digraph("llir", graph_attr=GRAPH_ATTR, node_attr=NODE_ATTR, edge_attr=EDGE_ATTR)
+    dot = digraph("llir")
     note = f"the {len(shown)} within {depth} reads of {around} drawn"
     _full(dot, llir, [(i, r) for i, r in enumerate(regions) if r.end in shown], len(regions), shown, note)
     dot.node(around, penwidth="2.5", **{"class": f"focus {around}"})  # a second statement adds to its attributes

@@ -66,13 +66,9 @@ def _section(provenance: Provenance, name: str) -> str:
 
 def selections(provenance: Provenance) -> dict[str, dict[str, dict[str, Any]]]:
     """Stage -> node id -> ``{"highlighted": ..., "cuda_lines": ...}`` (``Provenance.highlight``) for every node."""
-    table: dict[str, dict[str, dict[str, Any]]] = {}
-    for name in provenance.stages:
-        table[name] = {}
-        for node_id in provenance.ids(name):
-            highlighted, lines = provenance.highlight(name, node_id)
-            table[name][node_id] = {"highlighted": highlighted, "cuda_lines": lines}
-    return table
+    return {name: {node_id: dict(zip(("highlighted", "cuda_lines"), provenance.highlight(name, node_id), strict=True))
+                   for node_id in provenance.ids(name)}
+            for name in provenance.stages}
 
 
 def write_report(comp: Compiled, path: str | Path, genome: Genome | None = None) -> Path:

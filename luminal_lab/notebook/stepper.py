@@ -143,12 +143,9 @@ class RuleStepper(widgets.VBox):
 
     def _stopped(self) -> str | None:
         """The budget that stopped the last action, if one did."""
-        for report in self.reports:
-            if report.stopped is not None:
-                return str(report.stopped)
-        if self.last_saturation is not None and self.last_saturation.stopped is not None:
-            return str(self.last_saturation.stopped)
-        return None
+        saturation = self.last_saturation
+        stops = [*(report.stopped for report in self.reports), saturation.stopped if saturation is not None else None]
+        return next((str(stop) for stop in stops if stop is not None), None)
 
     def _show_status(self, text: str, kind: str) -> None:
         self.status_text = text

@@ -19,6 +19,7 @@ naming the buffer, and so does an allocation that fails anyway.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import statistics
@@ -44,13 +45,10 @@ MEMORY_FRACTION = 0.5  # of the device's free memory a plan's buffers may take, 
 
 def host_memory_available() -> int:
     """Bytes of host memory available now: what the kernel reports (``MemAvailable``), else the free pages."""
-    try:
-        with open("/proc/meminfo") as info:
-            for line in info:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/meminfo") as info:
+        for line in info:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 

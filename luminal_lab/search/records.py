@@ -16,9 +16,11 @@ records between machines as JSON lines; what is read back is data (JSON, SQLite)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import html
 import io
+import itertools
 import json
 import os
 import platform
@@ -74,13 +76,10 @@ class TuningRecords:
 
     def _insert(self, rows: list[tuple]) -> None:
         """Add ``rows`` (values of ``FIELDS``) in one transaction."""
-        connection = self._connect()
-        try:
-            with connection:
+        with contextlib.closing(self._connect()) as connection:
+            with connection:  # the transaction
                 connection.executemany(f"INSERT INTO records ({', '.join(FIELDS)}) "
                                        f"VALUES ({', '.join('?' * len(FIELDS))})", rows)
-        finally:
-            connection.close()
 
     def add_unmeasured(self, key: str, device: str, genome: Genome) -> None:
         """Record ``genome``, chosen for ``key`` without measuring."""
@@ -90,11 +89,8 @@ class TuningRecords:
         """The rows ``query`` selects, as stored (choices as JSON text); none before anything is recorded."""
         if not self.path.exists():
             return []
-        connection = self._connect()
-        try:
+        with contextlib.closing(self._connect()) as connection:
             return connection.execute(query, args).fetchall()
-        finally:
-            connection.close()
 
     def rows(self, key: str | None = None) -> list[dict]:
         """The records (of ``key``, else all), oldest first, as dicts of ``FIELDS``."""
@@ -140,8 +136,7 @@ class TuningRecords:
         """Write every record to ``path`` as JSON lines; returns how many."""
         rows = self.rows()
         with open(path, "w") as out:
-            for row in rows:
-                out.write(json.dumps(row) + "\n")
+            out.writelines(json.dumps(row) + "\n" for row in rows)
         return len(rows)
 
     def import_(self, path: str | os.PathLike) -> int:
@@ -213,10 +208,7 @@ class RecordsTable:
             points = [(i, ms) for i, ms, m in timed if m == machine]
             axes.scatter(*zip(*points), s=16, label=machine)
         if timed:
-            best, curve = float("inf"), []
-            for _, ms, _ in timed:
-                best = min(best, ms)
-                curve.append(best)
+            curve = list(itertools.accumulate((ms for _, ms, _ in timed), min))
             axes.step([i for i, _, _ in timed], curve, where="post", color="black", linewidth=1, label="best so far")
             axes.set_yscale("log")
             floor = min(ms for _, ms, _ in timed) / 2

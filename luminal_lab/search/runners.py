@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import LuminalError, Refused
-from ..core.pipes import receive, send
+from ..core.pipes import reap, receive, send
 from ..llir.llir import LLIR
 from ..runtime import new_runtime
 from .search import Measurement, compare
@@ -244,11 +244,7 @@ class LocalRunner(Runner):
     def _stop(self) -> None:
         process, self._process, self._sent = self._process, None, None
         if process is not None:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-            process.stdin.close()
-            process.stdout.close()
+            reap(process)
 
     def close(self) -> None:
         """Stop the measuring process and the builders (the next search starts them again)."""

@@ -17,6 +17,7 @@ the same history; pass ``cost`` (a function of the LLIR) for measurements that d
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import time
@@ -200,7 +201,9 @@ def search(space: ChoiceSpace, runner: Runner, generations: int = 5, generation_
     interrupted = False
     initial = None
     try:
-        for genome in [*seeds, space.fused_genome(without)]:  # the seeds are measured again, whatever skip says
+        first = [*seeds, space.fused_genome(without)]  # the seeds are measured again, whatever skip says
+        tries = (space.random_genome(rng.randrange(2**32), without) for _ in range(100))
+        for k, genome in enumerate(itertools.chain(first, tries)):
             if out_of_time():
                 raise TimeoutError
             if genome.hash in seen:
@@ -208,16 +211,8 @@ def search(space: ChoiceSpace, runner: Runner, generations: int = 5, generation_
             seen.add(genome.hash)
             candidate = evaluate(genome, 0, None)
             initial = initial or (candidate if candidate.outcome == "ok" else None)
-        for _ in range(100):  # and a viable random genome (one that ran: ok, or slow beside a viable one)
-            if out_of_time():
-                raise TimeoutError
-            genome = space.random_genome(rng.randrange(2**32), without)
-            if genome.hash in seen:
-                continue
-            seen.add(genome.hash)
-            candidate = evaluate(genome, 0, None)
-            initial = initial or (candidate if candidate.outcome == "ok" else None)
-            if initial is not None and candidate.outcome in ("ok", "slow"):
+            # then up to a viable random genome (one that ran: ok, or slow beside a viable one)
+            if k >= len(first) and initial is not None and candidate.outcome in ("ok", "slow"):
                 break
         if initial is None:
             reasons = Counter(c.outcome for c in history)
@@ -257,12 +252,5 @@ def search(space: ChoiceSpace, runner: Runner, generations: int = 5, generation_
 def random_inputs(shapes: Mapping[str, tuple[tuple[int, ...], DType]], seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded inputs in range: floats uniform in [-1, 1], integers in [0, 2), bools at random."""
     rng = np.random.default_rng(seed)
-    arrays = {}
-    for name, (shape, dtype) in shapes.items():
-        if dtype.is_float:
-            arrays[name] = rng.uniform(-1, 1, shape).astype(dtype.numpy)
-        elif dtype == DType.BOOL:
-            arrays[name] = rng.integers(0, 2, shape).astype(bool)
-        else:
-            arrays[name] = rng.integers(0, 2, shape).astype(dtype.numpy)
-    return arrays
+    return {name: (rng.uniform(-1, 1, shape) if dtype.is_float else rng.integers(0, 2, shape)).astype(dtype.numpy)
+            for name, (shape, dtype) in shapes.items()}
