@@ -106,7 +106,7 @@ def test_op_cases_compile(case, dtype: torch.dtype) -> None:
     _check_kernels(kernels)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=15, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(graphs())
 def test_fuzz_graphs_compile(drawn) -> None:
     graph, _ = drawn

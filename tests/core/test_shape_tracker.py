@@ -79,7 +79,7 @@ def view_chains(draw) -> list[tuple[np.ndarray, np.ndarray, ShapeTracker]]:
     return checkpoints
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(view_chains())
 def test_views_read_what_numpy_reads(checkpoints) -> None:
     for buffer, expected, tracker in checkpoints:
@@ -87,7 +87,7 @@ def test_views_read_what_numpy_reads(checkpoints) -> None:
         np.testing.assert_array_equal(materialise(buffer, tracker), expected)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(view_chains())
 def test_a_boxed_tracker_reads_each_axis_as_a_line_over_one_run(checkpoints) -> None:
     """Where ``boxed_strides`` gives each axis as ``z*step + offset`` valid on ``low <= z < high``, that is what the

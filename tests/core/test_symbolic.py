@@ -56,14 +56,14 @@ def expressions(draw, depth: int = 4):
     return _expr_value(op, left, right), lambda env: _python_value(op, left_fn(env), right_fn(env))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(expressions(), st.integers(1, 9), st.integers(1, 9), st.integers(0, 40))
 def test_simplification_preserves_value(pair, s: int, b: int, z: int) -> None:
     expr, value = pair
     assert expr.evaluate({"s": s, "b": b}, z) == value({"s": s, "b": b, "z": z})
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(expressions(), st.integers(1, 9))
 def test_vectorised_evaluation_matches_scalar(pair, s: int) -> None:
     expr, _ = pair

@@ -156,7 +156,7 @@ def test_programs_match_eager_torch(name: str) -> None:
     comp, genomes = compiled(name)
     assert any(k.op == "FusionEnd" for k in comp.llir(genomes[1]).kernels), "the most-fused genome fuses nothing"
 
-    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @settings(max_examples=12, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(st.tuples(*(spec.strategy() for spec in specs)))
     def check(inputs: tuple[torch.Tensor, ...]) -> None:
         expected = fn(*(x.clone() for x in inputs))

@@ -309,7 +309,7 @@ def test_profile_times_every_launch_and_the_run() -> None:
 
 @pytest.mark.gpu
 @needs_gpu
-@settings(max_examples=5, deadline=None, derandomize=True,
+@settings(max_examples=5, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(graphs())
 def test_fuzz_graphs_match_the_reference(case) -> None:

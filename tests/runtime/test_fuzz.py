@@ -10,7 +10,7 @@ import luminal_lab as ll
 from tests.helpers.fuzz import check_genomes, graphs
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=20, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(graphs())
 def test_every_viable_genome_matches_the_reference(case) -> None:
     graph, inputs = case
@@ -18,7 +18,7 @@ def test_every_viable_genome_matches_the_reference(case) -> None:
     assert counts["ok"] >= 1  # random genomes are built to be viable
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=10, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.sampled_from([ll.i8, ll.u8, ll.i16]).flatmap(lambda dtype: graphs(dtype=dtype)))
 def test_every_viable_genome_of_a_narrow_int_graph_matches_the_reference(case) -> None:
     """Wrapping arithmetic, reductions (sums widened to i64) and views: fused or not, each value as torch stores it."""
