@@ -600,9 +600,9 @@ def _hops(envelope: dict[str, Any], start: str, depth: int) -> set[str]:
 
 
 def _groups(envelope: dict[str, Any], mode: str) -> dict[str, list[str]]:
-    """Group key -> member ids (groups of two or more): by ``layer`` (an LLIR: ``copy N``) or by first ``hlir`` id;
-    an e-node goes with its e-class, and an e-class with no HLIR node with the first e-class it reads that has a
-    key, else the first that reads it."""
+    """Group key -> member ids (groups of two or more): by ``layer`` (an LLIR: ``copy N``), or by HLIR node (an
+    e-graph: each e-class's ``group``, which Python computed; elsewhere the first ``hlir`` id); an e-node goes with
+    its e-class."""
     links = envelope["links"].get("hlir", {})
     key: dict[str, str] = {}
     for node in envelope["nodes"]:
@@ -611,29 +611,13 @@ def _groups(envelope: dict[str, Any], mode: str) -> dict[str, list[str]]:
         if mode == "layer":
             copy = node.get("copy")
             found = f"copy {copy}" if isinstance(copy, int) else "layer" if node.get("layer") else None
+        elif envelope["stage"] == "egraph":
+            found = node.get("group")
         else:
             hlir = links.get(node["id"], node.get("hlir") or [])
             found = min(hlir, key=lambda h: int(h[1:])) if hlir else None
         if found is not None:
             key[node["id"]] = found
-    if mode == "hlir":
-        owner = {n["id"]: n.get("eclass") if n.get("kind") == "enode" else n["id"] for n in envelope["nodes"]}
-        out, readers = defaultdict(list), defaultdict(list)
-        for edge in envelope["edges"]:  # e-node -> the e-class it reads
-            out[edge["source"]].append(edge["target"])
-            readers[edge["target"]].append(owner[edge["source"]])
-        reads = defaultdict(list)  # e-class -> what its e-nodes read, e-node by e-node
-        for node in envelope["nodes"]:
-            if node.get("kind") == "enode":
-                reads[node["eclass"]].extend(out[node["id"]])
-        changed = True
-        while changed:
-            changed = False
-            for node in envelope["nodes"]:
-                if node.get("kind") == "eclass" and node["id"] not in key:
-                    found = next((key[c] for c in [*reads[node["id"]], *readers[node["id"]]] if c in key), None)
-                    if found is not None:
-                        key[node["id"]], changed = found, True
     members: dict[str, list[str]] = defaultdict(list)
     for node in envelope["nodes"]:
         owner_id = node["eclass"] if node.get("kind") == "enode" else node["id"]
