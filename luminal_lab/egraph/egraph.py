@@ -285,6 +285,10 @@ class EGraph(Stage):
             body(budget)
         except _Stop as stop:
             budget.stopped = stop.reason
+        except _Failed as failed:  # egglog may have applied part of the step: back to the state before it
+            del self._worker.log[logged:]
+            self._worker.restart()
+            raise self._failure(failed, label) from None
         budget.stopped = budget.stopped or budget.runaway
         try:
             self._snapshot = self._take_snapshot()
@@ -299,6 +303,17 @@ class EGraph(Stage):
         self.history.append(report)
         self.status = f"stopped: {budget.stopped}" if budget.stopped else f"step {report.index}"
         return report
+
+    def _failure(self, failed: _Failed, label: str) -> EgglogError:
+        """The error for a ruleset egglog failed to run: the rule (by its name, when the user added it) and
+        ruleset first, then what to do, then egglog's own message."""
+        rule = next(filter(None, (_rule_at(failed.message, text) for names, text in self._user_rules
+                                  if failed.ruleset in names)), None)
+        where = f"rule {rule} of ruleset {failed.ruleset}" if rule else f"ruleset {failed.ruleset}"
+        advice = (f"; take it out with comp.egraph.remove_rules({failed.ruleset!r})"
+                  if failed.ruleset in self._user_joined else "")
+        return EgglogError(f"{label}: {where} failed: {_reason(failed.message)}; the e-graph was restored to before "
+                           f"this step{advice}\n  egglog said: {' / '.join(failed.message.splitlines())}")
 
     def _take_snapshot(self) -> Snapshot:
         serialized = self._worker.serialize()
@@ -386,6 +401,14 @@ class _Stop(Exception):
         self.reason = reason
 
 
+class _Failed(Exception):
+    """egglog failed while running ``ruleset`` (a primitive that failed, a panic); ``message`` is egglog's."""
+
+    def __init__(self, ruleset: str, message: str):
+        self.ruleset = ruleset
+        self.message = message
+
+
 @dataclass
 class _Budget:
     """Runs rulesets one egglog iteration at a time, checking the budgets in between."""
@@ -419,9 +442,7 @@ class _Budget:
             schedule = f"(run {ruleset})" if iterations == 1 else f"(repeat {iterations} (run {ruleset}))"
             (output,) = self.worker.run(f"(run-schedule {schedule})", deadline=self.deadline)
         except EgglogError as error:
-            message = str(error)
-            raise EgglogError(f"running ruleset {ruleset}: {_reason(message)}\n  egglog said: "
-                              f"{' / '.join(message.splitlines())}") from None
+            raise _Failed(ruleset, str(error)) from None
         except WorkerDied as died:
             self.worker.restart()
             reason = ("time budget used up during an iteration of " if died.reason == "timeout"
@@ -544,6 +565,8 @@ _REASONS = (
      "has no :merge to choose between them"),
     (r"egglog panicked: Rule '(.*)' was already present", "a rule named {0!r} was already added (add rules once; "
      "comp.egraph.remove_rules() takes them out)"),
+    (r"Panic: In \S+: (.*): call of primitive (\S+) failed", "{0} failed for a match (primitive {1} has no value "
+     "there, as for a division by zero)"),
 )
 
 
@@ -555,6 +578,24 @@ def _reason(message: str) -> str:
         if found:
             return ours.format(*found.groups())
     return said or "egglog gave no reason"
+
+
+def _rule_at(message: str, text: str) -> str | None:
+    """The rule of ``text`` (as sent to egglog) that egglog's ``message`` points at (``In L:C-C: snippet``), by its
+    ``:name`` or else its first line; None when the position is not in ``text`` or reads something else there."""
+    found = re.search(r"In (\d+):(\d+)-(\d+): ", message)
+    if found is None:
+        return None
+    line, first, last = map(int, found.groups())
+    lines = text.split("\n")
+    if line > len(lines) or not message[found.end():].startswith(lines[line - 1][first - 1:last]):
+        return None
+    offset = sum(len(row) + 1 for row in lines[:line - 1]) + first - 1
+    command = next((text[start:end + 1] for start, end in _command_spans(text) if start <= offset <= end), None)
+    if command is None:
+        return None
+    named = re.search(r':name\s+"([^"]*)"', command)
+    return repr(named.group(1)) if named else command.split("\n")[0].strip()
 
 
 def _located(error: EgglogError, text: str, offset: int) -> EgglogError:

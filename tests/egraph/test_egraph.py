@@ -510,6 +510,55 @@ def test_adding_the_same_rules_twice_is_an_egglog_error(egraphs: Make) -> None:
     assert egraph.step().matches["twice-is-add"] == 1
 
 
+DIVIDE_BY_ZERO = '(rule ((= ?e (MNum ?n)))\n      ((MNum (/ ?n 0))) :name "div0")'
+
+
+def state(egraph: EGraph) -> tuple[int, int, Counter]:
+    """The worker's e-graph as it is now (read afresh, not the last snapshot): counts and e-nodes by constructor."""
+    live = egraph._take_snapshot()
+    return live.n_enodes, live.n_eclasses, Counter(n.op for c in live.classes.values() for n in c.nodes)
+
+
+def test_a_rule_that_fails_in_egglog_leaves_the_egraph_as_before_its_step(egraphs: Make) -> None:
+    """The first round lowers every op before the user's ruleset runs: its failure takes that back too."""
+    g, _, _ = twice_graph()
+    egraph = egraphs(g)
+    built = state(egraph)
+    egraph.add_rules(DIVIDE_BY_ZERO, ruleset="mine")
+    with pytest.raises(ll.EgglogError) as raised:
+        egraph.step()
+    first = str(raised.value).splitlines()[0]
+    assert first == ("round: rule 'div0' of ruleset mine failed: (/ ?n 0) failed for a match (primitive / has no "
+                     "value there, as for a division by zero); the e-graph was restored to before this step; take "
+                     "it out with comp.egraph.remove_rules('mine')")
+    assert "call of primitive / failed" in str(raised.value), "egglog's own message follows"
+    assert state(egraph) == built and egraph.history == [] and egraph.status == "built"
+    with pytest.raises(ll.EgglogError, match="rule 'div0' of ruleset mine failed"):
+        egraph.run("mine")
+
+
+def test_after_a_failing_rule_the_last_good_step_runs_and_removing_the_rule_goes_on() -> None:
+    g = ll.Graph()
+    a, b = g.tensor((4,), "a"), g.tensor((4,), "b")
+    (a * b + a).output("c")
+    comp = ll.compile(g)
+    try:
+        x, y = torch.arange(4.0), torch.full((4,), 3.0)
+        comp.egraph.step()
+        stepped = state(comp.egraph)
+        comp.egraph.add_rules(DIVIDE_BY_ZERO, ruleset="mine")
+        with pytest.raises(ll.EgglogError, match="rule 'div0' of ruleset mine failed"):
+            comp.egraph.step()
+        assert state(comp.egraph) == stepped and len(comp.egraph.history) == 1
+        assert torch.equal(comp.run(x, y), x * y + x), "the step before the failure extracts and runs"
+        comp.egraph.remove_rules("mine")
+        assert "div0" not in comp.egraph.program
+        assert_saturated_within_budget(comp.egraph)
+        assert torch.equal(comp.run(x, y), x * y + x)
+    finally:
+        comp.egraph.close()
+
+
 def test_bad_ruleset_name(egraphs: Make) -> None:
     g, _, _ = twice_graph()
     egraph = egraphs(g)
