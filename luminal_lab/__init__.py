@@ -20,6 +20,7 @@ from .core.errors import (
     DTypeBoundaryError,
     DTypeError,
     EgglogError,
+    ExportError,
     LuminalError,
     MemoryBudgetError,
     NoDeviceError,
@@ -68,9 +69,9 @@ def load_ipython_extension(ipython) -> None:
 
 
 __all__ = [
-    "ArgumentError", "BudgetExceeded", "Compiled", "DType", "DTypeBoundaryError", "DTypeError", "EgglogError", "Expr",
-    "Graph", "GraphTensor", "InProcessRunner", "LocalRunner", "LuminalError", "MemoryBudgetError", "NoDeviceError",
-    "NoEClassError", "Node", "Op", "RayRunner",
+    "ArgumentError", "BudgetExceeded", "Compiled", "DType", "DTypeBoundaryError", "DTypeError", "EgglogError",
+    "ExportError", "Expr", "Graph", "GraphTensor", "InProcessRunner", "LocalRunner", "LuminalError",
+    "MemoryBudgetError", "NoDeviceError", "NoEClassError", "Node", "Op", "RayRunner",
     "ReferenceRuntime", "Refused", "SearchStopped", "ShapeError", "ShapeTracker", "Signature", "TuningRecords",
     "UnsupportedOpError", "bf16", "bool", "compile", "concat", "embedding", "export_records", "f16", "f32", "f64",
     "i8", "i16", "i32", "i64", "import_records", "maximum", "minimum", "programs", "stack", "u8", "where",

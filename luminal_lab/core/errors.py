@@ -32,6 +32,11 @@ class UnsupportedOpError(LuminalError, NotImplementedError):
         super().__init__(message)
 
 
+class ExportError(LuminalError):
+    """``torch.export`` cannot trace the program: an op whose result depends on the input's values (a Python bool
+    or a branch on a tensor); names the op, the user's line and what to do instead."""
+
+
 class NoEClassError(LuminalError, KeyError):
     """An e-class id (or HLIR node) the e-graph does not have; a ``KeyError`` whose message reads as written."""
 

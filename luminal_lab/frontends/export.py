@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import traceback
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch.fx.proxy import TracerBase
 
-from ..core.errors import LuminalError
+from ..core.errors import ExportError, LuminalError
 from .fast_paths import DECOMPOSITIONS
 
 # ops translated as they are (``aten``), more cheaply than through torch's decomposition: ``_safe_softmax`` (attention's
@@ -46,7 +48,7 @@ def export_core_aten(module: torch.nn.Module, example_inputs: tuple, strict: boo
         if not isinstance(value, torch.Tensor):
             raise LuminalError(f"example input {position} is a {type(value).__name__}; only tensors can be inputs "
                                "(bind other arguments first, e.g. with functools.partial)")
-    with _all_user_frames(), _no_guards_fn():
+    with _all_user_frames(), _no_guards_fn(), _data_dependence_named():
         exported = torch.export.export(module, example_inputs, strict=strict, dynamic_shapes=dynamic_shapes)
         if not decompose:
             return exported
@@ -57,6 +59,37 @@ def export_core_aten(module: torch.nn.Module, example_inputs: tuple, strict: boo
                 table.pop(op)
             table.update(DECOMPOSITIONS)
             return exported.run_decompositions(table)
+
+
+@contextlib.contextmanager
+def _data_dependence_named() -> Iterator[None]:
+    """torch.export's failures on values that depend on the input's data, raised as an ``ExportError`` naming the op
+    (or the expression guarded on) and the user's line that reached it, with what to do instead."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    try:
+        yield
+    except DataDependentOutputException as error:
+        raise ExportError(_data_dependent(f"{error.func} gives a Python value that depends on the input's data",
+                                          error)) from None
+    except GuardOnDataDependentSymNode as error:
+        raise ExportError(_data_dependent(f"the program branches on a value that depends on the input's data "
+                                          f"({error.cond})", error)) from None
+
+
+def _data_dependent(what: str, error: BaseException) -> str:
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+              if not frame.filename.startswith(_LIBRARY_DIRECTORIES)]
+    where = f"\n  from {frames[-1].filename}:{frames[-1].lineno}: {frames[-1].line}" if frames else ""
+    return (f"torch.export cannot trace the program: {what}, which an exported graph cannot hold{where}\n  compile "
+            "it with torch.compile(fn, backend=\"luminal_lab\") instead (dynamo runs that op in torch and compiles "
+            "the parts around it), or compile the parts before and after it on their own")
+
+
+# torch's, the standard library's and luminal_lab's own frames: the user's line is the last frame outside them
+_LIBRARY_DIRECTORIES = (str(Path(torch.__file__).parent), str(Path(contextlib.__file__).parent),
+                        str(Path(__file__).parents[1]))
 
 
 def aot_decompositions() -> dict:

@@ -148,6 +148,38 @@ def test_unsupported_op_through_torch_compile(dynamo_calls: list[int]) -> None:
     assert not dynamo_calls
 
 
+def covariance(x: torch.Tensor) -> torch.Tensor:
+    return torch.cov(x.sin()) * 2  # torch.cov asks aten.equal (a Python bool of the data) inside
+
+
+def branches(x: torch.Tensor) -> torch.Tensor:
+    if x.sum() > 0:
+        return x * 2
+    return x
+
+
+@pytest.mark.parametrize(("fn", "what", "line"), [
+    (covariance, "aten.equal.default gives a Python value that depends on the input's data",
+     "return torch.cov(x.sin()) * 2  # torch.cov asks aten.equal (a Python bool of the data) inside"),
+    (branches, "the program branches on a value that depends on the input's data (Eq(u0, 1))", "if x.sum() > 0:"),
+])
+def test_a_value_of_the_data_that_export_cannot_hold_is_named_with_its_line(fn, what: str, line: str) -> None:
+    with pytest.raises(ll.ExportError) as info:
+        ll.compile(fn, (torch.randn(3, 5),))
+    first, where, advice = str(info.value).splitlines()
+    assert first == f"torch.export cannot trace the program: {what}, which an exported graph cannot hold"
+    assert where == f"  from {__file__}:{fn.__code__.co_firstlineno + 1}: {line}"
+    assert 'torch.compile(fn, backend="luminal_lab")' in advice
+
+
+def test_torch_compile_runs_the_data_dependent_op_in_torch_and_compiles_the_parts_around_it() -> None:
+    x = torch.randn(3, 5)
+    compiled = torch.compile(covariance, backend="luminal_lab")
+    torch.testing.assert_close(compiled(x), covariance(x))
+    behind = ll.programs(compiled)
+    assert [sorted(program.graph.outputs) for program in behind] == [["sin"], ["mul"]], behind
+
+
 def test_non_tensor_outputs_and_inputs_are_refused() -> None:
     with pytest.raises(ll.UnsupportedOpError, match=r"int output \(output 1 is 3, not a tensor"):
         ll.compile(lambda x: (x * 2, x.shape[0]), (torch.randn(3),))

@@ -26,7 +26,7 @@ from torch.testing._internal.opinfo.core import OpInfo
 
 from luminal_lab.compiler.compiled import Compiled
 from luminal_lab.compiler.dynamo import through_aot
-from luminal_lab.core.errors import LuminalError, UnsupportedOpError
+from luminal_lab.core.errors import ExportError, LuminalError, UnsupportedOpError
 from luminal_lab.frontends import from_torch, translate
 from luminal_lab.frontends.export import FunctionModule, export_core_aten
 from luminal_lab.frontends.translate import is_size, lookup
@@ -185,6 +185,8 @@ def run_sample(op: OpInfo, sample, compiled: bool = False) -> Outcome:
             got = comp.run(*tensors) if compiled else comp.run_reference(*tensors)
     except UnsupportedOpError as error:
         return Outcome("refused", str(error).splitlines()[0])
+    except ExportError as error:  # torch.export cannot trace it (named, with what to do instead)
+        return Outcome("torch", str(error).splitlines()[0])
     except LuminalError as error:
         return Outcome("named", f"{type(error).__name__}: {str(error).splitlines()[0]}")
     except Exception as error:
