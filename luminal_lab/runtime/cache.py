@@ -5,6 +5,12 @@ hash of their source (numba's ``cache=True`` stores the machine code beside them
 ``~/.cache/luminal_lab/kernels`` or ``$LUMINAL_LAB_KERNEL_CACHE``, so a new process starts warm.
 ``CacheStats`` counts what was compiled and what was loaded, and the seconds each took.
 
+A module is written to a temporary file and renamed into place, so a concurrent process (or one killed while
+writing) never leaves a module cut short; one on disk that is not its kernel's source (another version's, or cut
+short by another writer) is discarded with numba's machine code of it, as is machine code numba cannot load, and
+the kernel is compiled again. In a directory this process cannot write, kernels are compiled into a temporary
+directory for this process (and those it starts) alone, and the first line of a warning says why.
+
 numba compiles one kernel at a time under a process-wide lock, most of a second each, so a new
 plan's kernels are compiled side by side in worker processes (``compile_all``): each worker
 compiles its share into the disk cache, which this process then loads from. There are as many
@@ -14,16 +20,21 @@ Workers are fresh interpreters (``compile_worker``), not forks: they import noth
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
+import contextlib
 import hashlib
 import importlib
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,17 +87,20 @@ class KernelCache:
     _functions: ClassVar[dict[str, Any]] = {}  # source -> dispatcher, shared by every cache of the process
 
     def __init__(self, directory: str | os.PathLike):
-        self.directory = Path(directory).expanduser().resolve()
+        self.directory = _writable(Path(directory).expanduser().resolve())
         self.stats = CacheStats()
 
     def function(self, source: str):
-        """The dispatcher of ``source``'s ``kernel``, importing (and first writing) its module if needed."""
+        """The dispatcher of ``source``'s ``kernel``, importing (and first writing) its module if needed. A module on
+        disk that is not ``source`` (cut short, or another version's) is discarded with its machine code and
+        written again."""
         if source in self._functions:
             return self._functions[source]
         name = _module_name(source)
         path = self.directory / f"{name}.py"
-        if not path.exists():
-            self.directory.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text(errors="replace") != source:
+            if path.exists():
+                self._discard(name, "its module is not the kernel's source")
             partial = path.with_suffix(f".{os.getpid()}.tmp")
             partial.write_text(source)
             os.replace(partial, path)  # atomic: a concurrent process sees all of it or nothing
@@ -143,7 +157,14 @@ class KernelCache:
         if signature not in function.overloads:
             hits = sum(function.stats.cache_hits.values())
             start = time.perf_counter()
-            function.compile(signature)
+            try:
+                function.compile(signature)
+            except Exception as error:  # numba's files of it cut short or unreadable: discarded, compiled again
+                name = function.py_func.__module__
+                if not self._machine_code(name):
+                    raise
+                self._discard(name, f"numba could not load it ({type(error).__name__}: {error})")
+                function.compile(signature)
             seconds = time.perf_counter() - start
             if sum(function.stats.cache_hits.values()) > hits:
                 self.stats.loaded += 1
@@ -153,14 +174,49 @@ class KernelCache:
                 self.stats.compile_seconds += seconds
 
 
+    def _machine_code(self, name: str) -> list[Path]:
+        """numba's cache files of module ``name`` (its index and machine code)."""
+        return list((self.directory / "__pycache__").glob(f"{name}.kernel-*.nb[ic]"))
+
+    def _discard(self, name: str, why: str) -> None:
+        """Remove module ``name``'s machine code (a concurrent reader then compiles it again), saying why."""
+        for path in self._machine_code(name):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        warnings.warn(f"luminal_lab: discarded the cached kernel {name} in {self.directory}: {why}; it is compiled "
+                      "again", stacklevel=3)
+
+
+def _writable(directory: Path) -> Path:
+    """``directory`` (made if missing) when this process can write there, else a temporary directory for this process
+    alone, with a warning that says why."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".probe-"):
+            pass
+        return directory
+    except OSError as error:
+        fallback = Path(tempfile.mkdtemp(prefix="luminal_lab-kernels-"))
+        atexit.register(shutil.rmtree, fallback, ignore_errors=True)
+        warnings.warn(f"luminal_lab: the kernel cache directory {directory} is not writable ({type(error).__name__}: "
+                      f"{error.strerror or error}); kernels are compiled into {fallback}, for this process only",
+                      stacklevel=3)
+        return fallback
+
+
 _caches: dict[Path, KernelCache] = {}
 
 
 def kernel_cache() -> KernelCache:
-    """The cache in ``$LUMINAL_LAB_KERNEL_CACHE`` (default ``~/.cache/luminal_lab/kernels``), one per directory."""
+    """The cache in ``$LUMINAL_LAB_KERNEL_CACHE`` (default ``~/.cache/luminal_lab/kernels``), one per directory. When
+    that directory cannot be written, the temporary one that replaces it becomes ``$LUMINAL_LAB_KERNEL_CACHE``, so the
+    processes this one starts (a search's measuring process) compile into it too."""
     directory = Path(os.environ.get(CACHE_ENV) or "~/.cache/luminal_lab/kernels").expanduser().resolve()
     if directory not in _caches:
-        _caches[directory] = KernelCache(directory)
+        cache = _caches[directory] = KernelCache(directory)
+        if cache.directory != directory:
+            _caches[cache.directory] = cache
+            os.environ[CACHE_ENV] = str(cache.directory)
     return _caches[directory]
 
 

@@ -6,7 +6,10 @@ signature, the device and the library version, so a record never serves another 
 (e-class id -> e-node id) and hash, the device, the seconds it measured, its outcome (``search.OUTCOMES``, or
 ``unmeasured`` for a genome chosen without measuring) and reason, the library version, the machine and when. The
 database is ``tuning.sqlite`` in ``$LUMINAL_LAB_GENOME_CACHE`` (else ``~/.cache/luminal_lab``) unless given; it
-runs in WAL mode and every write is one transaction, so several processes record into it at once.
+runs in WAL mode and every write is one transaction, so several processes record into it at once, and a process
+killed while writing leaves the records as they were before that write. A database that is damaged (cut short,
+overwritten) or of another version (other columns) is discarded and started again, with a warning; in a directory
+this process cannot write, nothing is recorded or read, and the first line of a warning says why.
 
 ``best`` is the torch.compile genome cache: the fastest ``ok`` genome of a key (else the latest unmeasured one) that
 rebuilds in the program's choice space with the same hash. A search resumes from ``fastest`` (the best few, measured
@@ -25,21 +28,28 @@ import json
 import os
 import platform
 import sqlite3
+import tempfile
 import time
-from collections.abc import Iterable, Iterator
+import warnings
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from ..core.version import __version__
 from ..llir.genome import ChoiceSpace, Genome
 from .search import Candidate
 
 CACHE_ENV = "LUMINAL_LAB_GENOME_CACHE"
+T = TypeVar("T")
 UNMEASURED = "unmeasured"
 FIELDS = ("key", "hash", "choices", "device", "seconds", "outcome", "reason", "version", "machine", "recorded")
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS records (id INTEGER PRIMARY KEY, {", ".join(FIELDS)});
-CREATE INDEX IF NOT EXISTS records_by_key ON records (key, outcome, seconds);
-"""
+_TABLE = f"CREATE TABLE IF NOT EXISTS records (id INTEGER PRIMARY KEY, {', '.join(FIELDS)})"
+_INDEX = "CREATE INDEX IF NOT EXISTS records_by_key ON records (key, outcome, seconds)"
+_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")  # sqlite's names of a damaged file (cut short, overwritten)
+
+
+class _Stale(Exception):
+    """The database holds a records table of another version (other columns)."""
 
 
 def default_directory() -> Path:
@@ -58,13 +68,62 @@ class TuningRecords:
     def __init__(self, directory: str | os.PathLike | None = None):
         self.directory = Path(directory).expanduser() if directory is not None else default_directory()
         self.path = self.directory / "tuning.sqlite"
+        self.unwritable: str | None = None  # why the database cannot be written, once found: nothing is recorded
 
     def _connect(self) -> sqlite3.Connection:
         self.directory.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(self.path, timeout=30)
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.executescript(_SCHEMA)
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute(_TABLE)
+            columns = [row[1] for row in connection.execute("PRAGMA table_info(records)")]
+            if columns != ["id", *FIELDS]:
+                raise _Stale(f"its records have the columns {columns}")
+            connection.execute(_INDEX)
+        except BaseException:
+            connection.close()
+            raise
         return connection
+
+    def _use(self, work: Callable[[sqlite3.Connection], T], nothing: T) -> T:
+        """``work`` done on a connection. A damaged database, or one of another version, is discarded and made
+        again; one this process cannot write gives ``nothing`` from then on, with a warning that says why."""
+        try:
+            return self._attempt(work, nothing)
+        except (_Stale, sqlite3.DatabaseError) as error:
+            if isinstance(error, sqlite3.DatabaseError) and error.sqlite_errorname not in _CORRUPT:
+                raise
+            warnings.warn(f"luminal_lab: discarded the tuning records {self.path}: {error}; they start again empty",
+                          stacklevel=3)
+            for path in (self.path, *(self.path.with_name(self.path.name + end) for end in ("-wal", "-shm"))):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+            return self._attempt(work, nothing)
+
+    def _attempt(self, work: Callable[[sqlite3.Connection], T], nothing: T) -> T:
+        try:
+            with contextlib.closing(self._connect()) as connection:
+                return work(connection)
+        except OSError as error:  # the directory cannot be made
+            return self._unwritable(error, nothing)
+        except sqlite3.OperationalError as error:  # read-only, or (where this process can write) locked too long
+            if self._can_write():
+                raise
+            return self._unwritable(error, nothing)
+
+    def _can_write(self) -> bool:
+        try:
+            with tempfile.NamedTemporaryFile(dir=self.directory, prefix=".probe-"):
+                return True
+        except OSError:
+            return False
+
+    def _unwritable(self, error: Exception, nothing: T) -> T:
+        if self.unwritable is None:
+            self.unwritable = f"{type(error).__name__}: {error}"
+            warnings.warn(f"luminal_lab: the tuning records in {self.directory} cannot be written ({self.unwritable});"
+                          " this process goes on without recording or reading them", stacklevel=4)
+        return nothing
 
     def add(self, key: str, device: str, candidates: Iterable[Candidate]) -> int:
         """Record ``candidates`` (each with its genome) under ``key``; returns how many."""
@@ -76,10 +135,12 @@ class TuningRecords:
 
     def _insert(self, rows: list[tuple]) -> None:
         """Add ``rows`` (values of ``FIELDS``) in one transaction."""
-        with contextlib.closing(self._connect()) as connection:
+        def insert(connection: sqlite3.Connection) -> None:
             with connection:  # the transaction
                 connection.executemany(f"INSERT INTO records ({', '.join(FIELDS)}) "
                                        f"VALUES ({', '.join('?' * len(FIELDS))})", rows)
+        if self.unwritable is None:
+            self._use(insert, None)
 
     def add_unmeasured(self, key: str, device: str, genome: Genome) -> None:
         """Record ``genome``, chosen for ``key`` without measuring."""
@@ -87,10 +148,9 @@ class TuningRecords:
 
     def _select(self, query: str, args: tuple = ()) -> list[tuple]:
         """The rows ``query`` selects, as stored (choices as JSON text); none before anything is recorded."""
-        if not self.path.exists():
+        if not self.path.exists() or self.unwritable is not None:
             return []
-        with contextlib.closing(self._connect()) as connection:
-            return connection.execute(query, args).fetchall()
+        return self._use(lambda connection: connection.execute(query, args).fetchall(), [])
 
     def rows(self, key: str | None = None) -> list[dict]:
         """The records (of ``key``, else all), oldest first, as dicts of ``FIELDS``."""

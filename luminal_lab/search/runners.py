@@ -186,6 +186,10 @@ class LocalRunner(Runner):
     def _ready(self) -> None:
         """A live measuring process, sent the job (its answer is read before the next measurement)."""
         if self._process is None or self._process.poll() is not None:
+            if self.job.device == "cpu":  # a kernel directory this process cannot write is replaced before it starts
+                from ..runtime.cache import kernel_cache
+
+                kernel_cache()
             # in a session of its own: Ctrl-C (a notebook's "interrupt kernel") reaches this process, which stops it
             command = [sys.executable, "-c", "from luminal_lab.search.runners import serve; serve()"]
             self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -37,6 +38,7 @@ from luminal_lab.runtime.cpu import PARALLEL_THRESHOLD, SERIAL_MATMUL, CPURuntim
 from tests.helpers.llir import llir_of
 from tests.helpers.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
 from tests.helpers.op_cases import CASES, Case, index_ops_graph, random_tensor
+from tests.helpers.read_only import read_only
 
 ROOT = Path(__file__).resolve().parents[2]
 # (atol, rtol) against the reference: the kernels sum in another order and carry their own exp2/log2/sin
@@ -704,7 +706,7 @@ def _probe(cache: Path, workers: int = 1) -> dict:
     done = subprocess.run([sys.executable, "-c", _CACHE_PROBE, str(ROOT)], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "stderr": done.stderr}
 
 
 def test_a_new_process_loads_kernels_from_disk(tmp_path: Path) -> None:
@@ -722,6 +724,40 @@ def test_worker_processes_compile_a_plans_kernels_into_the_disk_cache(tmp_path: 
     assert cold["compiled"] == 0 and cold["loaded"] == 2
     assert warm["compiled"] == 0 and warm["loaded"] == 2
     assert warm["y"] == cold["y"] == pytest.approx((2 ** (np.arange(24) / 24)).reshape(4, 6).sum(1).tolist())
+
+
+DAMAGE = {"module cut short": "lk_*.py", "numba's index cut short": "__pycache__/lk_*.nbi",
+          "machine code cut short": "__pycache__/lk_*.nbc"}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_kernel_damaged_on_disk_is_discarded_and_compiled_again(damage: str, tmp_path: Path) -> None:
+    """What a writer killed halfway, or another version, leaves: each damaged kernel is compiled again, once."""
+    cold = _probe(tmp_path)
+    damaged = sorted(tmp_path.glob(DAMAGE[damage]))
+    assert len(damaged) == cold["compiled"] == 2
+    for path in damaged:
+        path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+    again = _probe(tmp_path)
+    assert (again["compiled"], again["loaded"], again["y"]) == (2, 0, cold["y"])
+    discarded = [line for line in again["stderr"].splitlines() if "luminal_lab: discarded the cached kernel" in line]
+    assert len(discarded) == 2, again["stderr"]
+    whole = _probe(tmp_path)
+    assert (whole["compiled"], whole["loaded"]) == (0, 2), "the cache is whole again"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_read_only_kernel_directory_compiles_into_a_temporary_one_and_warns_why(workers: int,
+                                                                                  tmp_path: Path) -> None:
+    with read_only(tmp_path / "kernels") as directory:
+        probe = _probe(directory, workers)
+        assert not any(directory.iterdir())
+    assert probe["y"] == pytest.approx((2 ** (np.arange(24) / 24)).reshape(4, 6).sum(1).tolist())
+    assert probe["compiled"] + probe["loaded"] == 2
+    (warning,) = [line for line in probe["stderr"].splitlines() if "luminal_lab:" in line]
+    assert re.search(rf"UserWarning: luminal_lab: the kernel cache directory {re.escape(str(directory))} is not "
+                     r"writable \(PermissionError: .+\); kernels are compiled into /\S+luminal_lab-kernels-\S+, for "
+                     r"this process only$", warning), warning
 
 
 def test_a_bad_number_of_workers_is_named() -> None:

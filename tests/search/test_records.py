@@ -3,11 +3,14 @@ in the program's choice space, several processes writing at once, and records mo
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,9 @@ import torch
 
 import luminal_lab as ll
 from luminal_lab.search.records import FIELDS, TuningRecords
+from luminal_lab.search.search import Candidate
 from tests.helpers.models import MLP, mlp_inputs
+from tests.helpers.read_only import read_only
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,6 +79,78 @@ def test_several_processes_record_at_once(tmp_path: Path) -> None:
     assert [w.wait(timeout=120) for w in workers] == [0] * 4
     rows = TuningRecords(tmp_path).rows("k")
     assert sorted(r["seconds"] for r in rows) == sorted(float(n) for n in range(4) for _ in range(40))
+
+
+def candidates(count: int, seconds: float = 1.0) -> list[Candidate]:
+    return [Candidate(i, 0, i, None, [], "ok", seconds=seconds) for i in range(count)]
+
+
+def _another_version(path: Path) -> None:
+    path.unlink()
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        connection.execute("CREATE TABLE records (id INTEGER PRIMARY KEY, key, genome, seconds)")
+        connection.commit()
+
+
+DAMAGE = {
+    "overwritten": lambda path: path.write_bytes(b"not a database " * 300),
+    "cut short": lambda path: path.write_bytes(path.read_bytes()[:path.stat().st_size // 2]),
+    "another version": _another_version,
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_damaged_database_is_discarded_and_started_again(damage: str, tmp_path: Path) -> None:
+    TuningRecords(tmp_path).add("k", "cpu", candidates(3000))  # many pages, so that half of them is cut off
+    path = tmp_path / "tuning.sqlite"
+    assert not list(tmp_path.glob("tuning.sqlite-*")), "the last connection closed folds the WAL in"
+    DAMAGE[damage](path)
+    records = TuningRecords(tmp_path)
+    with pytest.warns(UserWarning, match=rf"^luminal_lab: discarded the tuning records {re.escape(str(path))}: "):
+        assert records.rows("k") == []
+    records.add("k", "cpu", candidates(2, seconds=2.0))
+    assert [(r["hash"], r["seconds"]) for r in records.rows("k")] == [("0000000000000000", 2.0),
+                                                                       ("0000000000000001", 2.0)]
+
+
+def test_a_writer_killed_while_writing_leaves_every_whole_transaction(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        from luminal_lab.search.records import TuningRecords
+        from luminal_lab.search.search import Candidate
+        records = TuningRecords({str(tmp_path)!r})
+        for n in range(10**6):
+            records.add("k", "cpu", [Candidate(i, 0, i, None, [], "ok", seconds=float(n)) for i in range(500)])
+            print(n, flush=True)
+    """)
+    writer = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    for _ in range(3):  # three transactions in, then killed in the middle of the next ones
+        writer.stdout.readline()
+    writer.kill()
+    writer.wait(timeout=60)
+    records = TuningRecords(tmp_path)
+    rows = records.rows("k")
+    counts = Counter(r["seconds"] for r in rows)
+    assert len(counts) >= 3 and set(counts.values()) == {500}, "each transaction is there whole, or not at all"
+    records.add("k", "cpu", candidates(1, seconds=-1.0))
+    assert len(records.rows("k")) == len(rows) + 1
+
+
+def test_a_read_only_directory_records_nothing_and_the_warning_says_why(searched, tmp_path: Path) -> None:
+    comp, result = searched
+    with read_only(tmp_path / "records") as directory:
+        records = TuningRecords(directory / "inside")  # a directory that cannot be made, then one that exists
+        with pytest.warns(UserWarning) as warned:
+            records.add("k", "cpu", result.history)
+        inside = re.escape(str(directory / "inside"))
+        assert re.fullmatch(rf"luminal_lab: the tuning records in {inside} cannot be written \(PermissionError: "
+                            rf"\[Errno \d+\] .+: '{inside}'\); this process goes on without recording or reading them",
+                            str(warned[0].message).splitlines()[0]), warned[0].message
+        assert records.rows() == [] and records.best("k", comp.choice_space()) is None
+        records = TuningRecords(directory)
+        with pytest.warns(UserWarning, match=rf"^luminal_lab: the tuning records in {re.escape(str(directory))} "
+                                             r"cannot be written \(OperationalError: "):
+            records.add("k", "cpu", result.history)
+        assert records.rows() == [] and not any(directory.iterdir())
 
 
 def test_records_move_between_machines_as_json_lines(searched, tmp_path: Path) -> None:
