@@ -346,8 +346,10 @@ def test_a_rule_failing_while_running_names_its_ruleset_and_comes_out() -> None:
                           "(rule ((= ?e (MNum ?n))) ((set (pick ?n) ?n) (set (pick ?n) (+ ?n 1))))", ruleset="clash")
     with pytest.raises(ll.EgglogError) as raised:
         comp.egraph.step()
-    assert str(raised.value).splitlines()[0] == ("running ruleset clash: a rule gave function pick two values for one "
-                                                 "key, and it has no :merge to choose between them")
+    assert str(raised.value).splitlines()[0] == (
+        "round: ruleset clash failed: a rule gave function pick two values for one key, and it has no :merge to choose "
+        "between them; the e-graph was restored to before this step; take it out with "
+        "comp.egraph.remove_rules('clash')")
     assert comp.egraph.history == []
     comp.egraph.remove_rules("clash")
     assert "clash" not in comp.egraph.rulesets and comp.egraph.saturate().saturated
