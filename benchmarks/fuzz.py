@@ -1,7 +1,8 @@
 """Fuzz at scale: random HLIR graphs (tests/helpers/fuzz.py) x random genomes, each against the reference runtime.
 
-By default 1,000 graphs x 10 genomes. A run is one genome at one binding compared with the reference: a graph with
-a symbolic dimension runs each genome at three sizes, so the runs outnumber the genomes (over 10,000 of either).
+By default 1,000 graphs x up to 10 genomes (a small graph may have fewer distinct ones: about 8 a graph on average).
+A run is one genome at one binding compared with the reference: a graph with a symbolic dimension runs each genome at
+three sizes, so the runs outnumber the genomes (with --seed 0: 8,137 genomes, 13,791 runs).
 Writes benchmarks/results/fuzz.json after every graph (``complete`` false until the last) with the graphs, genomes,
 runs, refusals, mismatches and crashes (exceptions other than ``Refused``); each failure is printed as it is found,
 with the program that builds its graph, and the first ten are kept in the JSON.

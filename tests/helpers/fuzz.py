@@ -1,6 +1,6 @@
 """Random HLIR graphs for fuzzing, and ``check_genomes``, which runs random genomes of one against the reference at
-each binding of its symbolic dimension (tests/runtime/test_fuzz.py runs about 500 graph x genome runs,
-benchmarks/fuzz.py 10,000).
+each binding of its symbolic dimension (tests/runtime/test_fuzz.py runs 50 graphs, benchmarks/fuzz.py 1,000, each with
+up to 10 genomes).
 
 ``graphs()`` draws a program of steps over a pool of tensors: elementwise chains (bounded unary ops, broadcast
 binaries), row reductions (sum, max, softmax), contractions (``@`` against a new input, broadcast or batched, a
