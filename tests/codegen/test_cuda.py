@@ -25,7 +25,7 @@ from luminal_lab.core.ops import IN_REGION
 from luminal_lab.llir.genome import extract
 from luminal_lab.llir.llir import LLIR
 from luminal_lab.llir.regions import find_regions
-from tests.helpers.fuzz import graphs
+from tests.helpers.fuzz import Case, graphs
 from tests.helpers.models import MLP, LlamaBlock, llama_inputs, mlp_inputs
 from tests.helpers.op_cases import CASES
 
@@ -108,9 +108,8 @@ def test_op_cases_compile(case, dtype: torch.dtype) -> None:
 
 @settings(max_examples=15, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(graphs())
-def test_fuzz_graphs_compile(drawn) -> None:
-    graph, _ = drawn
-    _check_all(_llir(graph))
+def test_fuzz_graphs_compile(case: Case) -> None:
+    _check_all(_llir(case.graph))
 
 
 @pytest.mark.parametrize("name", ["mlp", "llama"])

@@ -27,7 +27,7 @@ from luminal_lab.runtime.cpu import CPURuntime
 from luminal_lab.runtime.cuda import CUDARuntime, cuda_available, cuda_unavailable_reason, device_dtype, schedule
 from luminal_lab.search.search import compare
 from tests.helpers import matmul_twin
-from tests.helpers.fuzz import graphs
+from tests.helpers.fuzz import Case, graphs
 from tests.helpers.llir import llir_of
 from tests.helpers.models import MLP, mlp_inputs
 from tests.helpers.rows import PATTERNS, fused_pattern
@@ -312,15 +312,15 @@ def test_profile_times_every_launch_and_the_run() -> None:
 @settings(max_examples=5, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(graphs())
-def test_fuzz_graphs_match_the_reference(case) -> None:
-    graph, inputs = case
-    reference = ll.ReferenceRuntime(graph).run(inputs)
-    expected = [reference[name] for name in graph.outputs]
-    llirs = _random_llirs(graph, 2)
+def test_fuzz_graphs_match_the_reference(case: Case) -> None:
+    llirs = _random_llirs(case.graph, 2)
     assert llirs
-    for llir in llirs:
-        outcome, reason = compare(CUDARuntime(llir).run(inputs, graph.weights), expected)
-        assert outcome == "ok", f"{reason}\n{llir.kernels}"
+    for bindings, inputs in case.runs:
+        reference = ll.ReferenceRuntime(case.graph).run(inputs, bindings)
+        expected = [reference[name] for name in case.graph.outputs]
+        for llir in llirs:
+            outcome, reason = compare(CUDARuntime(llir).run(inputs, case.graph.weights, bindings), expected)
+            assert outcome == "ok", f"{reason} at {bindings}\n{case.program}\n{llir.kernels}"
 
 
 @pytest.mark.gpu
