@@ -220,7 +220,8 @@ class EGraph(Stage):
 
     # ---- running ------------------------------------------------------------------------
     def step(self, max_enodes: int = DEFAULT_MAX_ENODES, timeout: float = DEFAULT_TIMEOUT) -> StepReport:
-        """Run one round of the default schedule."""
+        """Run one round of the default schedule. A ruleset that egglog fails to run (a user rule whose primitive has
+        no value, a panic) raises ``EgglogError`` naming the rule and its ruleset, the e-graph as before the step."""
         max_enodes, timeout = _budgets("EGraph.step", max_enodes, timeout)
         return self._record("round", lambda budget: budget.round(self.rulesets), max_enodes, timeout)
 

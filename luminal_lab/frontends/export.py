@@ -10,7 +10,9 @@ Non-strict export normally keeps only the frames of ``forward`` methods in a nod
 here it keeps every user frame, so an op written in a helper points at its own line. A plain
 function is wrapped into a module; its parameter names become the inputs' names. The decomposition
 unlifts the program into a module, which gets no ``_guards_fn`` here: luminal_lab embeds the
-program, specialised to its inputs, and does not run that module on other ones.
+program, specialised to its inputs, and does not run that module on other ones. A value that depends on the input's
+data (an op returning a Python bool, an ``if`` on a tensor) cannot be exported: ``ExportError`` names it and the
+user's line.
 """
 
 from __future__ import annotations
