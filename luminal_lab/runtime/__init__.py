@@ -3,8 +3,8 @@
 ``base`` (``Runtime``: plans, inputs and weights, ``run``, ``profile``; ``Profile``), ``cpu``
 (numba kernels from ``luminal_lab.codegen.cpu``, BLAS matmuls), ``cuda`` (the generated CUDA C
 through numba-cuda on a GPU), ``cache`` (compiled CPU kernels in memory and on disk).
-``new_runtime(llir, device)`` picks one; ``check_device`` says why a device cannot run here;
-``foreign_kernels`` are what a device's search leaves out.
+``new_runtime(llir, device)`` picks one (``load(device)`` imports its libraries ahead); ``check_device``
+says why a device cannot run here; ``foreign_kernels`` are what a device's search leaves out.
 """
 
 from __future__ import annotations
@@ -48,5 +48,15 @@ def new_runtime(llir: LLIR, device: str, memory_budget: int | None = None) -> Ru
     return CPURuntime(llir, memory_budget=memory_budget)
 
 
+def load(device: str) -> None:
+    """Import ``device``'s runtime and the libraries it calls (numba, torch), as a measuring process does when it
+    takes a job, so that no candidate's time limit is spent on imports (seconds; more on a busy machine)."""
+    check_device(device)
+    if device == "cpu":
+        from .cpu import CPURuntime
+
+        CPURuntime.load()
+
+
 __all__ = ["DEVICES", "CUDARuntime", "Profile", "Runtime", "check_device", "cuda_unavailable_reason", "foreign_kernels",
-           "new_runtime"]
+           "load", "new_runtime"]

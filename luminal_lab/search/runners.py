@@ -24,6 +24,7 @@ one timed run; the candidate's time is their median, with the fastest and slowes
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import importlib.util
 import json
@@ -47,7 +48,7 @@ import numpy as np
 from ..core.errors import LuminalError, Refused
 from ..core.pipes import reap, receive, send
 from ..llir.llir import LLIR
-from ..runtime import new_runtime
+from ..runtime import load, new_runtime
 from .search import Measurement, compare
 
 SLOW = 3.0  # early abort: a candidate whose warm runs are all slower than this many times the best so far ends
@@ -303,7 +304,7 @@ def serve() -> None:
         except EOFError:
             return
         if request == "job":
-            job = payload
+            job = _taken(payload)
             send(stdout, "ready")
         elif request == "measure":
             llir, best, deadline, slow, worker = payload
@@ -349,6 +350,7 @@ class RayRunner(Runner):
         self._actors: list[tuple[Any, dict]] = []  # (actor, its options), for a replacement
         self._device: str | None = None
         self._job_ref = None  # the job in the cluster's object store
+        self._starting: dict[int, Any] = {}  # actor slot -> the task of its replacement taking the job
         self.restarts = 0  # actors replaced after a crash or a timeout
 
     @property
@@ -379,6 +381,7 @@ class RayRunner(Runner):
         self._actors = [(self._new_actor(options) if actor is None else actor, options)
                         for actor, options in self._actors]
         ray.get([actor.start.remote(self._job_ref) for actor, _ in self._actors])
+        self._starting = {}
 
     def _placements(self, device: str) -> list[dict]:
         """The options of each actor: one per GPU of each GPU node (CUDA), or one per live node (CPU)."""
@@ -429,6 +432,11 @@ class RayRunner(Runner):
     def _result(self, slot: int, task, started: float, deadline: float | None) -> Measurement:
         ray = self._ray
         actor, options = self._actors[slot]
+        starting = self._starting.pop(slot, None)
+        if starting is not None and not ray.wait([starting], timeout=0)[0]:
+            # a replacement still starting: as for the local runner, the limit counts from its taking the job
+            ray.wait([starting], timeout=self.timeout)
+            started = time.monotonic()
         limit = self.timeout - (time.monotonic() - started)
         if deadline is not None:  # past the budget, a second's grace: a trial in flight, and the network
             limit = min(limit, deadline - time.monotonic() + 1.0)
@@ -443,7 +451,7 @@ class RayRunner(Runner):
         ray.kill(actor, no_restart=True)
         self.restarts += 1
         replacement = self._new_actor(options)
-        replacement.start.remote(self._job_ref)
+        self._starting[slot] = replacement.start.remote(self._job_ref)
         self._actors[slot] = (replacement, options)
         return Measurement(outcome, reason, worker=f"ray actor {slot}")
 
@@ -451,7 +459,7 @@ class RayRunner(Runner):
         for actor, _ in self._actors:
             if actor is not None:
                 self._ray.kill(actor, no_restart=True)
-        self._actors = []
+        self._actors, self._starting = [], {}
 
     def close(self) -> None:
         """Stop the actors (the cluster stays up)."""
@@ -470,12 +478,20 @@ class _RayMeasurer:
         self.worker = f"{platform.node()} ray pid {os.getpid()}"
 
     def start(self, job: Job) -> None:
-        self.job = job
+        self.job = _taken(job)
 
     def measure(self, llir: LLIR, best: float | None, left: float | None, slow: float | None) -> str:
         deadline = None if left is None else time.monotonic() + left
         measured = measure_job(self.job, llir, best, deadline, slow, self.worker)
         return json.dumps(dataclasses.asdict(measured))
+
+
+def _taken(job: Job) -> Job:
+    """``job``, taken by a measuring process: its device's libraries are imported now (``runtime.load``), before
+    the first candidate's time limit starts (a device that cannot load fails each measurement, with the reason)."""
+    with contextlib.suppress(Exception):
+        load(job.device)
+    return job
 
 
 def _int_keys(found: dict) -> dict:

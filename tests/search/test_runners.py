@@ -57,6 +57,16 @@ def test_a_candidate_that_crashes_or_hangs_the_measuring_process_is_recorded_and
         runner.close()
 
 
+def test_a_measuring_process_imports_its_runtime_when_it_takes_the_job_before_any_time_limit_starts() -> None:
+    # torch and numba took 4 s of a fresh process's first candidate, and over 10 s on a busy machine (a CI timeout)
+    script = ("import sys; from luminal_lab.search.runners import Job, _taken; "
+              "before = {m for m in ('torch', 'luminal_lab.runtime.cpu') if m in sys.modules}; "
+              "_taken(Job('cpu', {}, {}, {}, [], 1)); "
+              "print(sorted(before), sorted(m for m in ('torch', 'luminal_lab.runtime.cpu') if m in sys.modules))")
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert found.stdout.split("\n")[-2] == "[] ['luminal_lab.runtime.cpu', 'torch']"
+
+
 def test_an_interrupt_stops_the_measurement_with_its_process_and_the_next_one_runs(comp) -> None:
     runner = LocalRunner(builders=0)
     try:
