@@ -201,14 +201,20 @@ class ReduceOps(TensorBase):
     def sort(self, axis: int = -1, descending: bool = False) -> tuple[GraphTensor, GraphTensor]:
         """Stable sort along ``axis`` (NaN sorts as the largest value): each element's rank is the count of
         elements before it in the order, ties broken by index, and the values are scattered to their ranks.
-        It builds an n×n comparison per row, so it suits axes of up to a few thousand elements."""
+        It builds an n×n comparison per row, so it suits axes of up to several thousand elements: one comparison
+        of ``order_key * 2^32 + index`` per pair for types with an ``_order_key``, a dozen ops for f64 and i64."""
         axis = self._axis(axis)
         last = self.transpose(axis, -1) if self.ndim else self.reshape(1)
         n = last.shape[-1]
-        a, b = last.unsqueeze(-1), last.unsqueeze(-2)  # a: element i, b: element j
-        ahead = sort_key_less(a, b) if descending else sort_key_less(b, a)
-        earlier = self.graph.arange(n).reshape(1, n).lt(self.graph.arange(n).reshape(n, 1))
-        before = ahead | (_key_equal(a, b) & earlier)
+        key = _order_key(last)
+        if key is not None:  # (key, index) as one i64: |key| < 2^31, and an index below 2^32
+            ranked = (-key if descending else key) * 2**32 + self.graph.arange(n, dtype=dt.i64)
+            before = ranked.unsqueeze(-2).lt(ranked.unsqueeze(-1))  # [i, j]: element j sorts before element i
+        else:
+            a, b = last.unsqueeze(-1), last.unsqueeze(-2)  # a: element i, b: element j
+            ahead = sort_key_less(a, b) if descending else sort_key_less(b, a)
+            earlier = self.graph.arange(n).reshape(1, n).lt(self.graph.arange(n).reshape(n, 1))
+            before = ahead | (_key_equal(a, b) & earlier)
         rank = before.cast(dt.i64).sum(-1)
         values = last.scatter(-1, rank, last)
         indices = self.graph.arange(n, dtype=dt.i64).broadcast_to(last.shape)
@@ -457,6 +463,26 @@ def sort_key_less(a: GraphTensor, b: GraphTensor) -> GraphTensor:
     if not a.dtype.is_float:
         return a.lt(b)
     return a.lt(b) | (b.isnan() & a.isnan().logical_not())
+
+
+_F32_INF_BITS = 255 * 2**23  # float32's +inf as an integer; its largest finite value is below
+
+
+def _order_key(x: GraphTensor) -> GraphTensor | None:
+    """An i64 per element, ordered as ``sort`` orders the values (NaN largest, -0 equal to 0), distinct for distinct
+    values and below 2^31 in magnitude: the value for ints of up to 32 bits, and for floats of up to 32 bits the
+    float32 bit pattern of ``|x|`` as a number, negated for negative ``x``; None for f64 and i64 (too wide)."""
+    if x.dtype in (dt.f64, dt.i64):
+        return None
+    if not x.dtype.is_float:
+        return x.cast(dt.i64)
+    a = x.cast(dt.f64).abs()
+    e = a.log2().floor()
+    e = e - e.exp2().gt(a).cast(dt.f64) + (e + 1).exp2().le(a).cast(dt.f64)  # exact where log2 rounds past 2^e
+    e = maximum(e, -126.0)  # zero and float32's subnormals: the smallest exponent, the mantissa is the value
+    bits = (e + 126) * 2.0**23 + a * (23 - e).exp2()  # exponent field (biased, less the implicit one) + mantissa
+    bits = where(x.isnan(), _F32_INF_BITS + 1, where(a.eq(math.inf), _F32_INF_BITS, bits))
+    return where(x.lt(0), -bits, bits).cast(dt.i64)
 
 
 def _key_equal(a: GraphTensor, b: GraphTensor) -> GraphTensor:
