@@ -207,11 +207,12 @@ def classify(outcomes: list[Outcome]) -> Outcome:
     return outcomes[0] if outcomes else Outcome("torch", "no samples")
 
 
-def sweep(count: int = 3, ops: list[OpInfo] | None = None) -> Iterator[tuple[str, Outcome]]:
-    """``(op name, class)`` for every float32 op of op_db, from its first ``count`` samples."""
+def sweep(count: int = 3, ops: list[OpInfo] | None = None, compiled: bool = False) -> Iterator[tuple[str, Outcome]]:
+    """``(op name, class)`` for every float32 op of op_db, from its first ``count`` samples (through the compiled
+    kernels when ``compiled``)."""
     with cached_decompositions():
         for op in ops or float32_ops():
-            yield op_name(op), classify([run_sample(op, sample) for sample in samples(op, count)])
+            yield op_name(op), classify([run_sample(op, sample, compiled) for sample in samples(op, count)])
 
 
 
