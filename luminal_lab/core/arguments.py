@@ -9,6 +9,7 @@ from __future__ import annotations
 import numbers
 import os
 import reprlib
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -60,6 +61,16 @@ def writable(where: str, path: Any) -> Path:
     except OSError as error:
         fail(where, "path", str(path), f"a file path in a folder that can be made ({error.strerror})")
     return path
+
+
+def write_error(directory: Path) -> OSError | None:
+    """None when this process can create a file in ``directory``, else the error that stopped it (the probe file is
+    removed)."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".probe-"):
+            return None
+    except OSError as error:
+        return error
 
 
 def one_of(where: str, name: str, value: Any, choices: Iterable[str]) -> str:

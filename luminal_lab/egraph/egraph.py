@@ -286,7 +286,7 @@ class EGraph(Stage):
             body(budget)
         except _Stop as stop:
             budget.stopped = stop.reason
-        except _Failed as failed:  # egglog may have applied part of the step: back to the state before it
+        except _RulesetFailed as failed:  # egglog may have applied part of the step: back to the state before it
             del self._worker.log[logged:]
             self._worker.restart()
             raise self._failure(failed, label) from None
@@ -305,7 +305,7 @@ class EGraph(Stage):
         self.status = f"stopped: {budget.stopped}" if budget.stopped else f"step {report.index}"
         return report
 
-    def _failure(self, failed: _Failed, label: str) -> EgglogError:
+    def _failure(self, failed: _RulesetFailed, label: str) -> EgglogError:
         """The error for a ruleset egglog failed to run: the rule (by its name, when the user added it) and
         ruleset first, then what to do, then egglog's own message."""
         rule = next(filter(None, (_rule_at(failed.message, text) for names, text in self._user_rules
@@ -402,7 +402,7 @@ class _Stop(Exception):
         self.reason = reason
 
 
-class _Failed(Exception):
+class _RulesetFailed(Exception):
     """egglog failed while running ``ruleset`` (a primitive that failed, a panic); ``message`` is egglog's."""
 
     def __init__(self, ruleset: str, message: str):
@@ -443,7 +443,7 @@ class _Budget:
             schedule = f"(run {ruleset})" if iterations == 1 else f"(repeat {iterations} (run {ruleset}))"
             (output,) = self.worker.run(f"(run-schedule {schedule})", deadline=self.deadline)
         except EgglogError as error:
-            raise _Failed(ruleset, str(error)) from None
+            raise _RulesetFailed(ruleset, str(error)) from None
         except WorkerDied as died:
             self.worker.restart()
             reason = ("time budget used up during an iteration of " if died.reason == "timeout"

@@ -43,6 +43,8 @@ from typing import Any, ClassVar
 import numba
 import numpy as np
 
+from ..core.arguments import write_error
+
 CACHE_ENV = "LUMINAL_LAB_KERNEL_CACHE"
 WORKERS_ENV = "LUMINAL_LAB_COMPILE_WORKERS"
 Request = tuple[str, tuple]  # a kernel's source and the numba types of its arguments
@@ -192,16 +194,18 @@ def _writable(directory: Path) -> Path:
     alone, with a warning that says why."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".probe-"):
-            pass
-        return directory
-    except OSError as error:
+    except OSError as failed:
+        error: OSError | None = failed
+    else:
+        error = write_error(directory)
+    if error is not None:
         fallback = Path(tempfile.mkdtemp(prefix="luminal_lab-kernels-"))
         atexit.register(shutil.rmtree, fallback, ignore_errors=True)
         warnings.warn(f"luminal_lab: the kernel cache directory {directory} is not writable ({type(error).__name__}: "
                       f"{error.strerror or error}); kernels are compiled into {fallback}, for this process only",
                       stacklevel=3)
         return fallback
+    return directory
 
 
 _caches: dict[Path, KernelCache] = {}

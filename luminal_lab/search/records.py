@@ -28,13 +28,13 @@ import json
 import os
 import platform
 import sqlite3
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from ..core.arguments import write_error
 from ..core.version import __version__
 from ..llir.genome import ChoiceSpace, Genome
 from .search import Candidate
@@ -107,16 +107,9 @@ class TuningRecords:
         except OSError as error:  # the directory cannot be made
             return self._unwritable(error, nothing)
         except sqlite3.OperationalError as error:  # read-only, or (where this process can write) locked too long
-            if self._can_write():
+            if write_error(self.directory) is None:
                 raise
             return self._unwritable(error, nothing)
-
-    def _can_write(self) -> bool:
-        try:
-            with tempfile.NamedTemporaryFile(dir=self.directory, prefix=".probe-"):
-                return True
-        except OSError:
-            return False
 
     def _unwritable(self, error: Exception, nothing: T) -> T:
         if self.unwritable is None:
