@@ -194,10 +194,9 @@ def _writable(directory: Path) -> Path:
     alone, with a warning that says why."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
-    except OSError as failed:
-        error: OSError | None = failed
-    else:
         error = write_error(directory)
+    except OSError as failed:
+        error = failed
     if error is not None:
         fallback = Path(tempfile.mkdtemp(prefix="luminal_lab-kernels-"))
         atexit.register(shutil.rmtree, fallback, ignore_errors=True)
