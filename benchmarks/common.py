@@ -45,7 +45,11 @@ def in_fresh_process(script: str, args: list[str], caches: str | None = None) ->
         env = dict(os.environ, LUMINAL_LAB_KERNEL_CACHE=os.path.join(folder, "kernels"),
                    LUMINAL_LAB_GENOME_CACHE=os.path.join(folder, "genomes"),
                    TORCHINDUCTOR_CACHE_DIR=os.path.join(folder, "inductor"))
+        warm = bool(caches and os.listdir(caches))
+        start = time.perf_counter()
         done = subprocess.run([sys.executable, script, "--child", *args], env=env, capture_output=True, text=True)
+    print(f"{Path(script).name} {' '.join(args)}{' (warm caches)' if warm else ''}: "
+          f"{time.perf_counter() - start:.1f} s in a fresh process", file=sys.stderr, flush=True)
     if done.returncode != 0:
         raise RuntimeError(f"{Path(script).name} {' '.join(args)} failed:\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

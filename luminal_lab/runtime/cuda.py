@@ -374,6 +374,7 @@ class CUDARuntime(Runtime[CUDAPlan]):
         import torch
 
         _cuda().current_context()
+        self._weights.update(weights or {})  # before the plan: it tells the weights' slots from the inputs' by name
         plan = self.plan(bindings)
         current = torch.cuda.current_stream()
         plan.torch_stream.wait_stream(current)

@@ -210,27 +210,36 @@ def _graph(name: str) -> tuple[Graph, dict[str, np.ndarray]]:
     return g, {n: x.astype(np.float32) for n, x in inputs.items()}
 
 
-def _assert_close(got: list[np.ndarray], expected: list[np.ndarray]) -> None:
+def _assert_close(got: list[np.ndarray], expected: list[np.ndarray], tolerance: float = TOLERANCE) -> None:
     assert len(got) == len(expected)
     for have, want in zip(got, expected):
         assert have.dtype == want.dtype and have.shape == want.shape
-        np.testing.assert_allclose(have.astype(np.float64), want.astype(np.float64), atol=TOLERANCE,
-                                   rtol=TOLERANCE, equal_nan=True)
+        np.testing.assert_allclose(have.astype(np.float64), want.astype(np.float64), atol=tolerance,
+                                   rtol=tolerance, equal_nan=True)
 
 
 @pytest.mark.gpu
 @needs_gpu
 @pytest.mark.parametrize("name", ["elementwise", "reduction", "matmul", "fused"])
-def test_random_genomes_match_the_reference(name: str) -> None:
+def test_random_genomes_match_the_reference(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random genomes against the reference and the CPU runtime; one with an f32 product on tensor cores runs
+    (as tf32, within a tf32 tolerance) only where torch allows tf32, and is refused where it does not."""
     graph, inputs = _graph(name)
     expected = list(ll.ReferenceRuntime(graph).run(inputs).values())
     llirs = _random_llirs(graph, 4)
     assert llirs
     for llir in llirs:
+        tf32 = any(k.op == "MatmulTensorCore" and k.dtype == ll.f32 for k in llir.kernels)
+        if tf32:
+            monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+            with pytest.raises(Refused, match="tf32"):
+                CUDARuntime(llir)
+        monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", tf32)
+        tolerance = 3e-2 if tf32 else TOLERANCE
         runtime = CUDARuntime(llir)
         got = runtime.run(inputs, graph.weights)
-        _assert_close(got, expected)
-        _assert_close(got, CPURuntime(llir).run(inputs, graph.weights))
+        _assert_close(got, expected, tolerance)
+        _assert_close(got, CPURuntime(llir).run(inputs, graph.weights), tolerance)
         _assert_close(runtime.run(inputs), got)  # a second run on the same plan
 
 
@@ -336,18 +345,35 @@ def test_every_matmul_implementation_matches_the_reference(dtype, monkeypatch: p
     inputs = {"a": rng.uniform(-1, 1, (2, 70, 37)).astype(dtype.numpy),
               "b": rng.uniform(-1, 1, (37, 50)).astype(dtype.numpy)}
     (expected,) = ll.ReferenceRuntime(g).run(inputs).values()
-    tolerance = 1e-4 if dtype == ll.f32 else 3e-2
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
     for label, llir in matmul_twin.implementations(g)[1].items():
+        tensor_cores = "TensorCore" in label  # tf32 for f32, allowed for them alone: cuBLAS's f32 stays exact
+        monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", tensor_cores)
         (got,) = CUDARuntime(llir).run(inputs)
+        tolerance = 1e-4 if dtype == ll.f32 and not tensor_cores else 3e-2
         np.testing.assert_allclose(got.astype(np.float32), expected.astype(np.float32), err_msg=label,
-                                   atol=3e-2 if "TensorCore" in label else tolerance,
-                                   rtol=3e-2 if "TensorCore" in label else tolerance)
+                                   atol=tolerance, rtol=tolerance)
     if dtype == ll.f32:
         monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
         llir = next(llir for label, llir in matmul_twin.implementations(g)[1].items() if "TensorCore" in label)
         with pytest.raises(Refused, match="tf32"):
             CUDARuntime(llir)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_a_search_on_the_gpu_measures_every_candidate_and_keeps_one_that_matches_torch() -> None:
+    """A measured search on the GPU, its candidates measured in the runner's process: each one runs, or is refused
+    unrun (f32 on tensor cores where tf32 is off, buffers over the memory budget); none fails, mismatches or runs
+    out of device memory, and the fastest runs device-resident within the tolerance of torch."""
+    model, inputs = MLP(32, 64, 16).eval(), mlp_inputs(4, 32)
+    comp = ll.compile(model, inputs)
+    result = comp.search(generations=2, generation_size=6, device="cuda", progress=False, resume=False)
+    assert set(result.outcomes()) <= {"ok", "slow", "refused"}, result.history
+    assert comp.genome == result.best.genome
+    with torch.no_grad():
+        expected = model(*inputs)
+    torch.testing.assert_close(comp.run(inputs[0].cuda(), device="cuda").cpu(), expected, atol=TOLERANCE,
+                               rtol=TOLERANCE)
 
 
 @pytest.mark.gpu
