@@ -4,14 +4,15 @@ Writes benchmarks/results/gpu.json. Where no CUDA GPU can run the generated code
 build, no numba-cuda, no driver, no device) it prints why and exits 0 without measuring.
 
 For each workload (f32 unless named): the most-fused genome (or, with ``--search N``, the best of N
-generations measured on the GPU, ranked by kernel time); ``kernels_ms``, its kernels back to back
-between two CUDA events on inputs already on the device (``Profile.total`` of
-``comp.profile(device="cuda")``); ``call_ms``, the wall time per device-resident ``comp.run`` (CUDA
+generations measured on the GPU, ranked by kernel time); ``kernels_ms``, its kernels, ``REPEATS`` runs
+back to back between two CUDA events on inputs already on the device, as torch is timed
+(``Profile.back_to_back``), and ``one_run_ms``, one run between two events, which also counts the host's
+launch of its first kernel (``Profile.total``); ``call_ms``, the wall time per device-resident ``comp.run`` (CUDA
 tensors in and out, synchronised after ``REPEATS`` calls) and ``overhead_ms``, what the call adds to
 the kernels; torch eager and ``torch.compile`` timed with CUDA events around ``REPEATS`` back-to-back
 calls on device tensors. Ratios are torch / luminal_lab kernels (above 1: luminal_lab is faster).
 Row workloads (softmax, rmsnorm, layernorm: one row region each) also time the same genome with its
-row regions run a warp per row (``warp_per_row_ms``; the main figure runs a block per row).
+row regions run a warp per row (``warp_per_row_ms``, back to back; the main figure runs a block per row).
 f32 matmuls run without tf32 on both sides (``torch.backends.cuda.matmul.allow_tf32 = False``), so
 like is compared with like, and the f32 tensor-core tilings are refused. For matmuls every
 implementation the e-graph offers (cuBLAS, each tiling, each tensor-core tiling) is timed too
@@ -146,8 +147,8 @@ def measure(name: str, program: Callable, inputs: tuple[torch.Tensor, ...], kind
         comp.search(generations=generations, generation_size=10, device="cuda", inputs=inputs, progress=False)
     else:
         comp.genome = comp.choice_space().fused_genome()
-    profile = comp.profile(device="cuda", inputs=inputs, trials=20)
-    kernels_ms = profile.total * 1e3
+    profile = comp.profile(device="cuda", inputs=inputs, trials=REPEATS, back_to_back=True)
+    kernels_ms = profile.back_to_back * 1e3  # as torch is timed: runs back to back between two events
     got = comp.run(*device_inputs, device="cuda")
     expected = module(*device_inputs)
     both_nan = got.isnan() & expected.isnan()  # sqrt of a negative sine, say: NaN on both sides agrees
@@ -157,7 +158,8 @@ def measure(name: str, program: Callable, inputs: tuple[torch.Tensor, ...], kind
     compiled = torch.compile(module)
     compiled_ms = cuda_ms(lambda: compiled(*device_inputs))
     result = {"kind": kind, "kernels": len(profile.kernels), "regions": len(comp.regions),
-              "kernels_ms": kernels_ms, "call_ms": per_call, "overhead_ms": per_call - kernels_ms,
+              "kernels_ms": kernels_ms, "one_run_ms": profile.total * 1e3, "call_ms": per_call,
+              "overhead_ms": per_call - kernels_ms,
               "output_on_device": got.is_cuda, "eager_ms": eager_ms, "compile_ms": compiled_ms,
               "vs_eager": eager_ms / kernels_ms, "vs_compile": compiled_ms / kernels_ms, "max_abs_error": error,
               "hot_spots": [(op, seconds * 1e3) for _, op, seconds in profile.hot_spots(5)]}
@@ -168,7 +170,8 @@ def measure(name: str, program: Callable, inputs: tuple[torch.Tensor, ...], kind
         result["implementations_ms"] = implementations(comp, inputs)
     if kind == "rows":  # the genome's row regions a block per row (as measured above) and a warp per row
         warp = comp.choice_space().warp_per_row(comp.genome)
-        result["warp_per_row_ms"] = comp.profile(warp, device="cuda", inputs=inputs, trials=20).total * 1e3
+        result["warp_per_row_ms"] = comp.profile(warp, device="cuda", inputs=inputs, trials=REPEATS,
+                                                 back_to_back=True).back_to_back * 1e3
     comp.egraph.close()
     print(f"{name}: {result}", file=sys.stderr)
     return result

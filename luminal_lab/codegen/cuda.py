@@ -239,6 +239,7 @@ def _block_reduce(op: str, dtype: DType, result: str) -> list[str]:
 
 
 WARPS_PER_BLOCK = 8  # rows per block where a warp runs each row
+SHORT_ROW = 16  # rows no longer than this (every length a constant) run a thread each: too short to share
 MAX_HELD = 32  # most elements of one input a thread keeps in registers along a row
 SHARED_BYTES = 48 * 1024  # the most static shared memory a block may hold rows in
 
@@ -266,7 +267,9 @@ def multi_pass_inputs(body: RegionBody) -> frozenset[int]:
 @dataclass(frozen=True)
 class RowSchedule:
     """How ``k_row_region`` maps a row region's rows to threads. ``lanes`` threads share a row: a warp (``warp``,
-    ``WARPS_PER_BLOCK`` rows per block) or the whole block of ``block`` threads (one row per block). Lane ``t`` of
+    ``WARPS_PER_BLOCK`` rows per block) or the whole block of ``block`` threads (one row per block); or, where every
+    row is at most ``SHORT_ROW`` long (a pairwise ``maximum`` reduces rows of 2), one thread runs each row alone
+    (``thread``: ``lanes`` 1, ``block`` rows per block, no shuffles), whatever the genome asked for. Lane ``t`` of
     a row visits its elements ``t, t + lanes, ...``; ``held[k]``, for ``body.lengths[k]``, is how many of them a
     lane keeps for each input read in more than one pass (0: re-read in each pass, as where the length or the block
     is symbolic). A lane keeps them in registers where it holds at most ``MAX_HELD``, else in shared memory
@@ -282,7 +285,9 @@ class RowSchedule:
     @classmethod
     def of(cls, body: RegionBody, warp: bool = False) -> RowSchedule:
         longest = max_(*body.lengths) if body.lengths else Expr.num(1)
-        if warp:
+        if all(length.is_num and length.value <= SHORT_ROW for length in body.lengths):
+            warp, lanes, block = False, Expr.num(1), Expr.num(BLOCK)
+        elif warp:
             lanes, block = Expr.num(32), Expr.num(32 * WARPS_PER_BLOCK)
         else:
             lanes = block = max_(32, min_(BLOCK, mul(ceil_div(longest, 32), 32)))
@@ -300,8 +305,13 @@ class RowSchedule:
         return cls(warp, lanes, block, tuple(held), tuple(shared))
 
     @property
+    def thread(self) -> bool:
+        """Whether each thread runs a row alone."""
+        return self.lanes == Expr.num(1)
+
+    @property
     def rows_per_block(self) -> int:
-        return WARPS_PER_BLOCK if self.warp else 1
+        return self.block.value if self.thread else WARPS_PER_BLOCK if self.warp else 1
 
     def grid(self, rows: Expr) -> Expr:
         return ceil_div(rows, self.rows_per_block)
@@ -309,6 +319,8 @@ class RowSchedule:
     def row(self, block: int, thread: int) -> tuple[int, int]:
         """The row (counted over the launch: past the last for a warp of the last block) and the lane of ``thread``
         in ``block``."""
+        if self.thread:
+            return block * self.block.value + thread, 0
         if self.warp:
             return block * WARPS_PER_BLOCK + thread // 32, thread % 32
         return block, thread
@@ -328,17 +340,22 @@ def row_region_source(body: RegionBody, end: int, warp: bool = False) -> CudaKer
     once its operands are known; the end is stored along the row by the lanes, or once per row. An input that
     does not change along the row (stride 0 there) is read once per row, at the row's first element."""
     dtype, w, schedule = body.dtype, Writer(), RowSchedule.of(body, warp)
+    warp = schedule.warp
     ctype = compute_type(dtype)
     dtypes = [d for _, _, d in body.inputs]
     lanes = str(schedule.lanes.value) if schedule.lanes.is_num else "blockDim.x"
     lines = [f"  const long long ext{k} = {w.c(e)};" for k, e in enumerate(body.lengths)]
-    lines.append("  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;")
-    if warp:
-        lines += [f"  const long long o = (long long)blockIdx.x * {WARPS_PER_BLOCK} + warp;",
+    if schedule.thread:
+        lines += [f"  const long long o = (long long)blockIdx.x * {schedule.block.value} + threadIdx.x;",
+                  f"  if (o >= {w.c(numel(body.rows))}) return;", "  const int t = 0;"]
+    elif warp:
+        lines += ["  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;",
+                  f"  const long long o = (long long)blockIdx.x * {WARPS_PER_BLOCK} + warp;",
                   f"  if (o >= {w.c(numel(body.rows))}) return;  // a whole warp: its shuffles stay full",
                   "  const int t = lane;"]
     else:
-        lines += ["  const long long o = blockIdx.x;", "  const int t = threadIdx.x, nw = (blockDim.x + 31) >> 5;",
+        lines += ["  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;",
+                  "  const long long o = blockIdx.x;", "  const int t = threadIdx.x, nw = (blockDim.x + 31) >> 5;",
                   f"  __shared__ {ctype} partial[32];"]
     lines += [f"  const {compute_type(d)} x{j} = {w.read(d, f'in{j}', view, 'o')};"
               for j, (_, view, d) in enumerate(body.inputs) if body.extent(f"x{j}") is None]
@@ -387,10 +404,11 @@ def row_region_source(body: RegionBody, end: int, warp: bool = False) -> CudaKer
             lines.append(f"  const {ctype} t{i} = {names[0]};")
         else:
             init = lowest(dtype) if op == "MaxReduce" else f"({ctype})0"
-            combine = _warp_reduce(op, dtype) if warp else _block_reduce(op, dtype, f"t{i}")
+            lanes_combine = (_warp_reduce(op, dtype) if warp else [] if schedule.thread
+                             else _block_reduce(op, dtype, f"t{i}"))
             lines += [f"  {ctype} t{i};", f"  {{ {ctype} acc = {init};",
-                      *along(names[0], [f"  acc = {_combine(op, dtype, 'acc', names[0])};"]), *combine,
-                      *([f"  t{i} = acc;"] if warp else []), "  }"]
+                      *along(names[0], [f"  acc = {_combine(op, dtype, 'acc', names[0])};"]), *lanes_combine,
+                      *([f"  t{i} = acc;"] if warp or schedule.thread else []), "  }"]
     if body.extent(body.result) is None:
         lines += [f"  if (t == 0) out[o] = {store(dtype, body.result)};"]
     else:

@@ -212,15 +212,17 @@ class Compiled:
         return self.boundary.pack(results, bindings)
 
     def profile(self, genome: Genome | None = None, device: str = "cpu", inputs: Sequence | None = None,
-                warmup: int = 2, trials: int = 10) -> Profile:
+                warmup: int = 2, trials: int = 10, back_to_back: bool = False) -> Profile:
         """Median time per kernel and in total of ``genome`` (default: the current genome) on
-        ``inputs`` (default: the example inputs, else seeded random ones); ``llir(genome)`` then shows the times."""
+        ``inputs`` (default: the example inputs, else seeded random ones), and with ``back_to_back`` the time per run
+        of ``trials`` runs launched one after another; ``llir(genome)`` then shows the times."""
         genome = self._owned(genome, "Compiled.profile")
         check_device(device, "Compiled.profile")
         warmup = integer("Compiled.profile", "warmup", warmup, minimum=0)
         trials = integer("Compiled.profile", "trials", trials, minimum=1)
         arrays, bindings = self._profiling_inputs(inputs, "Compiled.profile")
-        profile = self._runtime(genome, device).profile(arrays, self.graph.weights, bindings, warmup, trials)
+        profile = self._runtime(genome, device).profile(arrays, self.graph.weights, bindings, warmup, trials,
+                                                        back_to_back=back_to_back)
         self._llirs[genome.hash] = self.llir(genome).timed(profile.kernels)
         return profile
 

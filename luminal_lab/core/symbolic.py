@@ -224,8 +224,8 @@ class Expr:
         if op == "iter":
             return z
         parts = [a.to_c(z) for a in args]
-        if op in ("min", "max"):
-            return functools.reduce(lambda text, p: f"{op}({text}, {p})", parts)
+        if op in ("min", "max"):  # both operands long long: CUDA's min(int, long long) is ambiguous
+            return functools.reduce(lambda text, p: f"{op}((long long){text}, (long long){p})", parts)
         if op == "ceildiv":
             return f"(({parts[0]} + {parts[1]} - 1) / {parts[1]})"
         return "(" + f" {EXPR_OPS[op].c} ".join(parts) + ")"

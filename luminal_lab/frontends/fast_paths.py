@@ -11,7 +11,12 @@ Masks follow the fused kernels: any nonzero (or true) entry hides a key, and mas
 
 ``F.scaled_dot_product_attention`` on the CPU runs ``aten._scaled_dot_product_flash_attention_for_cpu``,
 whose output is laid out as its query is; the decomposition here keeps that layout (torch's own lays it
-out as ``nn.MultiheadAttention``'s query only).
+out as ``nn.MultiheadAttention``'s query only). On a GPU, dynamo's graph holds the CUDA kernel torch picks
+instead: ``_scaled_dot_product_efficient_attention`` (f32; its output laid out ``[N, L, H, E]``),
+``_scaled_dot_product_flash_attention`` or ``_scaled_dot_product_cudnn_attention`` (half precision; laid out as the
+query). Each is decomposed to the same math path with its output in the kernel's layout; their other outputs (the
+log-sum-exp, random state, sequence bounds) serve their backward kernels alone, which the decomposition's own
+gradient replaces, and are computed (the log-sum-exp) or given their shapes.
 """
 
 from __future__ import annotations
@@ -92,18 +97,99 @@ def scaled_dot_product_flash_attention_for_cpu(query: torch.Tensor, key: torch.T
     ``view(-1, hidden)`` of the heads merged back then fails. The second output, which ``scaled_dot_product_attention``
     drops, is the attention weights, as in torch's decomposition, not the kernel's log-sum-exp.
     """
-    torch._check(dropout_p == 0.0, lambda: f"dropout probability must be zero, got {dropout_p}")
+    _no_dropout(dropout_p)
     output, weights = _attention(query, key, value, attn_mask, is_causal, scale)
-    order = sorted(range(query.ndim), key=lambda axis: -query.stride(axis))  # outermost first (a stable sort)
-    back = [order.index(axis) for axis in range(query.ndim)]
-    return output.permute(order).contiguous().permute(back), weights
+    return _laid_out_as(output, query), weights
+
+
+def scaled_dot_product_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                           attn_bias: torch.Tensor | None, compute_log_sumexp: bool,
+                                           dropout_p: float = 0.0, is_causal: bool = False, *,
+                                           scale: float | None = None) -> tuple[torch.Tensor, ...]:
+    """``aten._scaled_dot_product_efficient_attention`` (CUDA): the output laid out ``[N, L, H, E]``, the log-sum-exp
+    of each row's scores (its rows padded to a multiple of 32; none unless ``compute_log_sumexp``) and the random
+    state (zeros: no dropout)."""
+    _no_dropout(dropout_p)
+    output, _ = _attention(query, key, value, attn_bias, is_causal, scale)
+    batch, heads, length, _ = query.shape
+    if compute_log_sumexp:
+        lse = _log_sum_exp(query, key, attn_bias, is_causal, scale)
+        lse = F.pad(lse, (0, -length % 32))
+    else:
+        lse = query.new_zeros((batch, heads, 0), dtype=torch.float32)
+    seed = torch.zeros((), dtype=torch.int64, device=query.device)
+    return output.transpose(1, 2).contiguous().transpose(1, 2), lse, seed, seed.clone()
+
+
+def scaled_dot_product_flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                       dropout_p: float = 0.0, is_causal: bool = False,
+                                       return_debug_mask: bool = False, *, scale: float | None = None) -> tuple:
+    """``aten._scaled_dot_product_flash_attention`` (CUDA): the output laid out as the query, the log-sum-exp, the
+    sequence lengths, the random state (zeros) and an empty debug mask."""
+    _no_dropout(dropout_p)
+    torch._check(not return_debug_mask, lambda: "the flash attention's debug mask is not computed")
+    output, _ = _attention(query, key, value, None, is_causal, scale)
+    seed = torch.zeros((), dtype=torch.int64, device=query.device)
+    return (_laid_out_as(output, query), _log_sum_exp(query, key, None, is_causal, scale), None, None,
+            query.size(2), key.size(2), seed, seed.clone(), query.new_zeros(0))
+
+
+def scaled_dot_product_cudnn_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                       attn_bias: torch.Tensor | None, compute_log_sumexp: bool,
+                                       dropout_p: float = 0.0, is_causal: bool = False,
+                                       return_debug_mask: bool = False, *, scale: float | None = None) -> tuple:
+    """``aten._scaled_dot_product_cudnn_attention`` (CUDA): the output laid out as the query, the log-sum-exp as
+    ``[N, H, L, 1]``, the sequence lengths and the random state (zeros)."""
+    _no_dropout(dropout_p)
+    torch._check(not return_debug_mask, lambda: "the cuDNN attention's debug mask is not computed")
+    output, _ = _attention(query, key, value, attn_bias, is_causal, scale)
+    lse = _log_sum_exp(query, key, attn_bias, is_causal, scale).unsqueeze(-1)
+    seed = torch.zeros((), dtype=torch.int64, device=query.device)
+    return _laid_out_as(output, query), lse, None, None, query.size(2), key.size(2), seed, seed.clone(), None
 
 
 DECOMPOSITIONS = {
     aten._scaled_dot_product_flash_attention_for_cpu.default: scaled_dot_product_flash_attention_for_cpu,
+    aten._scaled_dot_product_efficient_attention.default: scaled_dot_product_efficient_attention,
+    aten._scaled_dot_product_flash_attention.default: scaled_dot_product_flash_attention,
+    aten._scaled_dot_product_cudnn_attention.default: scaled_dot_product_cudnn_attention,
     aten._native_multi_head_attention.default: native_multi_head_attention,
     aten._transformer_encoder_layer_fwd.default: transformer_encoder_layer_fwd,
 }
+
+
+def _no_dropout(dropout_p: float) -> None:
+    torch._check(dropout_p == 0.0, lambda: f"dropout probability must be zero, got {dropout_p}")
+
+
+def _laid_out_as(output: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+    """``output`` copied into the query's layout (its axes in the query's order of strides, outermost first)."""
+    order = sorted(range(query.ndim), key=lambda axis: -query.stride(axis))  # a stable sort
+    back = [order.index(axis) for axis in range(query.ndim)]
+    return output.permute(order).contiguous().permute(back)
+
+
+def _scores(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, is_causal: bool,
+            scale: float | None) -> torch.Tensor:
+    """The scaled, masked scores ``[N, H, L, S]``, before the softmax (the query heads sharing a key/value head stacked
+    along the rows and multiplied by that head as it is, not by a copy of it per query head)."""
+    batch, heads, length, size = query.shape
+    kv_heads, keys = key.size(-3), key.size(-2)
+    stacked = query.reshape(batch, kv_heads, heads // kv_heads * length, size)
+    scores = (stacked @ key.transpose(-2, -1) * (1 / math.sqrt(size) if scale is None else scale))
+    scores = scores.reshape(batch, heads, length, keys)
+    if is_causal:
+        causal = torch.ones(length, keys, dtype=torch.bool, device=query.device).tril()
+        scores = scores.masked_fill(causal.logical_not(), -math.inf)
+    if mask is not None:
+        scores = scores.masked_fill(mask.logical_not(), -math.inf) if mask.dtype == torch.bool else scores + mask
+    return scores
+
+
+def _log_sum_exp(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, is_causal: bool,
+                 scale: float | None) -> torch.Tensor:
+    """Each row's log-sum-exp of its scores, in f32, as the fused kernels keep it for their backward."""
+    return torch.logsumexp(_scores(query, key, mask, is_causal, scale).float(), -1)
 
 
 def _attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
@@ -113,17 +199,8 @@ def _attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask
     mask keeps its true entries, a float one is added), ``_safe_softmax`` (0 over a fully masked row) and ``@ v``. With
     grouped-query attention the query heads that share a key/value head are stacked along the rows and multiplied by
     that head as it is, not by a copy of it per query head."""
-    batch, heads, length, size = query.shape
+    batch, heads, length, _ = query.shape
     kv_heads, keys = key.size(-3), key.size(-2)
-    group = heads // kv_heads
-    stacked = query.reshape(batch, kv_heads, group * length, size)
-    scores = (stacked @ key.transpose(-2, -1) * (1 / math.sqrt(size) if scale is None else scale))
-    scores = scores.reshape(batch, heads, length, keys)
-    if is_causal:
-        causal = torch.ones(length, keys, dtype=torch.bool, device=query.device).tril()
-        scores = scores.masked_fill(causal.logical_not(), -math.inf)
-    if mask is not None:
-        scores = scores.masked_fill(mask.logical_not(), -math.inf) if mask.dtype == torch.bool else scores + mask
-    weights = aten._safe_softmax.default(scores, -1)
-    output = weights.reshape(batch, kv_heads, group * length, keys) @ value
+    weights = aten._safe_softmax.default(_scores(query, key, mask, is_causal, scale), -1)
+    output = weights.reshape(batch, kv_heads, heads // kv_heads * length, keys) @ value
     return output.reshape(batch, heads, length, value.size(-1)), weights

@@ -89,7 +89,9 @@ class Plan:
 class Profile:
     """Median seconds per kernel id (each kernel call timed on its own), of all kernels run back to back (``total``,
     on the device's clock: CUDA events on a GPU), and of a whole call (``call``: copies in and out included);
-    ``spread``: the fastest and slowest trial of ``total``."""
+    ``spread``: the fastest and slowest trial of ``total``. ``back_to_back`` (when asked for) is the seconds per run
+    of ``trials`` runs of the kernels launched back to back between two timestamps: a GPU's launches then queue
+    behind its work, as torch's kernels are timed, where ``total`` counts the host's first launch in each run."""
 
     kernels: dict[int, float]
     total: float
@@ -97,6 +99,7 @@ class Profile:
     kernel_ops: dict[int, str] = field(default_factory=dict)
     call: float = 0.0
     spread: tuple[float, float] = (0.0, 0.0)
+    back_to_back: float | None = None
 
     @property
     def copies(self) -> float:
@@ -159,11 +162,11 @@ class Runtime(ABC, Generic[P]):
 
     def profile(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray] | None = None,
                 bindings: Mapping[str, int] | None = None, warmup: int = 2, trials: int = 10,
-                until: float | None = None) -> Profile:
+                until: float | None = None, back_to_back: bool = False) -> Profile:
         """Median seconds per kernel, of the kernels back to back (``_time_launch``), and per call (wall clock of
-        ``run``, copies included) over ``trials`` runs after ``warmup`` runs. Past ``until``
-        (a ``time.monotonic()`` deadline) no further trial starts once one is done; ``Profile.trials`` says how
-        many ran."""
+        ``run``, copies included) over ``trials`` runs after ``warmup`` runs; with ``back_to_back``, also the runs
+        launched one after another (``Profile.back_to_back``). Past ``until`` (a ``time.monotonic()`` deadline) no
+        further trial starts once one is done; ``Profile.trials`` says how many ran."""
         for _ in range(warmup):
             self.run(inputs, weights, bindings)
         per_kernel: dict[int, list[float]] = defaultdict(list)
@@ -180,8 +183,10 @@ class Runtime(ABC, Generic[P]):
                 per_kernel[kid].append(seconds)
         medians = {kid: statistics.median(times) for kid, times in per_kernel.items()}
         ops = {k.id: k.op for k in self.llir.kernels}
+        streamed = self._time_launch(self._prepare(inputs, weights or {}, bindings), len(totals)) if back_to_back \
+            else None
         return Profile(medians, statistics.median(totals), len(totals), {kid: ops[kid] for kid in medians},
-                       statistics.median(calls), (min(totals), max(totals)))
+                       statistics.median(calls), (min(totals), max(totals)), streamed)
 
     def fastest(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray] | None = None,
                 bindings: Mapping[str, int] | None = None, runs: int = 3, enough: float = 0.0) -> float:
@@ -273,11 +278,13 @@ class Runtime(ABC, Generic[P]):
         for _, step in plan.steps:
             step()
 
-    def _time_launch(self, plan: P) -> float:
-        """Seconds the plan's steps take back to back (the CPU's clock; a GPU runtime times them with events)."""
+    def _time_launch(self, plan: P, repeats: int = 1) -> float:
+        """Seconds the plan's steps take back to back, per run of ``repeats`` runs one after another (the CPU's
+        clock; a GPU runtime times them with events)."""
         start = time.perf_counter()
-        self._launch(plan)
-        return time.perf_counter() - start
+        for _ in range(repeats):
+            self._launch(plan)
+        return (time.perf_counter() - start) / repeats
 
     @abstractmethod
     def _free_memory(self) -> int:

@@ -39,7 +39,7 @@ import numpy as np
 from ..codegen.cuda import llir_sources
 from ..codegen.cuda_c import CudaKernel
 from ..codegen.ptx import compile_ptx
-from ..codegen.reads import Strided, lower
+from ..codegen.reads import Nested, Strided, lower
 from ..core.dtypes import DType, to_torch
 from ..core.errors import DTypeBoundaryError, LuminalError, NoDeviceError, Refused, ShapeError
 from ..core.ops import IN_REGION
@@ -217,26 +217,49 @@ def tf32_allowed() -> bool:
     return bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
 
 
-def _strided(flat: Any, source: int, view: ShapeTracker, bindings: Mapping[str, int], what: str) -> Any:
-    """``flat`` (a torch tensor, kernel ``source``'s buffer) read through ``view`` as a strided tensor, sharing its
-    memory (``codegen.reads.lower``)."""
+def _operand(flat: Any, source: int, view: ShapeTracker, bindings: Mapping[str, int]) -> tuple[Any, list[Step]]:
+    """``flat`` (a torch tensor, kernel ``source``'s buffer) read through ``view`` (``codegen.reads.lower``) as a
+    strided tensor, and the copies that refresh it on each call: none where the read is strided (the tensor shares
+    the buffer's memory); else a scratch, filled by a strided copy (a padded read's box, a nested read) or a gather."""
+    import torch
+
     read = lower(view, bindings, flat.numel(), source)
-    if not isinstance(read, Strided) or read.box is not None:
-        raise LuminalError(f"{what} reads a padded or non-linear view {view}; the cuBLAS matmul reads strided views "
-                           "only (pick a generated implementation for it)")
-    return flat.as_strided(read.shape, read.strides, read.offset)
+    if isinstance(read, Strided) and read.box is None:
+        return flat.as_strided(read.shape, read.strides, read.offset), []
+    if isinstance(read, Strided):  # padded: the box copied into a scratch of zeros
+        scratch = flat.new_zeros(read.shape)
+        if read.blank:
+            return scratch, []
+        inside = read.inside
+        box = scratch[tuple(slice(lo, hi) for lo, hi in read.box)]
+        return scratch, [functools.partial(box.copy_, flat.as_strided(inside.shape, inside.strides, inside.offset))]
+    scratch = flat.new_zeros(read.compact)
+    if isinstance(read, Nested):
+        nest = flat.as_strided(read.nest.shape, read.nest.strides, read.nest.offset)
+        refresh = functools.partial(scratch.view(nest.shape).copy_, nest)
+    else:  # gathered: through its indexes, 0 where the view is padded
+        index = torch.from_numpy(read.index.astype(np.int64)).to(flat.device)
+        invalid = None if read.valid is None else torch.from_numpy(~read.valid).to(flat.device)
+
+        def refresh() -> None:
+            torch.index_select(flat, 0, index, out=scratch.view(-1))
+            if invalid is not None:
+                scratch.view(-1).masked_fill_(invalid, 0)
+    return scratch.as_strided(read.scratch.shape, read.scratch.strides, read.scratch.offset), [refresh]
 
 
 def _library_matmul(kernel: Kernel, tensors: dict[int, Any], bindings: Mapping[str, int]) -> Step:
-    """A contraction through cuBLAS: ``torch.matmul`` of the two views (batch, rows, k) x (batch, k, cols), written
-    into the kernel's buffer (straight into it where its layout allows, else through the product). Integer and bool
+    """A contraction through cuBLAS: ``torch.mm`` of the two operands (rows, k) x (k, cols), or ``torch.bmm`` with a
+    batch, read in place or through scratches (``_operand``) and written into the kernel's buffer (straight into it
+    where its layout allows, else through the product). Integer and bool
     contractions multiply in f64, which cuBLAS has, and come back through i64 (so a narrow int wraps, as on the
     CPU, where a direct conversion on the GPU would saturate)."""
     import torch
 
     (a_id, a_view), (b_id, b_view) = kernel.sources
-    a = _strided(tensors[a_id], a_id, a_view, bindings, f"k{kernel.id}")
-    b = _strided(tensors[b_id], b_id, b_view, bindings, f"k{kernel.id}")
+    a, refresh_a = _operand(tensors[a_id], a_id, a_view, bindings)
+    b, refresh_b = _operand(tensors[b_id], b_id, b_view, bindings)
+    refreshes = refresh_a + refresh_b
     out = tensors[kernel.id].view([int(d.evaluate(bindings)) for d in kernel.shape])
     plan = Contraction(tuple(a.shape), a.stride(), b.stride(), a.dim() - 1)
     count, m, k, n = plan.matmul_shape
@@ -247,16 +270,31 @@ def _library_matmul(kernel: Kernel, tensors: dict[int, Any], bindings: Mapping[s
     if out.numel() == 0:
         return lambda: None
 
+    batch = () if count == 1 else (count,)  # one product through torch.mm, as torch's own 2-D matmul: the batched
+    multiply = torch.bmm if batch else torch.mm  # call picks slower kernels
+
     def product(**into: Any) -> Any:  # reshaped on each call: a reshape may copy, and the buffers change per call
-        return torch.matmul(lhs.reshape(count, m, k).to(compute), rhs.reshape(count, k, n).to(compute), **into)
+        return multiply(lhs.reshape(*batch, m, k).to(compute), rhs.reshape(*batch, k, n).to(compute), **into)
 
     direct = [plan.others.index(i) for i in plan.batch + plan.rows + plan.cols]
     target = out.permute(direct) if out.dim() and not plan.neither else out
     if not plan.neither and compute == out.dtype and target.is_contiguous():
-        target = target.view(count, m, n)
-        return lambda: product(out=target)
+        target = target.view(*batch, m, n)
+        return _after(refreshes, lambda: product(out=target))
     sizes, order, shape = plan.arrangement()
-    return lambda: out.copy_(product().to(exact).reshape(sizes).permute(order).expand(shape))
+    return _after(refreshes, lambda: out.copy_(product().to(exact).reshape(sizes).permute(order).expand(shape)))
+
+
+def _after(refreshes: list[Step], step: Step) -> Step:
+    """``step``, after the copies that refresh its operands' scratches (none: ``step`` itself)."""
+    if not refreshes:
+        return step
+
+    def run() -> None:
+        for refresh in refreshes:
+            refresh()
+        step()
+    return run
 
 
 @dataclass
@@ -355,15 +393,16 @@ class CUDARuntime(Runtime[CUDAPlan]):
         flat = np.ascontiguousarray(value).reshape(-1).view(slot.buffer.dtype)  # f16/bf16 as bits, bool as bytes
         slot.buffer.copy_to_device(flat, stream=plan.stream)
 
-    def _time_launch(self, plan: CUDAPlan) -> float:
-        """The steps back to back, between two CUDA events on the plan's stream."""
+    def _time_launch(self, plan: CUDAPlan, repeats: int = 1) -> float:
+        """The steps back to back, ``repeats`` runs between two CUDA events on the plan's stream, per run."""
         cuda = _cuda()
         begin, end = cuda.event(), cuda.event()
         begin.record(plan.stream)
-        self._launch(plan)
+        for _ in range(repeats):
+            self._launch(plan)
         end.record(plan.stream)
         end.synchronize()
-        return cuda.event_elapsed_time(begin, end) / 1e3
+        return cuda.event_elapsed_time(begin, end) / 1e3 / repeats
 
     def run_device(self, inputs: Mapping[str, Any], weights: Mapping[str, np.ndarray] | None = None,
                    bindings: Mapping[str, int] | None = None) -> list[Any]:

@@ -1,5 +1,6 @@
 """``k_row_region`` on the CPU: each schedule (a block or a warp per row, the row held in registers or shared memory,
-or re-read) run by its twin (``tests.helpers.row_twin``) against the reference runtime, and compiled with NVRTC."""
+or re-read; a thread per row where rows are short) run by its twin (``tests.helpers.row_twin``) against the
+reference runtime, and compiled with NVRTC."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def holds(pattern: str, length: int, schedule: str) -> str:
 
 
 @pytest.mark.parametrize("schedule", list(SCHEDULES))
-@pytest.mark.parametrize("shape", [(7, 31), (2, 33), (9, 1000), (2, 1500), (3, 2000), (1, 10000)], ids=str)
+@pytest.mark.parametrize("shape", [(300, 2), (40, 16), (7, 31), (2, 33), (9, 1000), (2, 1500), (3, 2000),
+                                   (1, 10000)], ids=str)
 @pytest.mark.parametrize("pattern", sorted(PATTERNS))
 def test_twin_matches_reference(pattern: str, shape: tuple[int, int], schedule: str) -> None:
     comp, llir = fused_pattern(pattern, *shape)
@@ -97,6 +99,29 @@ def test_a_warp_runs_eight_rows_to_a_block() -> None:
     assert "h0[2];" in source
 
 
+def test_short_rows_run_a_thread_each() -> None:
+    """A pairwise maximum (GELU's erf takes one, ReLU is one) reduces rows of 2: each thread runs a row alone, the
+    genome's warp or block notwithstanding, with no shuffles; a row of 17 is shared among lanes again."""
+    g = ll.Graph()
+    x = g.tensor((300, 7), name="x")
+    (x.relu() * 2.0 + 1.0).output("y")
+    comp, llir = fused(g)
+    (region,) = find_regions(llir)
+    body = region.body(llir)
+    assert {length.value for length in body.lengths} == {2}
+    for warp in (False, True):
+        schedule, kernel = RowSchedule.of(body, warp), row_region_source(body, region.end, warp)
+        assert schedule.thread and not schedule.warp and kernel.launch() == (9, 256)  # 2100 rows, 256 a block
+        assert "__shfl" not in kernel.source and "__shared__" not in kernel.source
+        assert ".entry k_row_region" in compile_ptx(kernel.source)
+    values = {"x": torch.randn(300, 7)}
+    _, got = twin(comp, llir, False, values)
+    np.testing.assert_allclose(got, (values["x"].relu() * 2 + 1).double().numpy().reshape(-1))
+    _, longer = fused_pattern("softmax", 3, 17)
+    (region,) = find_regions(longer)
+    assert not RowSchedule.of(region.body(longer)).thread
+
+
 def test_a_long_row_is_held_in_shared_memory() -> None:
     """Rows of 1500 for a warp: each lane's 47 elements of x in this warp's part of the block's shared array."""
     _, llir = fused_pattern("softmax", 2, 1500)
@@ -108,7 +133,8 @@ def test_a_long_row_is_held_in_shared_memory() -> None:
 
 
 @pytest.mark.parametrize("schedule", list(SCHEDULES))
-@pytest.mark.parametrize("shape", [(7, 31), (3, 2000), (1, 10000)], ids=str)  # registers, re-read, shared
+@pytest.mark.parametrize("shape", [(300, 2), (7, 31), (3, 2000), (1, 10000)], ids=str)  # thread, registers,
+# re-read, shared
 @pytest.mark.parametrize("pattern", sorted(PATTERNS))
 def test_schedules_compile_with_nvrtc(pattern: str, shape: tuple[int, int], schedule: str) -> None:
     _, llir = fused_pattern(pattern, *shape)

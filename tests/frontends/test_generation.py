@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 import luminal_lab as ll
+from luminal_lab.runtime.cuda import cuda_available, cuda_unavailable_reason
 from tests.helpers.causal_lms import CAUSAL_LMS, cache_tensors, llama, mistral, prompt
 
 FUSED = {"generations": 0}
@@ -60,6 +61,16 @@ def test_greedy_generation_matches_eager(name: str, fresh_dynamo: None) -> None:
     model = CAUSAL_LMS[name]()
     greedy_matches_eager(model, prompt(), 16)
     assert len(ll.programs(model.forward)) == 2  # the prefill, and the decode steps' dynamic program
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason=f"needs a CUDA GPU: {cuda_unavailable_reason()}")
+def test_greedy_generation_on_the_gpu_matches_eager(fresh_dynamo: None) -> None:
+    """On a GPU dynamo's graph holds torch's CUDA attention kernel (efficient attention in f32), decomposed; the
+    programs run device-resident, their tokens, logits and cache as eager's."""
+    model = llama().cuda()
+    greedy_matches_eager(model, prompt().cuda(), 8)
+    assert len(ll.programs(model.forward)) == 2
 
 
 @pytest.mark.slow

@@ -16,7 +16,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import luminal_lab as ll
+from luminal_lab.codegen.cuda import llir_sources
 from luminal_lab.runtime.cuda import cuda_available, cuda_unavailable_reason
+from tests.helpers.nvrtc import compile_kernels, needs_a_cuda_compiler
 from tests.helpers.real_models import MODELS, Built
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}
@@ -129,6 +131,59 @@ def test_fused_kernels_match_their_decompositions() -> None:
         torch.testing.assert_close(got, expected, **TOL, msg=lambda m, p=position: f"output {p}: {m}")
 
 
+class CudaAttention(nn.Module):
+    """The CUDA attention kernels dynamo's graph holds for ``F.scaled_dot_product_attention`` on a GPU, called
+    directly (traced on the CPU through their meta functions): efficient (a float bias, with and without the
+    log-sum-exp), flash (causal) and cuDNN (a bool mask), on grouped-query heads laid out ``[N, L, H, E]``."""
+
+    def forward(self, q, k, v, bias, mask):
+        efficient = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, bias, False)[0]
+        with_lse, lse, _, _ = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, scale=0.3)
+        flash, flash_lse, *_ = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, is_causal=True)
+        cudnn = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, mask, False)[0]
+        return efficient, with_lse, lse, flash, flash_lse, cudnn
+
+
+def _cuda_attention_inputs() -> tuple[torch.Tensor, ...]:
+    def heads(count: int, seed: int) -> torch.Tensor:  # [N, L, H, E] in memory, as transformers' projections give
+        return _randn(2, 5, count, 8, seed=seed).transpose(1, 2)
+
+    q, k, v = heads(4, 0), heads(2, 1), heads(2, 2)
+    return q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), _randn(2, 4, 5, 5, seed=3), \
+        _randn(2, 1, 5, 5, seed=4) > -0.5
+
+
+def test_cuda_attention_kernels_match_torch_math_path() -> None:
+    q, k, v, bias, mask = inputs = _cuda_attention_inputs()
+    sdpa = F.scaled_dot_product_attention
+    scores = (q @ k.transpose(-2, -1) * 0.3 + bias).float()
+    expected = (sdpa(q, k, v, bias), sdpa(q, k, v, bias, scale=0.3), F.pad(scores.logsumexp(-1), (0, 27)),
+                sdpa(q, k, v, is_causal=True),
+                (q @ k.transpose(-2, -1) / math.sqrt(8)).masked_fill(torch.ones(5, 5).tril() == 0, -math.inf)
+                .logsumexp(-1), sdpa(q, k, v, mask))
+    got = ll.compile(CudaAttention(), inputs)(*inputs)
+    for position, (have, want) in enumerate(zip(got, expected, strict=True)):
+        torch.testing.assert_close(have, want, **TOL, msg=lambda m, p=position: f"output {p}: {m}")
+
+
+def test_cuda_attention_decompositions_lay_out_their_outputs_as_the_kernels_do() -> None:
+    """The strides a later ``view`` may rely on: the output's and the log-sum-exp's, as the kernel's meta function
+    gives them (the random state, unused without dropout, has a dtype that changes between torch versions)."""
+    from luminal_lab.frontends.fast_paths import DECOMPOSITIONS
+
+    q, k, v, bias, mask = _cuda_attention_inputs()
+    aten = torch.ops.aten
+    calls = {aten._scaled_dot_product_efficient_attention.default: (q, k, v, bias, True),
+             aten._scaled_dot_product_flash_attention.default: (q, k, v),
+             aten._scaled_dot_product_cudnn_attention.default: (q, k, v, mask, True)}
+    for op, args in calls.items():
+        meta = op(*(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args))
+        ours = DECOMPOSITIONS[op](*args)
+        assert len(ours) == len(meta), op
+        for have, want in zip(ours[:2], meta[:2]):
+            assert (have.shape, have.stride(), have.dtype) == (want.shape, want.stride(), want.dtype), op
+
+
 def _items(snapshot, cid: str) -> list[str]:
     """The IR e-classes of an operand list e-class (its first ICons chain)."""
     items = []
@@ -155,6 +210,14 @@ def test_the_e_graph_holds_each_hlir_node_over_its_sources() -> None:
             if node.op.value in kinds:
                 operands.append(_items(snapshot, enode.children[1]))
         assert [snapshot.eclass_of_hlir(source.id) for source, _ in node.sources] in operands, node
+
+
+@needs_a_cuda_compiler
+@pytest.mark.parametrize("name", MODELS)
+def test_every_kernel_of_the_model_compiles_for_the_gpu(name: str) -> None:
+    """What the GPU runs of the model: every generated kernel of its genome compiles to PTX (no GPU needed)."""
+    _, _, comp = compiled(name)
+    assert compile_kernels(llir_sources(comp.llir()))
 
 
 def test_convolutions_run_as_matmul_kernels() -> None:

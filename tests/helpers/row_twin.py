@@ -90,6 +90,8 @@ class RowTwin:
             if values.size:  # the lane's loop, in float64 (the order of its additions is within tolerance)
                 own = values.sum() if op == "SumReduce" else np.nan if np.isnan(values).any() else values.max()
                 acc[lane] = _combine(op, np.float64(init), np.float64(own))
+        if self.schedule.thread:  # a row's one thread: nothing to combine
+            return float(acc[0])
         if self.schedule.warp:  # butterfly: every lane ends with the warp's value
             for off in (16, 8, 4, 2, 1):
                 acc = _combine(op, acc, acc[np.arange(32) ^ off])

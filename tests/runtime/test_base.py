@@ -117,6 +117,22 @@ def test_profile_takes_medians_and_leaves_the_llir_alone() -> None:
     assert profile.kernel_ops == {2: "Add"} and profile.trials == 3 and profile.total > 0
     assert profile.hot_spots(1) == [(2, "Add", 0.25)]
     assert runtime.copies.count("w") == 1  # warm-up, trials and timed steps all reuse the bound weight
+    assert profile.back_to_back is None
+
+
+def test_profile_back_to_back_times_the_trials_launched_one_after_another() -> None:
+    runtime = Recorder(_llir())
+    inputs, weights = _arrays(2)
+    launched: list[int] = []
+    runtime.prepare(weights, {"s": 2})
+    plan = runtime.plan({"s": 2})
+    ((kid, add),) = plan.steps
+    plan.steps = [(kid, lambda: (launched.append(kid), add()))]
+    profile = runtime.profile(inputs, weights, {"s": 2}, warmup=1, trials=3)
+    plain = len(launched)  # the warm-up, then each trial's run, timed run and timed steps
+    assert plain == 1 + 3 * 3
+    streamed = runtime.profile(inputs, weights, {"s": 2}, warmup=1, trials=3, back_to_back=True)
+    assert len(launched) - plain == plain + 3 and streamed.back_to_back > 0 and profile.back_to_back is None
 
 
 def test_a_plan_over_the_memory_budget_is_refused_before_anything_is_built() -> None:

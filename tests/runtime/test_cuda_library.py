@@ -11,10 +11,13 @@ import pytest
 import torch
 
 import luminal_lab as ll
+from luminal_lab.codegen.reads import lower
 from luminal_lab.core.arrays import to_torch
 from luminal_lab.core.dtypes import to_torch as to_torch_dtype
+from luminal_lab.core.shape_tracker import ONE, ShapeTracker, Z
+from luminal_lab.core.symbolic import as_expr, lt, mod, mul
 from luminal_lab.llir.llir import LLIR
-from luminal_lab.runtime.cuda import _library_matmul
+from luminal_lab.runtime.cuda import _library_matmul, _operand
 
 
 def _add(g: ll.Graph, case: str, dtype) -> None:
@@ -39,6 +42,10 @@ def _add(g: ll.Graph, case: str, dtype) -> None:
         y = a(3, 1, 5).expand((3, 2, 5)) @ b(5, 4)
     elif case == "sliced":
         y = a(6, 9)[:, 2:7] @ b(8, 3)[1:6]
+    elif case == "merged":  # a transpose, then a reshape: no strided view, a nested one copied into a scratch
+        y = a(2, 3, 4).transpose(0, 1).reshape(3, 8) @ b(8, 5)
+    elif case == "padded":  # the box of a padded view copied into a scratch of zeros
+        y = a(5, 4).pad([(1, 2), (0, 0)]) @ b(4, 3).pad([(0, 0), (2, 0)])
     y.output(case)
 
 
@@ -50,7 +57,13 @@ def _read(flat: np.ndarray, view) -> np.ndarray:
     return values.reshape([d.value for d in view.dims])
 
 
-CASES = ["matrix", "batched-transposed", "transposed-out", "vector", "dot", "broadcast-neither", "sliced"]
+def _kind(read) -> str:
+    return type(read).__name__ + (" padded" if getattr(read, "box", None) else "")
+
+
+READS = {"merged": {"Nested", "Strided"}, "padded": {"Strided padded"}}
+CASES = ["matrix", "batched-transposed", "transposed-out", "vector", "dot", "broadcast-neither", "sliced", "merged",
+         "padded"]
 
 
 @functools.cache
@@ -90,8 +103,18 @@ def test_library_matmul_step_matches_the_reference(case: str, dtype) -> None:
                if k.op == "Input" and k.arg in inputs}
     tensors[kernel.id] = torch.full((int(np.prod([d.value for d in kernel.shape])),), -7,
                                     dtype=to_torch_dtype(kernel.dtype))
-    _library_matmul(kernel, tensors, {})()
     (a_id, a_view), (b_id, b_view) = kernel.sources
+    reads = {_kind(lower(view, {}, tensors[sid].numel(), sid)) for sid, view in kernel.sources}
+    assert reads == READS.get(case, {"Strided"})  # how each operand is read: in place, or through a scratch
+    step = _library_matmul(kernel, tensors, {})
+    step()
+    first = tensors[kernel.id].clone()
+    for sid, _ in kernel.sources:  # new values in the same buffers: a scratch is refreshed on every call
+        tensors[sid].copy_(tensors[sid].flip(0))
+    step()
+    for sid, _ in kernel.sources:
+        inputs[by_id[sid].arg] = inputs[by_id[sid].arg].reshape(-1)[::-1].copy()
+    assert not torch.equal(first, tensors[kernel.id]) or case == "dot"
     # this kernel alone, from its views' index expressions: the product of the two views, summed over the last dim
     a, b = (_read(inputs[by_id[sid].arg].reshape(-1), view) for sid, view in ((a_id, a_view), (b_id, b_view)))
     expected = (a * b).sum(-1)
@@ -101,3 +124,26 @@ def test_library_matmul_step_matches_the_reference(case: str, dtype) -> None:
         return
     got = tensors[kernel.id].float().numpy().astype(np.float64).reshape(expected.shape)
     np.testing.assert_allclose(got, expected, rtol=2e-3 if dtype == ll.f16 else 1e-5, atol=2e-3)
+
+
+def _trackers() -> dict[str, ShapeTracker]:
+    """A view of each kind ``lower`` gives, over a buffer of 24 elements."""
+    grid = ShapeTracker.contiguous((2, 3, 4))
+    every_third_left_out = ShapeTracker((as_expr(4), as_expr(6)), (mul(Z, 6), Z), (ONE, lt(mod(Z, 3), 2)))
+    return {"Strided": grid.permute((2, 0, 1)), "Strided padded": ShapeTracker.contiguous((4, 6)).pad(0, 1, 2),
+            "Nested": grid.permute((1, 0, 2)).reshape((3, 8)), "Gathered": every_third_left_out}
+
+
+@pytest.mark.parametrize("kind", list(_trackers()))
+def test_an_operand_read_in_place_or_through_a_scratch_matches_its_index_expressions(kind: str) -> None:
+    """What the cuBLAS step reads of each kind of view, on two calls with new values in the buffer between them."""
+    tracker = _trackers()[kind]
+    flat = torch.arange(24, dtype=torch.float32) + 1
+    assert _kind(lower(tracker, {}, flat.numel(), 0)) == kind
+    operand, refreshes = _operand(flat, 0, tracker, {})
+    assert len(refreshes) == (kind != "Strided")  # a scratch, refreshed on each call, for all but a strided view
+    for _ in range(2):
+        for refresh in refreshes:
+            refresh()
+        np.testing.assert_array_equal(operand.numpy(), _read(flat.numpy(), tracker))
+        flat.mul_(-3)
