@@ -367,9 +367,10 @@ class CUDARuntime(Runtime[CUDAPlan]):
         steps = []
         for item in layout.setup + layout.launches:
             kernel = item.kernel
-            if kernel.library:
-                steps.append((kernel.writes, _on(plan.torch_stream, _library_matmul(by_id[kernel.writes], tensors,
-                                                                                     bindings))))
+            if kernel.library:  # its scratches made (zeroed) on the stream it runs on
+                with torch.cuda.stream(plan.torch_stream):
+                    step = _library_matmul(by_id[kernel.writes], tensors, bindings)
+                steps.append((kernel.writes, _on(plan.torch_stream, step)))
                 continue
             dyn = no_dyn
             if item.dyn:

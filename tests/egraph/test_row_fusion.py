@@ -208,10 +208,12 @@ def test_large_rows_run_in_parallel_and_match(pattern: str) -> None:
 @pytest.mark.parametrize("dtype", list(DTYPES), ids=lambda d: d.value)
 @pytest.mark.parametrize("pattern", sorted(PATTERNS))
 def test_row_regions_compile_with_nvrtc(pattern: str, dtype) -> None:
-    _, llir = fused_pattern(pattern, 5, 7, dtype)
-    (kernel,) = [k for k in llir_sources(llir) if k.name == "k_row_region"]
-    assert kernel.per_output_block and kernel.threads == llir.kernels[find_regions(llir)[0].end].shape[0]
-    assert ".entry k_row_region" in compile_ptx(kernel.source)
+    """Rows of 7 and of 40: a thread per row (the 5 rows in one block of 256), and a block of 64 per row."""
+    for length, launch in ((7, (1, 256)), (40, (5, 64))):
+        _, llir = fused_pattern(pattern, 5, length, dtype)
+        (kernel,) = [k for k in llir_sources(llir) if k.name == "k_row_region"]
+        assert kernel.per_output_block and kernel.launch() == launch
+        assert ".entry k_row_region" in compile_ptx(kernel.source)
 
 
 # ---- the GPU schedule: a block or a warp per row -------------------------------------------------
