@@ -152,10 +152,11 @@ def _reduce_source(kernel: Kernel, name: str, dtypes: list[DType], views: list[S
 
 
 def _library_matmul(kernel: Kernel, name: str, reads: tuple[int, ...]) -> CudaKernel:
-    """A contraction run by cuBLAS (``torch.matmul`` on the plan's buffers): nothing to generate; the source says
-    what is called."""
+    """A contraction run by cuBLAS (``torch.mm``, or ``torch.bmm`` with a batch, on the plan's buffers): nothing to
+    generate; the source says what is called."""
     (_, a), (_, b) = kernel.sources
-    source = (f"// k{kernel.id}: cuBLAS through torch.matmul on zero-copy views of the plan's buffers\n"
+    source = (f"// k{kernel.id}: cuBLAS through torch.mm (torch.bmm with a batch) on views of the plan's buffers, "
+              "read in place or through a scratch\n"
               f"// out{format_shape(kernel.shape)} = sum over the last dim of in0 * in1, both read over "
               f"{format_shape(a.dims)}\n// in0 strides {format_shape(a.strides)}\n// in1 strides "
               f"{format_shape(b.strides)}\n")

@@ -108,7 +108,7 @@ class CudaStage(Stage):
     def compilation(self, kernel: CudaKernel) -> Compilation:
         """``kernel`` compiled to PTX for ``arch`` (on the first call; then remembered)."""
         if kernel.writes not in self._compiled and kernel.library:
-            self._compiled[kernel.writes] = Compilation(None, library=f"{kernel.library} through torch.matmul")
+            self._compiled[kernel.writes] = Compilation(None, library=f"{kernel.library} through torch.mm")
         if kernel.writes not in self._compiled:
             try:
                 result = Compilation(compile_ptx(kernel.source, self.arch))

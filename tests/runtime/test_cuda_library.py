@@ -1,5 +1,5 @@
 """The cuBLAS matmul step of the CUDA runtime, run on CPU torch tensors: the same views over flat buffers, the
-same ``torch.matmul`` into the kernel's buffer (straight in, or through the product), checked against the
+same ``torch.mm`` or ``torch.bmm`` into the kernel's buffer (straight in, or through the product), checked against the
 reference without a GPU."""
 
 from __future__ import annotations
