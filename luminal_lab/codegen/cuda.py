@@ -405,11 +405,14 @@ def row_region_source(body: RegionBody, end: int, warp: bool = False) -> CudaKer
             lines.append(f"  const {ctype} t{i} = {names[0]};")
         else:
             init = lowest(dtype) if op == "MaxReduce" else f"({ctype})0"
-            lanes_combine = (_warp_reduce(op, dtype) if warp else [] if schedule.thread
-                             else _block_reduce(op, dtype, f"t{i}"))
+            if schedule.thread:  # the row's one lane holds the result
+                lanes_combine = [f"  t{i} = acc;"]
+            elif warp:  # every lane ends with the warp's value
+                lanes_combine = [*_warp_reduce(op, dtype), f"  t{i} = acc;"]
+            else:
+                lanes_combine = _block_reduce(op, dtype, f"t{i}")
             lines += [f"  {ctype} t{i};", f"  {{ {ctype} acc = {init};",
-                      *along(names[0], [f"  acc = {_combine(op, dtype, 'acc', names[0])};"]), *lanes_combine,
-                      *([f"  t{i} = acc;"] if warp or schedule.thread else []), "  }"]
+                      *along(names[0], [f"  acc = {_combine(op, dtype, 'acc', names[0])};"]), *lanes_combine, "  }"]
     if body.extent(body.result) is None:
         lines += [f"  if (t == 0) out[o] = {store(dtype, body.result)};"]
     else:

@@ -98,7 +98,7 @@ def scaled_dot_product_flash_attention_for_cpu(query: torch.Tensor, key: torch.T
     drops, is the attention weights, as in torch's decomposition, not the kernel's log-sum-exp.
     """
     _no_dropout(dropout_p)
-    output, weights = _attention(query, key, value, attn_mask, is_causal, scale)
+    output, weights = _attention(_scores(query, key, attn_mask, is_causal, scale), value)
     return _laid_out_as(output, query), weights
 
 
@@ -110,11 +110,11 @@ def scaled_dot_product_efficient_attention(query: torch.Tensor, key: torch.Tenso
     of each row's scores (its rows padded to a multiple of 32; none unless ``compute_log_sumexp``) and the random
     state (zeros: no dropout)."""
     _no_dropout(dropout_p)
-    output, _ = _attention(query, key, value, attn_bias, is_causal, scale)
+    scores = _scores(query, key, attn_bias, is_causal, scale)
+    output, _ = _attention(scores, value)
     batch, heads, length, _ = query.shape
     if compute_log_sumexp:
-        lse = _log_sum_exp(query, key, attn_bias, is_causal, scale)
-        lse = F.pad(lse, (0, -length % 32))
+        lse = F.pad(_log_sum_exp(scores), (0, -length % 32))
     else:
         lse = query.new_zeros((batch, heads, 0), dtype=torch.float32)
     seed = torch.zeros((), dtype=torch.int64, device=query.device)
@@ -128,9 +128,10 @@ def scaled_dot_product_flash_attention(query: torch.Tensor, key: torch.Tensor, v
     sequence lengths, the random state (zeros) and an empty debug mask."""
     _no_dropout(dropout_p)
     torch._check(not return_debug_mask, lambda: "the flash attention's debug mask is not computed")
-    output, _ = _attention(query, key, value, None, is_causal, scale)
+    scores = _scores(query, key, None, is_causal, scale)
+    output, _ = _attention(scores, value)
     seed = torch.zeros((), dtype=torch.int64, device=query.device)
-    return (_laid_out_as(output, query), _log_sum_exp(query, key, None, is_causal, scale), None, None,
+    return (_laid_out_as(output, query), _log_sum_exp(scores), None, None,
             query.size(2), key.size(2), seed, seed.clone(), query.new_zeros(0))
 
 
@@ -142,8 +143,9 @@ def scaled_dot_product_cudnn_attention(query: torch.Tensor, key: torch.Tensor, v
     ``[N, H, L, 1]``, the sequence lengths and the random state (zeros)."""
     _no_dropout(dropout_p)
     torch._check(not return_debug_mask, lambda: "the cuDNN attention's debug mask is not computed")
-    output, _ = _attention(query, key, value, attn_bias, is_causal, scale)
-    lse = _log_sum_exp(query, key, attn_bias, is_causal, scale).unsqueeze(-1)
+    scores = _scores(query, key, attn_bias, is_causal, scale)
+    output, _ = _attention(scores, value)
+    lse = _log_sum_exp(scores).unsqueeze(-1)
     seed = torch.zeros((), dtype=torch.int64, device=query.device)
     return _laid_out_as(output, query), lse, None, None, query.size(2), key.size(2), seed, seed.clone(), None
 
@@ -171,8 +173,11 @@ def _laid_out_as(output: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
 
 def _scores(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, is_causal: bool,
             scale: float | None) -> torch.Tensor:
-    """The scaled, masked scores ``[N, H, L, S]``, before the softmax (the query heads sharing a key/value head stacked
-    along the rows and multiplied by that head as it is, not by a copy of it per query head)."""
+    """The scores ``[N, H, L, S]`` as the fused kernel computes them: ``q @ kᵀ`` scaled once (not ``q`` and ``k``
+    each by the scale's root: no scaled copy of the whole cache per step), masked (``is_causal``: the lower triangle;
+    a bool mask keeps its true entries, a float one is added). With grouped-query attention the query heads that
+    share a key/value head are stacked along the rows and multiplied by that head as it is, not by a copy of it per
+    query head."""
     batch, heads, length, size = query.shape
     kv_heads, keys = key.size(-3), key.size(-2)
     stacked = query.reshape(batch, kv_heads, heads // kv_heads * length, size)
@@ -186,21 +191,16 @@ def _scores(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, i
     return scores
 
 
-def _log_sum_exp(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, is_causal: bool,
-                 scale: float | None) -> torch.Tensor:
+def _log_sum_exp(scores: torch.Tensor) -> torch.Tensor:
     """Each row's log-sum-exp of its scores, in f32, as the fused kernels keep it for their backward."""
-    return torch.logsumexp(_scores(query, key, mask, is_causal, scale).float(), -1)
+    return torch.logsumexp(scores.float(), -1)
 
 
-def _attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-               is_causal: bool, scale: float | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """torch's math path, computed as the fused kernel computes it: ``q @ kᵀ`` scaled once (not ``q`` and ``k`` each by
-    the scale's root: no scaled copy of the whole cache per step), masked (``is_causal``: the lower triangle; a bool
-    mask keeps its true entries, a float one is added), ``_safe_softmax`` (0 over a fully masked row) and ``@ v``. With
-    grouped-query attention the query heads that share a key/value head are stacked along the rows and multiplied by
-    that head as it is, not by a copy of it per query head."""
-    batch, heads, length, _ = query.shape
-    kv_heads, keys = key.size(-3), key.size(-2)
-    weights = aten._safe_softmax.default(_scores(query, key, mask, is_causal, scale), -1)
+def _attention(scores: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch's math path from the scores: ``_safe_softmax`` (0 over a fully masked row) and ``@ v`` (the query heads
+    that share a value head stacked along the rows, as in ``_scores``); the output and the attention weights."""
+    batch, heads, length, keys = scores.shape
+    kv_heads = value.size(-3)
+    weights = aten._safe_softmax.default(scores, -1)
     output = weights.reshape(batch, kv_heads, heads // kv_heads * length, keys) @ value
     return output.reshape(batch, heads, length, value.size(-1)), weights
