@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -45,14 +45,28 @@ def in_fresh_process(script: str, args: list[str], caches: str | None = None) ->
         env = dict(os.environ, LUMINAL_LAB_KERNEL_CACHE=os.path.join(folder, "kernels"),
                    LUMINAL_LAB_GENOME_CACHE=os.path.join(folder, "genomes"),
                    TORCHINDUCTOR_CACHE_DIR=os.path.join(folder, "inductor"))
-        warm = bool(caches and os.listdir(caches))
+        held = [kind for kind in ("kernels", "genomes", "inductor")
+                if os.path.isdir(os.path.join(folder, kind)) and os.listdir(os.path.join(folder, kind))]
         start = time.perf_counter()
         done = subprocess.run([sys.executable, script, "--child", *args], env=env, capture_output=True, text=True)
-    print(f"{Path(script).name} {' '.join(args)}{' (warm caches)' if warm else ''}: "
-          f"{time.perf_counter() - start:.1f} s in a fresh process", file=sys.stderr, flush=True)
+    warm = f" (warm caches: {', '.join(held)})" if held else ""
+    print(f"{Path(script).name} {' '.join(args)}{warm}: {time.perf_counter() - start:.1f} s in a fresh process",
+          file=sys.stderr, flush=True)
     if done.returncode != 0:
         raise RuntimeError(f"{Path(script).name} {' '.join(args)} failed:\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def there_and_back(script: str, backends: Sequence[str], device: str) -> dict[str, list[dict]]:
+    """Each backend measured in two fresh processes (``--child BACKEND DEVICE``), in the order of ``backends`` and
+    then in reverse, so that a steady drift of the machine's speed during the run weighs on every backend alike: the
+    first process of each compiles with cold caches, the second from the caches the first filled. Returns each
+    backend's two results, in that order."""
+    with tempfile.TemporaryDirectory() as caches:  # each backend writes only its own kinds: its first run is cold
+        runs = {backend: [in_fresh_process(script, [backend, device], caches)] for backend in backends}
+        for backend in reversed(backends):
+            runs[backend].append(in_fresh_process(script, [backend, device], caches))
+    return runs
 
 
 def devices_to_measure(script: str, description: str, measure: Callable[[str, str], dict]

@@ -6,7 +6,8 @@ for inputs and weights), computes constants and iotas, makes the scratches of th
 ``codegen.cpu_loop.Loop`` (cached by source, ``cache``; ``prange`` from ``PARALLEL_THRESHOLD`` element loads of work)
 and lists the launches. Casts to or from f16 and bf16 and Scatter are numpy host ops; a contraction is one BLAS call
 when its reads have rows or columns (through torch's BLAS for floats), else a loop of dot products. Inputs are read in
-place and outputs written straight into fresh arrays where every read or write of their buffers goes through a binder.
+place and outputs written straight into fresh arrays where every read or write of their buffers goes through a binder
+and they hold at least ``REBIND_BYTES``; smaller ones are copied.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ PARALLEL_THRESHOLD = 1 << 16  # element loads of work; below it numba's thread s
 # pool's hand-offs each wait for a core: 16 ms, not 0.01, for a 32x64 by 64x64 matmul beside a spinning process per
 # core)
 SERIAL_MATMUL = 1 << 18
+# bytes: an input or output smaller than this is copied into or out of the plan's buffer; a larger one is read in place
+# or written straight (its binders rebound each call, tens of microseconds: what copying about this many bytes costs)
+REBIND_BYTES = 1 << 17
 _HALF = (DType.F16, DType.BF16)
 
 
@@ -129,11 +133,11 @@ class _Matmul:
         array = self.arrays[position]
         if not np.may_share_memory(array, flat):
             return None
-        offset = (array.__array_interface__["data"][0] - flat.__array_interface__["data"][0]) // flat.itemsize
-        shape, strides, operands = array.shape, array.strides, self.operands
+        offset = array.__array_interface__["data"][0] - flat.__array_interface__["data"][0]
+        shape, strides, dtype, operands = array.shape, array.strides, array.dtype, self.operands
 
         def bind(other: np.ndarray) -> None:
-            operands[position] = self._operand(as_strided(other[offset:], shape, strides))
+            operands[position] = self._operand(np.ndarray(shape, dtype, other, offset, strides))
         return bind
 
 
@@ -360,8 +364,10 @@ class _Planner:
         return self.result
 
     def _rebindable(self, kid: int, others: int = 0) -> bool:
-        """Whether ``kid``'s buffer is read, and every view of it but ``others`` reads it through a binder."""
-        return self.uses[kid] > 0 and len(self.reads[kid]) == self.uses[kid] - others
+        """Whether ``kid``'s buffer holds ``REBIND_BYTES`` or more, is read, and every view of it but ``others`` reads
+        it through a binder."""
+        return (self.buffers[kid].nbytes >= REBIND_BYTES and self.uses[kid] > 0
+                and len(self.reads[kid]) == self.uses[kid] - others)
 
     def _direct(self, position: int, kernel: Kernel, view: _View) -> None:
         """Output ``kernel``, whose step is at ``position``, written straight into a fresh array of each call when

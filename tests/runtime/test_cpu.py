@@ -34,7 +34,15 @@ from luminal_lab.llir.genome import extract
 from luminal_lab.llir.llir import LLIR, Kernel
 from luminal_lab.llir.regions import find_regions
 from luminal_lab.runtime.cache import CACHE_ENV, WORKERS_ENV, KernelCache, compile_workers, kernel_cache
-from luminal_lab.runtime.cpu import PARALLEL_THRESHOLD, SERIAL_MATMUL, CPURuntime, _Listing, _Matmul, _Planner
+from luminal_lab.runtime.cpu import (
+    PARALLEL_THRESHOLD,
+    REBIND_BYTES,
+    SERIAL_MATMUL,
+    CPURuntime,
+    _Listing,
+    _Matmul,
+    _Planner,
+)
 from tests.helpers.llir import llir_of
 from tests.helpers.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
 from tests.helpers.op_cases import CASES, Case, index_ops_graph, random_tensor
@@ -348,6 +356,7 @@ def test_padded_reads_in_fused_regions_match_the_reference(dtype: ll.DType) -> N
         assert_matches(have, want, dtype, what=name)
 
 
+@pytest.mark.usefixtures("rebind_any_size")
 def test_padded_loop_reads_copy_nothing_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """An elementwise kernel or a region reads a padded view in place: with its inputs read in place and its
     outputs written straight into fresh arrays, a call copies nothing."""
@@ -439,12 +448,49 @@ def test_models_match_the_reference_and_torch(name: str, commute: bool) -> None:
 # ---- plans, buffers and weights -------------------------------------------------------------
 
 
+@pytest.fixture
+def rebind_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plans read inputs in place and write outputs straight whatever their size (``REBIND_BYTES`` 0), so that small
+    arrays test the binders."""
+    monkeypatch.setattr("luminal_lab.runtime.cpu.REBIND_BYTES", 0)
+
+
+def test_inputs_and_outputs_under_rebind_bytes_are_copied_and_larger_ones_bound() -> None:
+    """Rebinding a plan to the caller's arrays costs the same at any size: an input or output smaller than
+    ``REBIND_BYTES`` goes through the plan's buffer (copied), one of that size or more is read in place and written
+    straight into a fresh array."""
+    rows = REBIND_BYTES // (4 * 32)  # a (rows, 32) f32 array holds REBIND_BYTES exactly
+    g = ll.Graph()
+    big, small = g.tensor((rows, 32), "big"), g.tensor((rows - 1, 32), "small")
+    big.sin().output("y")
+    small.cos().output("z")
+    runtime = CPURuntime(llir_of(g))
+    rng = np.random.default_rng(5)
+    outputs = []
+    for _ in range(2):
+        inputs = {"big": rng.standard_normal((rows, 32)).astype(np.float32),
+                  "small": rng.standard_normal((rows - 1, 32)).astype(np.float32)}
+        got = runtime.run(inputs)
+        expected = ll.ReferenceRuntime(g).run(inputs)
+        for value, name in zip(got, ("y", "z")):
+            np.testing.assert_allclose(value, expected[name], rtol=1e-6, atol=1e-6)
+        outputs.append(got)
+    plan = runtime.plan()
+    assert set(plan.in_place) == {"big"}
+    assert [output.buffer.shape for output in plan.direct] == [(rows, 32)]
+    slots = {slot.name: slot.buffer for slot in plan.inputs}
+    assert not slots["big"].any() and np.array_equal(slots["small"], inputs["small"])  # only the small one copied
+    assert all(not np.shares_memory(x, y) for x, y in zip(*outputs))  # each call's outputs are its own
+    assert not any(np.shares_memory(x, buffer) for x in outputs[1] for buffer in plan.buffers.values())
+
+
 def _mlp_runtime() -> tuple[Graph, CPURuntime, dict[str, np.ndarray]]:
     model, inputs = MLP(32, 64, 16), mlp_inputs(4, 32)
     graph = ll.compile(model.eval(), inputs).graph
     return graph, CPURuntime(llir_of(graph)), {"x": to_numpy(inputs[0])}
 
 
+@pytest.mark.usefixtures("rebind_any_size")
 def test_weights_are_bound_once_and_persist() -> None:
     graph, runtime, inputs = _mlp_runtime()
     first = runtime.run(inputs, graph.weights)
@@ -547,6 +593,7 @@ def test_contractions_without_rows_or_columns_are_dot_products(dtype: ll.DType) 
         assert_matches(value, expected[name], dtype, what=name)
 
 
+@pytest.mark.usefixtures("rebind_any_size")
 def test_contiguous_inputs_are_read_in_place_and_outputs_written_straight_into_fresh_arrays() -> None:
     g = ll.Graph()
     a, b = g.tensor((64, 32), "a"), g.tensor((64, 32), "b")
@@ -570,6 +617,7 @@ def test_contiguous_inputs_are_read_in_place_and_outputs_written_straight_into_f
     assert np.array_equal(plan.inputs[0].buffer, inputs["a"]) and not plan.inputs[1].buffer.any()
 
 
+@pytest.mark.usefixtures("rebind_any_size")
 def test_matmul_operands_are_read_in_place_and_an_output_read_downstream_is_written_straight() -> None:
     g = ll.Graph()
     x, w = g.tensor((16, 32), "x"), g.tensor((32, 24), "w")
@@ -596,6 +644,7 @@ def test_matmul_operands_are_read_in_place_and_an_output_read_downstream_is_writ
     assert not np.shares_memory(outputs[0][0], outputs[1][0])
 
 
+@pytest.mark.usefixtures("rebind_any_size")
 def test_weights_read_in_place_are_bound_in_every_plan() -> None:
     g = ll.Graph()
     rng = np.random.default_rng(2)
