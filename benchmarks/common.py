@@ -57,14 +57,14 @@ def in_fresh_process(script: str, args: list[str], caches: str | None = None) ->
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def there_and_back(script: str, backends: Sequence[str], device: str) -> dict[str, list[dict]]:
+def there_and_back(script: str, backends: Sequence[str], device: str, once: bool = False) -> dict[str, list[dict]]:
     """Each backend measured in two fresh processes (``--child BACKEND DEVICE``), in the order of ``backends`` and
     then in reverse, so that a steady drift of the machine's speed during the run weighs on every backend alike: the
     first process of each compiles with cold caches, the second from the caches the first filled. Returns each
-    backend's two results, in that order."""
+    backend's results, in that order (``once``: the first only)."""
     with tempfile.TemporaryDirectory() as caches:  # each backend writes only its own kinds: its first run is cold
         runs = {backend: [in_fresh_process(script, [backend, device], caches)] for backend in backends}
-        for backend in reversed(backends):
+        for backend in () if once else reversed(backends):
             runs[backend].append(in_fresh_process(script, [backend, device], caches))
     return runs
 
@@ -80,6 +80,9 @@ def devices_to_measure(script: str, description: str, measure: Callable[[str, st
     parser.add_argument("--out", type=Path, default=RESULTS / f"{Path(script).stem}.json")
     parser.add_argument("--devices", nargs="+", choices=["cpu", "cuda"],
                         help="the devices to measure on (default: the CPU, and CUDA where a GPU is present)")
+    parser.add_argument("--once", action="store_true",
+                        help="where backends run there and back (generate.py, train.py), run each once: quicker, "
+                             "and the machine's drift is not evened out")
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure(*args.child)))

@@ -9,7 +9,7 @@ its first with empty caches, its second from the caches the first filled. Each p
 then ``ROUNDS`` warm ones; the warm figures pool both processes':
 
 - ``first_generation_s``: the first whole generation, compilation (and luminal_lab's search) included, with empty
-  caches; ``first_generation_warm_caches_s``: the same in the second process;
+  caches; ``first_generation_warm_caches_s``: the same in the second process (None with ``--once``);
 - ``compile_s``: what that first generation took beyond a warm one (the compile-and-search time);
 - ``ttft_ms``: the prefill of a warm generation (time to first token, compilation excluded), the median of all;
 - ``decode_tokens_per_s``: decode steps per second of a warm generation (the median of all), and ``step_ms``, each
@@ -100,17 +100,19 @@ def measure(backend: str, device: str) -> dict:
     return figures
 
 
-def summary(first: dict, again: dict, reference: list[int]) -> dict:
-    """One backend's figures from its two processes: the warm generations of both pooled."""
-    prefills, steps = first["prefills"] + again["prefills"], first["steps"] + again["steps"]
+def summary(runs: list[dict], reference: list[int]) -> dict:
+    """One backend's figures from its processes (``common.there_and_back``): their warm generations pooled."""
+    first = runs[0]
+    prefills = [prefill for run in runs for prefill in run["prefills"]]
+    steps = [generation for run in runs for generation in run["steps"]]
     ttft = statistics.median(prefills)
-    decode = statistics.median(sum(run) for run in steps)
-    generated = [first["tokens"], again["tokens"], *first["warm_tokens"], *again["warm_tokens"]]
+    decode = statistics.median(sum(generation) for generation in steps)
+    generated = [tokens for run in runs for tokens in (run["tokens"], *run["warm_tokens"])]
     figures = {"first_generation_s": first["first_generation_s"],
                "compile_s": first["first_generation_s"] - ttft - decode,
-               "first_generation_warm_caches_s": again["first_generation_s"], "ttft_ms": ttft * 1e3,
-               "decode_tokens_per_s": STEPS / decode,
-               "step_ms": [statistics.median(run[i] for run in steps) * 1e3 for i in range(STEPS)],
+               "first_generation_warm_caches_s": runs[-1]["first_generation_s"] if len(runs) > 1 else None,
+               "ttft_ms": ttft * 1e3, "decode_tokens_per_s": STEPS / decode,
+               "step_ms": [statistics.median(generation[i] for generation in steps) * 1e3 for i in range(STEPS)],
                "tokens_match_eager": all(tokens == reference for tokens in generated)}
     if "programs" in first:
         figures["programs"] = first["programs"]
@@ -125,9 +127,9 @@ def main() -> dict:
     result: dict = {"model": {"family": "LlamaForCausalLM (transformers)", **CONFIG}, "prompt": PROMPT,
                     "decode_steps": STEPS, "torch": torch.__version__, "devices": {}}
     for device in devices:
-        runs = there_and_back(__file__, BACKENDS, device)
+        runs = there_and_back(__file__, BACKENDS, device, args.once)
         reference = runs["eager"][0]["tokens"]
-        figures = {backend: summary(*runs[backend], reference) for backend in BACKENDS}
+        figures = {backend: summary(runs[backend], reference) for backend in BACKENDS}
         eager, inductor, ours = figures["eager"], figures["inductor"], figures["luminal_lab"]
         ours["decode_vs_eager"] = ours["decode_tokens_per_s"] / eager["decode_tokens_per_s"]
         ours["decode_vs_inductor"] = ours["decode_tokens_per_s"] / inductor["decode_tokens_per_s"]

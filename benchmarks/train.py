@@ -10,7 +10,7 @@ backend runs in two fresh processes, one after another in the order eager, induc
 pool both processes':
 
 - ``first_step_s``: the first step, compilation (and luminal_lab's search of both programs) included, with empty
-  caches; ``first_step_warm_caches_s``: the same in the second process;
+  caches; ``first_step_warm_caches_s``: the same in the second process (None with ``--once``);
 - ``compile_s``: what that first step took beyond a warm one;
 - ``step_ms``: the median warm step;
 - ``losses``: every step's loss, and ``losses_match_eager``: whether those of both processes stay within 1e-3
@@ -72,12 +72,14 @@ def measure(backend: str, device: str) -> dict:
     return figures
 
 
-def summary(first: dict, again: dict, reference: list[float]) -> dict:
-    """One backend's figures from its two processes: the warm steps of both pooled."""
-    step = statistics.median(first["steps"] + again["steps"])
+def summary(runs: list[dict], reference: list[float]) -> dict:
+    """One backend's figures from its processes (``common.there_and_back``): their warm steps pooled."""
+    first = runs[0]
+    step = statistics.median(seconds for run in runs for seconds in run["steps"])
     figures = {"first_step_s": first["first_step_s"], "compile_s": first["first_step_s"] - step,
-               "first_step_warm_caches_s": again["first_step_s"], "step_ms": step * 1e3, "losses": first["losses"],
-               "losses_match_eager": all(abs(a - b) <= 1e-3 * abs(b) for run in (first, again)
+               "first_step_warm_caches_s": runs[-1]["first_step_s"] if len(runs) > 1 else None,
+               "step_ms": step * 1e3, "losses": first["losses"],
+               "losses_match_eager": all(abs(a - b) <= 1e-3 * abs(b) for run in runs
                                          for a, b in zip(run["losses"], reference, strict=True))}
     if "programs" in first:
         figures["programs"] = first["programs"]
@@ -93,8 +95,8 @@ def main() -> dict:
                     "sequence": SEQUENCE, "steps": STEPS, "optimiser": "AdamW(lr=1e-3)", "torch": torch.__version__,
                     "devices": {}}
     for device in devices:
-        runs = there_and_back(__file__, BACKENDS, device)
-        figures = {backend: summary(*runs[backend], runs["eager"][0]["losses"]) for backend in BACKENDS}
+        runs = there_and_back(__file__, BACKENDS, device, args.once)
+        figures = {backend: summary(runs[backend], runs["eager"][0]["losses"]) for backend in BACKENDS}
         eager, inductor, ours = figures["eager"], figures["inductor"], figures["luminal_lab"]
         ours["step_vs_eager"] = eager["step_ms"] / ours["step_ms"]
         ours["step_vs_inductor"] = inductor["step_ms"] / ours["step_ms"]
