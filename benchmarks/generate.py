@@ -71,22 +71,16 @@ def generate(model: torch.nn.Module, ids: torch.Tensor, sync) -> tuple[list[int]
     return tokens, prefill, steps
 
 
-def prepared(backend: str, device: str) -> tuple[torch.nn.Module, torch.Tensor]:
-    """The model with its ``forward`` compiled by ``backend``, and the prompt."""
-    model, ids = build(device)
-    if backend == "inductor":
-        model.forward = torch.compile(model.forward, dynamic=True)
-    elif backend == "luminal_lab":
-        model.forward = torch.compile(model.forward, backend="luminal_lab")
-    return model, ids
-
-
 def measure(backend: str, device: str) -> dict:
     """In this process: the first generation (compilation included), then ``ROUNDS`` warm ones, each's prefill and
     steps in seconds."""
+    model, ids = build(device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     with torch.no_grad():
-        model, ids = prepared(backend, device)
+        if backend == "inductor":
+            model.forward = torch.compile(model.forward, dynamic=True)
+        elif backend == "luminal_lab":
+            model.forward = torch.compile(model.forward, backend="luminal_lab")
         start = time.perf_counter()
         tokens, _, _ = generate(model, ids, sync)
         first = time.perf_counter() - start
