@@ -5,9 +5,10 @@ for inputs and weights), computes constants and iotas, makes the scratches of th
 (loop kernels read a padded read in place, other readers through a zeroed scratch), compiles each loop kernel for its
 ``codegen.cpu_loop.Loop`` (cached by source, ``cache``; ``prange`` from ``PARALLEL_THRESHOLD`` element loads of work)
 and lists the launches. Casts to or from f16 and bf16 and Scatter are numpy host ops; a contraction is one BLAS call
-when its reads have rows or columns (through torch's BLAS for floats), else a loop of dot products. Inputs are read in
-place and outputs written straight into fresh arrays where every read or write of their buffers goes through a binder
-and they hold at least ``REBIND_BYTES``; smaller ones are copied.
+when its reads have rows or columns (through torch's BLAS for floats), else a loop of dot products, as is one under
+``DOT_PRODUCTS`` multiply-adds or a matrix times a vector read along the matrix's rows (a decode step's linears).
+Inputs are read in place and outputs written straight into fresh arrays where every read or write of their buffers
+goes through a binder and they hold at least ``REBIND_BYTES``; smaller ones are copied.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ PARALLEL_THRESHOLD = 1 << 16  # element loads of work; below it numba's thread s
 # pool's hand-offs each wait for a core: 16 ms, not 0.01, for a 32x64 by 64x64 matmul beside a spinning process per
 # core)
 SERIAL_MATMUL = 1 << 18
+# multiply-adds: below it a contraction runs as dot products in a loop kernel, as does a matrix-vector product whose
+# matrix is read along its rows (a decode step's linear layers): a library call's dispatch costs more than such
+# products, and numba's loop streams the matrix from a cold cache in about 0.6x the time of MKL's gemv
+DOT_PRODUCTS = 1 << 16
 # bytes: an input or output smaller than this is copied into or out of the plan's buffer; a larger one is read in place
 # or written straight (its binders rebound each call, tens of microseconds: what copying about this many bytes costs)
 REBIND_BYTES = 1 << 17
@@ -561,11 +566,13 @@ class _Planner:
     # ---- matmul ---------------------------------------------------------------------
     def _matmul(self, kernel: Kernel) -> Step:
         """A contraction: one BLAS matmul into the kernel's buffer when its views have rows or columns (through scratch
-        copies only where BLAS needs them), else one loop nest of dot products."""
+        copies only where BLAS needs them), else one loop nest of dot products: for a product of neither, one under
+        ``DOT_PRODUCTS`` multiply-adds, and a matrix times a vector where the matrix is read along its rows."""
         out = self.buffers[kernel.id]
         a, b = self._views(kernel)
         contraction = Contraction.of(a.array, b.array, len(a.read.shape) - 1)
-        if out.size == 0 or contraction is None or not (contraction.rows or contraction.cols):
+        if out.size == 0 or contraction is None or not (contraction.rows or contraction.cols) \
+                or _dots_first(contraction, a.read, b.read):
             return self._dot_products(kernel, out, a, b)
         compute = kernel.dtype.compute_numpy
         count, m, k, n = contraction.matmul_shape
@@ -708,6 +715,13 @@ def _reshaped(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
         return array.reshape(shape, copy=False)
     except ValueError:
         return None
+
+
+def _dots_first(contraction: Contraction, a: Strided, b: Strided) -> bool:
+    """Whether dot products beat a library matmul: under ``DOT_PRODUCTS`` multiply-adds, or a matrix times a vector
+    (one row or one column) with the matrix read along its rows (unit stride on the contracted axis, the last)."""
+    count, m, k, n = contraction.matmul_shape
+    return count * m * k * n < DOT_PRODUCTS or (m == 1 and b.strides[-1] == 1) or (n == 1 and a.strides[-1] == 1)
 
 
 def _blas_ready(x: np.ndarray) -> bool:

@@ -39,6 +39,7 @@ from luminal_lab.runtime.cpu import (
     REBIND_BYTES,
     SERIAL_MATMUL,
     CPURuntime,
+    _Launch,
     _Listing,
     _Matmul,
     _Planner,
@@ -339,6 +340,7 @@ def test_padded_reads_in_elementwise_kernels_match_the_reference_bit_for_bit(dty
         np.testing.assert_array_equal(have.view(np.uint8), want.view(np.uint8), err_msg=name)
 
 
+@pytest.mark.usefixtures("blas_any_size")
 @pytest.mark.parametrize("dtype", PADDED_DTYPES, ids=str)
 def test_padded_reads_in_fused_regions_match_the_reference(dtype: ll.DType) -> None:
     """Regions read padded starts in place; a row region (a row sum of a concat) and a matmul of one read it
@@ -524,6 +526,13 @@ def test_buffers_are_reused_and_outputs_are_fresh() -> None:
     np.testing.assert_array_equal(runtime.run(inputs, graph.weights)[0], second[0])
 
 
+@pytest.fixture
+def blas_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Contractions of any size run as library matmuls (``DOT_PRODUCTS`` 0), so that small ones test that path."""
+    monkeypatch.setattr("luminal_lab.runtime.cpu.DOT_PRODUCTS", 0)
+
+
+@pytest.mark.usefixtures("blas_any_size")
 def test_a_contraction_runs_as_one_matmul_and_its_decomposed_form_agrees() -> None:
     model, inputs = MLP(32, 64, 16), mlp_inputs(4, 32)
     comp = ll.compile(model.eval(), inputs)
@@ -544,6 +553,35 @@ def test_a_contraction_runs_as_one_matmul_and_its_decomposed_form_agrees() -> No
         k.id for k in contracted.kernels if k.op in ("Input", "Constant", "Iota")} | set(contracted.outputs)
     (slow,) = CPURuntime(decomposed).run(arrays, comp.graph.weights)
     np.testing.assert_allclose(slow, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("rows", "inner", "cols", "layout", "library"), [
+    (1, 256, 320, "rows", False),  # a decode step's linear layer: x times W transposed, W read along its rows
+    (1, 256, 320, "columns", True),  # x times W: dot products would read W down its columns
+    (48, 256, 320, "rows", True),  # a prefill's: a matrix product
+    (4, 16, 16, "columns", False),  # under DOT_PRODUCTS multiply-adds
+], ids=["vector-rows", "vector-columns", "matrix", "tiny"])
+def test_matrix_vector_products_and_tiny_contractions_run_as_dot_products(rows: int, inner: int, cols: int,
+                                                                          layout: str, library: bool) -> None:
+    """A matrix times a vector, the matrix read along its rows, runs as dot products in a loop kernel (numba streams
+    the matrix faster than MKL's gemv), as does a contraction under ``DOT_PRODUCTS`` multiply-adds; a matrix read down
+    its columns, or a matrix product, is one library matmul."""
+    g = ll.Graph()
+    x = g.tensor((rows, inner), "x")
+    w = g.tensor((cols, inner) if layout == "rows" else (inner, cols), "w")
+    (x @ (w.T if layout == "rows" else w)).output("y")
+    llir = extract(ll.compile(g).choice_space().smallest_genome())
+    assert llir.op_counts()["Matmul"] == 1
+    rng = np.random.default_rng(6)
+    inputs = {"x": rng.standard_normal((rows, inner), np.float32),
+              "w": rng.standard_normal((cols, inner) if layout == "rows" else (inner, cols), np.float32)}
+    runtime = CPURuntime(llir)
+    (got,) = runtime.run(inputs)
+    np.testing.assert_allclose(got, inputs["x"] @ (inputs["w"].T if layout == "rows" else inputs["w"]),
+                               rtol=1e-4, atol=1e-4)
+    steps = [step for _, step in runtime.plan().steps]
+    assert [type(step).__name__ for step in steps if isinstance(step, (_Matmul, _Launch))] == \
+        ["_Matmul" if library else "_Launch"]
 
 
 def test_a_small_matmul_runs_on_one_torch_thread_and_leaves_the_count_as_it_was() -> None:
