@@ -83,6 +83,14 @@ def signature_of(args: Sequence[Any]) -> tuple:
     return tuple(types)
 
 
+def entry_point(function: Any, args: Sequence[Any]) -> Callable:
+    """What calls ``function`` (a dispatcher compiled for the types of ``args``) on arguments of those types without
+    numba's dispatch: the compiled overload's entry point, which unboxes them as those types unchecked. Anything
+    else (a listing pass's stand-in) is returned as it is."""
+    overloads = getattr(function, "overloads", None)
+    return function if overloads is None else overloads[signature_of(args)].entry_point
+
+
 class KernelCache:
     """Generated kernel sources -> numba dispatchers, in memory and as modules in ``directory``."""
 

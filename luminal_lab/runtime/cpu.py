@@ -36,7 +36,7 @@ from ..hlir.contraction import Contraction
 from ..llir.llir import LLIR, Kernel
 from ..llir.regions import RegionBody, find_regions
 from .base import Plan, Runtime, Slot, Step, host_memory_available
-from .cache import KernelCache, Request, kernel_cache
+from .cache import KernelCache, Request, entry_point, kernel_cache
 
 ALIGN = 64  # bytes: where each buffer carved from the arena starts (a cache line)
 PARALLEL_THRESHOLD = 1 << 16  # element loads of work; below it numba's thread start-up costs more than it saves
@@ -73,13 +73,19 @@ class _View:
 
 @dataclass(slots=True)
 class _Launch:
-    """A compiled kernel and the arguments it is called with; a plan rebinds some of them between calls."""
+    """A compiled kernel (its numba dispatcher) and the arguments it is called with; a plan rebinds some of them
+    between calls, always to arrays of the same types. A call goes straight to the machine code compiled for those
+    types (``entry``), without the dispatcher's typing of every argument."""
 
     function: Callable
     args: list
+    entry: Callable = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.entry = entry_point(self.function, self.args)
 
     def __call__(self) -> None:
-        self.function(*self.args)
+        self.entry(*self.args)
 
     def binder(self, position: int, dims: tuple[int, ...] | None = None) -> Binder:
         """What puts another buffer's flat array at ``position`` (as ``dims`` when given)."""
