@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import operator
 import os
 import statistics
 import time
@@ -83,6 +84,7 @@ class Plan:
     inputs: list[Slot] = field(default_factory=list)
     weights: list[Slot] = field(default_factory=list)
     steps: list[tuple[int, Step]] = field(default_factory=list)
+    bound: tuple[int, list] = (-1, [])  # the runtime's weight fills, and the weight arrays, at the last binding
 
 
 @dataclass
@@ -132,6 +134,7 @@ class Runtime(ABC, Generic[P]):
         self.plans: PlanCache[P] = PlanCache(self._planned)  # by sorted (dimension, size) pairs
         self._weights: dict[str, np.ndarray] = {}
         self._weight_slots: dict[str, Slot] = {}  # a weight's slot, which every plan shares
+        self._fills = 0  # weights copied or bound anew, by any plan
 
     def weight_slot(self, name: str, dtype: DType, shape: tuple[int, ...], allocate: Callable[[], Any]) -> Slot:
         """The slot of weight ``name``, its buffer made by ``allocate`` the first time: every plan of this runtime
@@ -245,18 +248,22 @@ class Runtime(ABC, Generic[P]):
     def _prepare(self, inputs: Mapping[str, Any], weights: Mapping[str, np.ndarray],
                  bindings: Mapping[str, int] | None, fill: Callable[[P, Slot, Any], None] | None = None) -> P:
         """The plan, with this call's inputs copied in by ``fill`` (default ``_fill``: checked host arrays) and any
-        new weights by ``_fill``."""
+        new weights by ``_fill``; a plan given the arrays it was last given, while no plan copied or bound a weight
+        anew (``_fills``), checks none of them again."""
         self._weights.update(weights)
         plan = self.plan(bindings)
         for slot in plan.inputs:
             if slot.name not in inputs:
                 raise LuminalError(f"missing input {slot.name!r}; the inputs are {[s.name for s in plan.inputs]}")
             (fill or self._fill)(plan, slot, inputs[slot.name])
-        for slot in plan.weights:
-            value = self._weights.get(slot.name)
-            if value is None:
-                raise LuminalError(f"missing weight {slot.name!r}")
-            self._bind_weight(plan, slot, value)
+        values = [self._weights.get(slot.name) for slot in plan.weights]
+        fills, last = plan.bound
+        if fills != self._fills or len(last) != len(values) or not all(map(operator.is_, values, last)):
+            for slot, value in zip(plan.weights, values):  # unless no weight moved anywhere since: then all hold
+                if value is None:
+                    raise LuminalError(f"missing weight {slot.name!r}")
+                self._bind_weight(plan, slot, value)
+            plan.bound = (self._fills, values)
         return plan
 
     def _bind_weight(self, plan: P, slot: Slot, value: np.ndarray) -> None:
@@ -264,6 +271,7 @@ class Runtime(ABC, Generic[P]):
         if value is not slot.bound:
             self._fill(plan, slot, value)
             slot.bound = value
+            self._fills += 1
 
     def _fill(self, plan: P, slot: Slot, value: np.ndarray) -> None:
         value = np.asarray(value)

@@ -260,6 +260,7 @@ class CPURuntime(Runtime[CPUPlan]):
             super()._bind_weight(plan, slot, value)
         elif place.bound is not value:
             self._fill(plan, slot, value)
+            self._fills += 1
 
     def _prepare(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
                  bindings: Mapping[str, int] | None) -> CPUPlan:

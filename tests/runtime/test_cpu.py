@@ -707,6 +707,28 @@ def test_weights_read_in_place_are_bound_in_every_plan() -> None:
     np.testing.assert_array_equal(runtime.plan({"n": 3}).weights[0].buffer, transposed["w"])
 
 
+def test_a_plan_given_its_last_weights_binds_none_until_another_plan_moves_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call with the weight arrays of the plan's last call binds no weight (a decode step's twenty-odd checks), unless
+    some plan copied or bound a weight since: then the plan binds its own again, as another may have overwritten the
+    slot they share."""
+    g = ll.Graph()
+    rng = np.random.default_rng(3)
+    x, w = g.tensor(("n", 8), "x"), g.tensor((8, 4), "w")
+    (x.matmul(w) + 1.0).output("y")
+    runtime = CPURuntime(llir_of(g), memory_budget=1 << 30)
+    first, second = (np.asfortranarray(rng.standard_normal((8, 4)).astype(np.float32)) for _ in range(2))  # copied
+    binds = []
+    original = runtime._bind_weight
+    monkeypatch.setattr(runtime, "_bind_weight", lambda *args: binds.append(args[1].name) or original(*args))
+    for size, weight, bound in ((3, first, ["w"]), (3, first, []), (5, second, ["w"]), (3, first, ["w"]),
+                                (3, first, []), (5, second, ["w"])):
+        binds.clear()
+        inputs = {"x": rng.standard_normal((size, 8)).astype(np.float32)}
+        (got,) = runtime.run(inputs, {"w": weight}, {"n": size})
+        np.testing.assert_allclose(got, inputs["x"] @ weight + 1.0, rtol=1e-5, atol=1e-5)
+        assert binds == bound, (size, binds)
+
+
 def test_an_input_read_by_more_than_loop_kernels_is_copied() -> None:
     g = ll.Graph()
     a = g.tensor((8, 4), "a")
