@@ -198,6 +198,8 @@ class CPURuntime(Runtime[CPUPlan]):
         self.cache = cache or kernel_cache()
         self._arena = np.zeros(0, np.uint8)
         self._bodies: dict[int, RegionBody] | None = None
+        self._symbols: dict[int, tuple[ShapeTracker, tuple[str, ...]]] = {}  # by id: a tracker's own symbols
+        self._reads: dict[tuple, tuple[ShapeTracker, Strided | Nested | Gathered]] = {}  # lower's, remembered
 
     @staticmethod
     def load() -> None:
@@ -232,6 +234,21 @@ class CPURuntime(Runtime[CPUPlan]):
         if self._bodies is None:
             self._bodies = {region.end: region.body(self.llir) for region in find_regions(self.llir)}
         return self._bodies
+
+    def lowered(self, tracker: ShapeTracker, bindings: Mapping[str, int], size: int,
+                source: int) -> Strided | Nested | Gathered:
+        """``lower``'s read of ``tracker`` (a view in this runtime's LLIR or region bodies) over ``size`` elements,
+        remembered by the values of the tracker's own symbols: a plan for a new length lowers again only the views that
+        depend on it."""
+        entry = self._symbols.get(id(tracker))
+        if entry is None or entry[0] is not tracker:
+            exprs = (*tracker.dims, *tracker.strides, *tracker.masks)
+            entry = self._symbols[id(tracker)] = (tracker, tuple(sorted(set().union(*(e.variables() for e in exprs)))))
+        key = (id(tracker), source, size, tuple(bindings[name] for name in entry[1]))
+        read = self._reads.get(key)
+        if read is None or read[0] is not tracker:
+            read = self._reads[key] = (tracker, lower(tracker, bindings, size, source))
+        return read[1]
 
     def arena(self, size: int) -> np.ndarray:
         """At least ``size`` bytes that every plan carves its rewritten buffers from (so one plan runs at a time);
@@ -401,7 +418,7 @@ class _Planner:
         """How to read ``source``'s buffer through ``tracker`` (``lower``): a strided read in place, a padded one too
         where the reader takes one (``padded``) and else materialised, a nested or gathered one through its scratch."""
         flat = self.buffers[source].reshape(-1)
-        read = lower(tracker, self.bindings, flat.size, source)
+        read = self.runtime.lowered(tracker, self.bindings, flat.size, source)
         if isinstance(read, Nested):
             inside = _View(flat, read.nest).array
             scratch = np.zeros(read.compact, flat.dtype)

@@ -729,6 +729,31 @@ def test_a_plan_given_its_last_weights_binds_none_until_another_plan_moves_one(m
         assert binds == bound, (size, binds)
 
 
+def test_a_plan_for_a_new_size_lowers_only_the_views_that_depend_on_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``CPURuntime.lowered`` remembers each view's read by the values of its own symbols: a second size re-lowers the
+    views of ``n``, not those of the weight, and every size still reads what it should."""
+    g = ll.Graph()
+    rng = np.random.default_rng(8)
+    weights = {"w": rng.standard_normal((8, 4)).astype(np.float32), "v": rng.standard_normal((4,)).astype(np.float32)}
+    x, w, v = g.tensor(("n", 8), "x"), g.weight("w", weights["w"]), g.weight("v", weights["v"])
+    ((x.matmul(w) + 1.0) * v).output("y")
+    (w.sum(-1) * 2.0).output("z")
+    runtime = CPURuntime(llir_of(g))
+    lowered = []
+    monkeypatch.setattr("luminal_lab.runtime.cpu.lower", lambda tracker, *rest: lowered.append(tracker) or lower(
+        tracker, *rest))
+    by_size = {}
+    for size in (3, 5):
+        lowered.clear()
+        inputs = {"x": rng.standard_normal((size, 8)).astype(np.float32)}
+        y, z = runtime.run(inputs, weights, {"n": size})
+        np.testing.assert_allclose(y, (inputs["x"] @ weights["w"] + 1.0) * weights["v"], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(z, weights["w"].sum(-1) * 2.0, rtol=1e-5, atol=1e-5)
+        by_size[size] = [{name for e in (*t.dims, *t.strides, *t.masks) for name in e.variables()} for t in lowered]
+    assert {frozenset(names) for names in by_size[3]} == {frozenset(), frozenset({"n"})}
+    assert by_size[5] and all(names == {"n"} for names in by_size[5]) and len(by_size[5]) < len(by_size[3])
+
+
 def test_an_input_read_by_more_than_loop_kernels_is_copied() -> None:
     g = ll.Graph()
     a = g.tensor((8, 4), "a")
