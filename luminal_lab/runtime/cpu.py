@@ -51,6 +51,7 @@ DOT_PRODUCTS = 1 << 16
 # bytes: an input or output smaller than this is copied into or out of the plan's buffer; a larger one is read in place
 # or written straight (its binders rebound each call, tens of microseconds: what copying about this many bytes costs)
 REBIND_BYTES = 1 << 17
+LOWERED_READS = 1 << 14  # views' reads a runtime remembers (``lowered``), the oldest forgotten first
 _HALF = (DType.F16, DType.BF16)
 
 
@@ -247,6 +248,8 @@ class CPURuntime(Runtime[CPUPlan]):
         key = (id(tracker), source, size, tuple(bindings[name] for name in entry[1]))
         read = self._reads.get(key)
         if read is None or read[0] is not tracker:
+            while len(self._reads) >= LOWERED_READS:  # a long generation binds thousands of lengths
+                del self._reads[next(iter(self._reads))]
             read = self._reads[key] = (tracker, lower(tracker, bindings, size, source))
         return read[1]
 

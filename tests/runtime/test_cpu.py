@@ -752,6 +752,12 @@ def test_a_plan_for_a_new_size_lowers_only_the_views_that_depend_on_it(monkeypat
         by_size[size] = [{name for e in (*t.dims, *t.strides, *t.masks) for name in e.variables()} for t in lowered]
     assert {frozenset(names) for names in by_size[3]} == {frozenset(), frozenset({"n"})}
     assert by_size[5] and all(names == {"n"} for names in by_size[5]) and len(by_size[5]) < len(by_size[3])
+    limit = len(runtime._reads)
+    monkeypatch.setattr("luminal_lab.runtime.cpu.LOWERED_READS", limit)  # full: the oldest go first
+    inputs = {"x": rng.standard_normal((7, 8)).astype(np.float32)}
+    y, _ = runtime.run(inputs, weights, {"n": 7})
+    np.testing.assert_allclose(y, (inputs["x"] @ weights["w"] + 1.0) * weights["v"], rtol=1e-5, atol=1e-5)
+    assert len(runtime._reads) == limit
 
 
 def test_an_input_read_by_more_than_loop_kernels_is_copied() -> None:
