@@ -39,6 +39,9 @@ class Boundary:
         count = len(signature.outputs) + len(signature.constants)
         # outputs returned as a plain tuple (or list) of leaves need no pytree work
         self.flat_out = next((kind for kind in (tuple, list) if signature.out_spec == _flat_spec(kind, count)), None)
+        self.mutates = bool(signature.mutated_inputs or signature.mutated_weights)  # whether a call writes back
+        order = list(graph.outputs)
+        self._returned = [order.index(name) for name in signature.outputs]  # where each returned value is computed
         self._bound: dict[tuple, dict[str, int]] = {}  # the bindings of each input signature seen (dtypes, shapes)
 
     def match(self, inputs: Sequence, named: Mapping[str, Any]) -> dict[str, Any]:
@@ -73,7 +76,8 @@ class Boundary:
         """Check the inputs' dtypes and shapes, bind the symbolic dimensions, and convert to numpy (the size arguments,
         which only bind, are left out)."""
         bindings = self.bind(values)
-        return {name: to_numpy(value) for name, value in values.items() if name not in self.signature.sizes}, bindings
+        sizes = self.signature.sizes
+        return {name: to_numpy(value) for name, value in values.items() if name not in sizes}, bindings
 
     def tensors(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """``values`` without the size arguments."""
@@ -81,9 +85,10 @@ class Boundary:
 
     def bind(self, values: Mapping[str, Any]) -> dict[str, int]:
         """Check the inputs' dtypes and shapes and bind the symbolic dimensions; the values stay where they are. A
-        signature (each input's dtype and shape, each size argument's value) checked before is not checked again."""
+        signature (each input's dtype and shape, each size argument's value) checked before is not checked again: its
+        bindings are the ones remembered (not to be changed)."""
         try:
-            key = tuple(_signature(value) for value in values.values())
+            key = tuple([_signature(value) for value in values.values()])
             bindings = self._bound.get(key)
         except TypeError:  # an unhashable value (a list, say): _check names what is wrong with it
             key = bindings = None
@@ -91,7 +96,7 @@ class Boundary:
             bindings = self._check(values)
             if key is not None and len(self._bound) < MEMO:
                 self._bound[key] = bindings
-        return dict(bindings)
+        return bindings
 
     def _check(self, values: Mapping[str, Any]) -> dict[str, int]:
         import torch
@@ -161,12 +166,14 @@ class Boundary:
                 buffer = self.module.get_buffer(weight)
                 buffer.copy_(_tensor(results[output]))
 
-    def pack(self, results: dict[str, Any], bindings: Mapping[str, int]) -> Any:
-        """The outputs as the program returns them: torch tensors, in its order and structure, and any sizes it
-        returns (``Signature.constants``) as numbers at ``bindings``."""
-        tensors = [_tensor(results[name]) for name in self.signature.outputs]
-        for position, value in sorted(self.signature.constants.items()):
-            tensors.insert(position, int(value.evaluate(bindings)) if isinstance(value, Expr) else value)
+    def pack(self, outputs: Sequence[Any], bindings: Mapping[str, int]) -> Any:
+        """The graph's outputs (numpy arrays or torch tensors, in ``graph.outputs`` order) as the program returns them:
+        torch tensors, in its order and structure, and any sizes it returns (``Signature.constants``) as numbers at
+        ``bindings``."""
+        tensors = [_tensor(outputs[index]) for index in self._returned]
+        if self.signature.constants:
+            for position, value in sorted(self.signature.constants.items()):
+                tensors.insert(position, int(value.evaluate(bindings)) if isinstance(value, Expr) else value)
         if self.flat_out is not None:
             return self.flat_out(tensors)
         if self.signature.out_spec is not None:
@@ -178,13 +185,13 @@ class Boundary:
 
 def _tensor(value: Any) -> Any:
     """A torch tensor as it is, or one over a numpy array."""
-    return value if not isinstance(value, np.ndarray) else to_torch(value)
+    return to_torch(value) if isinstance(value, np.ndarray) else value
 
 
 def _signature(value: Any) -> tuple:
     """What checking an input depends on: a tensor's or array's dtype and shape, a size argument's value."""
     shape = getattr(value, "shape", None)
-    return (type(value), value) if shape is None else (value.dtype, tuple(shape))
+    return (type(value), value) if shape is None else (value.dtype, shape)
 
 
 def _flat_spec(kind: type, count: int):

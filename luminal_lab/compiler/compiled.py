@@ -187,19 +187,20 @@ class Compiled:
         """Run on torch tensors (or numpy arrays) and return torch tensors, in the program's order. On
         ``device="cuda"`` the call is device-resident: CUDA tensors in (CPU ones copied once), CUDA tensors out,
         ordered on torch's current stream."""
-        check_device(device, "Compiled.run")
-        values = self.boundary.match(inputs, named_inputs)
-        if device == "cuda":
-            bindings = self.boundary.bind(values)
-            tensors = {name: (to_torch(value) if isinstance(value, np.ndarray) else value).to("cuda")
-                       for name, value in self.boundary.tensors(values).items()}
-            outputs = self._runtime(self.genome, device).run_device(tensors, self.graph.weights, bindings)
-        else:
-            arrays, bindings = self.boundary.check(values)
+        boundary = self.boundary
+        values = boundary.match(inputs, named_inputs)
+        if device == "cpu":
+            arrays, bindings = boundary.check(values)
             outputs = self._runtime(self.genome, device).run(arrays, self.graph.weights, bindings)
-        results = dict(zip(self.graph.outputs, outputs))
-        self.boundary.write_back(values, results)
-        return self.boundary.pack(results, bindings)
+        else:
+            check_device(device, "Compiled.run")
+            bindings = boundary.bind(values)
+            tensors = {name: (to_torch(value) if isinstance(value, np.ndarray) else value).to("cuda")
+                       for name, value in boundary.tensors(values).items()}
+            outputs = self._runtime(self.genome, device).run_device(tensors, self.graph.weights, bindings)
+        if boundary.mutates:
+            boundary.write_back(values, dict(zip(self.graph.outputs, outputs)))
+        return boundary.pack(outputs, bindings)
 
     __call__ = run
 
@@ -209,7 +210,7 @@ class Compiled:
         arrays, bindings = self.boundary.check(values)
         results = self._reference.run(arrays, bindings)
         self.boundary.write_back(values, results)
-        return self.boundary.pack(results, bindings)
+        return self.boundary.pack([results[name] for name in self.graph.outputs], bindings)
 
     def profile(self, genome: Genome | None = None, device: str = "cpu", inputs: Sequence | None = None,
                 warmup: int = 2, trials: int = 10, back_to_back: bool = False) -> Profile:

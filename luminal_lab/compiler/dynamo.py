@@ -289,7 +289,7 @@ class DynamoProgram:
 
     def floats(self, args: Sequence[Any]) -> tuple:
         """The values of the floats dynamo passes as 0-d tensors, which each program bakes in (``_unspecialized``)."""
-        return tuple(args[i].item() for i in self.baked)
+        return tuple([args[i].item() for i in self.baked]) if self.baked else ()
 
     def __call__(self, *args: Any) -> Any:
         if not self.passed:

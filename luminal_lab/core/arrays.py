@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import dtypes as dt
@@ -11,18 +13,23 @@ def to_numpy(value) -> np.ndarray:
     """A numpy view of a CPU tensor (a copy of a CUDA one; bf16 through ml_dtypes), or the array itself."""
     if isinstance(value, np.ndarray):
         return value
-    import torch
-
-    if value.dtype == torch.bfloat16:
-        return value.detach().contiguous().view(torch.int16).numpy(force=True).view(dt.bf16.numpy)
+    if value.dtype is _torch().bfloat16:
+        return value.detach().contiguous().view(_torch().int16).numpy(force=True).view(dt.bf16.numpy)
     return value.numpy(force=True)  # detached, on the CPU
 
 
 def to_torch(array: np.ndarray):
     """A torch tensor over ``array``'s data (bf16 through ml_dtypes)."""
-    import torch
-
+    torch = _torch()
     array = np.array(array, order="C", copy=None)  # keeps 0-d arrays 0-d
     if array.dtype == dt.bf16.numpy:
         return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(array)
+
+
+@functools.cache
+def _torch():
+    """torch, imported on first use (the stages before the frontend run without it)."""
+    import torch
+
+    return torch

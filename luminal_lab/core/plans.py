@@ -28,11 +28,10 @@ class PlanCache(dict[BindingKey, P]):
 
     def plan(self, bindings: Mapping[str, int] | None = None) -> P:
         """The plan for ``bindings`` (no symbolic dimensions: ``None`` or ``{}``)."""
-        bindings = dict(bindings or {})
-        key = tuple(sorted(bindings.items()))
+        key = tuple(sorted(bindings.items())) if bindings else ()
         plan = self.pop(key, None)
         if plan is None:
-            plan = self._build(bindings)
+            plan = self._build(dict(bindings or {}))
             while len(self) >= self.limit:
                 del self[next(iter(self))]
         self[key] = plan  # last: the most recently used

@@ -250,12 +250,15 @@ class Runtime(ABC, Generic[P]):
         """The plan, with this call's inputs copied in by ``fill`` (default ``_fill``: checked host arrays) and any
         new weights by ``_fill``; a plan given the arrays it was last given, while no plan copied or bound a weight
         anew (``_fills``), checks none of them again."""
-        self._weights.update(weights)
+        if weights:
+            self._weights.update(weights)
         plan = self.plan(bindings)
+        fill = fill or self._fill
         for slot in plan.inputs:
-            if slot.name not in inputs:
+            value = inputs.get(slot.name)
+            if value is None:
                 raise LuminalError(f"missing input {slot.name!r}; the inputs are {[s.name for s in plan.inputs]}")
-            (fill or self._fill)(plan, slot, inputs[slot.name])
+            fill(plan, slot, value)
         values = [self._weights.get(slot.name) for slot in plan.weights]
         fills, last = plan.bound
         if fills != self._fills or len(last) != len(values) or not all(map(operator.is_, values, last)):

@@ -181,12 +181,14 @@ class _Rebound:
 @dataclass
 class CPUPlan(Plan):
     """A CPU plan: besides the slots and steps, the buffers by kernel id, the fresh arrays the Output steps make in a
-    run, the inputs and weights read in place (by name) and the outputs written straight into fresh arrays."""
+    run, the inputs and weights read in place (by name), the outputs written straight into fresh arrays, and whether
+    numpy's floating-point warnings need silencing (numba's kernels raise none)."""
 
     buffers: dict[int, np.ndarray] = field(default_factory=dict)
     results: dict[int, np.ndarray] = field(default_factory=dict)
     in_place: dict[str, _Rebound] = field(default_factory=dict)
     direct: list[_Rebound] = field(default_factory=list)
+    warns: bool = False  # whether a step computes with numpy (a cast, a scatter-add): a run silences its warnings
 
 
 class CPURuntime(Runtime[CPUPlan]):
@@ -264,9 +266,11 @@ class CPURuntime(Runtime[CPUPlan]):
         """An input or weight that every kernel reads through a binder is read in place when C-contiguous, aligned and
         writeable (as the kernels were compiled for); anything else is copied into its slot."""
         place = plan.in_place.get(slot.name)
-        if place is not None and value.flags.c_contiguous and value.flags.aligned and value.flags.writeable:
-            place.bind(value)
-            return
+        if place is not None:
+            flags = value.flags
+            if flags.c_contiguous and flags.aligned and flags.writeable:
+                place.bind(value)
+                return
         np.copyto(slot.buffer, value)
         if place is not None:
             place.bind(slot.buffer)
@@ -290,6 +294,9 @@ class CPURuntime(Runtime[CPUPlan]):
         return plan
 
     def _launch(self, plan: CPUPlan) -> None:
+        if not plan.warns:
+            super()._launch(plan)
+            return
         with np.errstate(all="ignore"):
             super()._launch(plan)
 
@@ -610,6 +617,7 @@ class _Planner:
             operand = _reshaped(compact, shape) if compact.dtype == compute else None
             if operand is None or not _blas_ready(operand):
                 scratch = np.empty(compact.shape, compute)
+                self.result.warns |= bool(compact.dtype != compute)  # a cast
                 steps.append(lambda scratch=scratch, compact=compact: np.copyto(scratch, compact, casting="unsafe"))
                 operand, view = scratch.reshape(shape), None
             operands.append((operand, view))
@@ -627,6 +635,8 @@ class _Planner:
             product = np.empty((count, m, n), compute)
             matmul = _Matmul(lhs, rhs, product)
             arranged = contraction.arrange(product)
+            self.result.warns |= bool(out.dtype != compute)  # a cast
+        self.result.warns |= matmul.torch is None  # numpy's matmul
         for position, view in ((1, left_view), (2, right_view)):
             if view is not None and view.buffer is not None:
                 binder = matmul.binder(position, view.flat)
@@ -685,6 +695,7 @@ class _Planner:
         dest, indexes, values = (v.array for v in views)
         flat_out = out.reshape(-1)
         add = kernel.op == "ScatterAdd"
+        self.result.warns |= add
 
         def scatter() -> None:
             np.copyto(out, dest)

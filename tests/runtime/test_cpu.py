@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import warnings
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -188,6 +189,27 @@ def test_out_of_range_index_is_a_clear_error(op: str) -> None:
         inputs["ids"] = np.array([0, bad, 1])
         with pytest.raises(IndexError, match=rf"{op} k\d+ \(HLIR h\d+\): index -?\d+ is out of range"):
             runtime.run(inputs)
+
+
+def test_only_a_plan_with_numpy_steps_silences_numpy_and_overflows_warn_of_nothing() -> None:
+    """numba's kernels raise no floating-point warnings, so a plan of them runs outside numpy's error state; a
+    scatter-add (numpy's ``add.at``) runs inside it: an overflow in either warns of nothing, as the reference."""
+    g = ll.Graph()
+    w, ids = g.tensor((3,), "w"), g.tensor((3,), "ids", ll.i64)
+    (w * 4.0).output("scaled")
+    kernels = ll.Graph()
+    (kernels.tensor((3,), "w") * 4.0).output("scaled")
+    w.scatter_add(0, ids, w).output("added")
+    inputs = {"w": np.full(3, 3e38, np.float32), "ids": np.array([0, 0, 2])}
+    loops, numpy_steps = CPURuntime(llir_of(kernels)), CPURuntime(llir_of(g))
+    assert not loops.plan().warns and numpy_steps.plan().warns
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (scaled,) = loops.run({"w": inputs["w"]})
+        got = numpy_steps.run(inputs)
+    np.testing.assert_array_equal(scaled, np.full(3, np.inf, np.float32))
+    np.testing.assert_array_equal(got[1], np.array([np.inf, 3e38, np.inf], np.float32))
+    check_graph(g, inputs)
 
 
 def test_inf_and_nan_propagate_like_the_reference() -> None:
