@@ -125,8 +125,7 @@ class _Matmul:
         """What the call takes for ``array``: itself, or a torch view of it (one matrix for mm)."""
         if self.torch is None:
             return array
-        tensor = self.torch.from_numpy(array)  # a view, no copy
-        return tensor[0] if array.shape[0] == 1 else tensor
+        return self.torch.from_numpy(array[0] if array.shape[0] == 1 else array)  # a view, no copy
 
     def __call__(self) -> None:
         if not self.serial:
