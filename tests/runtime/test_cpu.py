@@ -606,6 +606,23 @@ def test_matrix_vector_products_and_tiny_contractions_run_as_dot_products(rows: 
         ["_Matmul" if library else "_Launch"]
 
 
+@pytest.mark.usefixtures("blas_any_size")
+def test_a_half_precision_matmul_casts_its_result_silenced_and_an_overflow_warns_of_nothing() -> None:
+    """An f16 product is computed in f32 and cast back by numpy (``CPUPlan.warns``): a sum past f16's range is inf,
+    with no warning."""
+    g = ll.Graph()
+    (g.tensor((2, 3), "a", ll.f16) @ g.tensor((3, 2), "b", ll.f16)).output("c")
+    llir = extract(ll.compile(g).choice_space().smallest_genome())
+    assert llir.op_counts()["Matmul"] == 1
+    runtime = CPURuntime(llir)
+    assert runtime.plan().warns
+    inputs = {"a": np.full((2, 3), 200, np.float16), "b": np.full((3, 2), 200, np.float16)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (c,) = runtime.run(inputs)
+    np.testing.assert_array_equal(c, np.full((2, 2), np.inf, np.float16))
+
+
 def test_a_small_matmul_runs_on_one_torch_thread_and_leaves_the_count_as_it_was() -> None:
     """Below SERIAL_MATMUL multiply-adds torch's thread pool only waits for cores (16 ms on a busy machine)."""
     rng = np.random.default_rng(0)
