@@ -43,6 +43,7 @@ class Boundary:
         order = list(graph.outputs)
         self._returned = [order.index(name) for name in signature.outputs]  # where each returned value is computed
         self._bound: dict[tuple, dict[str, int]] = {}  # the bindings of each input signature seen (dtypes, shapes)
+        self._arrays: dict[str, tuple] = {}  # by input: the CPU tensor last converted, where it was, its numpy view
 
     def match(self, inputs: Sequence, named: Mapping[str, Any]) -> dict[str, Any]:
         """The call's values by input name: positional and keyword arguments, or a pytree as at compile time."""
@@ -77,7 +78,22 @@ class Boundary:
         which only bind, are left out)."""
         bindings = self.bind(values)
         sizes = self.signature.sizes
-        return {name: to_numpy(value) for name, value in values.items() if name not in sizes}, bindings
+        return {name: self._array(name, value) for name, value in values.items() if name not in sizes}, bindings
+
+    def _array(self, name: str, value: Any) -> np.ndarray:
+        """``value`` as numpy: for the CPU tensor converted last for this input, still over the same memory in the
+        same layout, the same view as then (so that a runtime reading it in place has nothing to point anew)."""
+        if isinstance(value, np.ndarray):
+            return value
+        last = self._arrays.get(name)
+        if (last is not None and last[0] is value and last[1] == value.data_ptr() and last[2] == value.stride()
+                and last[3].shape == value.shape):
+            return last[3]
+        array, pointer = to_numpy(value), value.data_ptr()
+        base = array.base  # the tensor (detached) whose memory the array is: the value's own, or a CPU copy of it
+        if isinstance(base, type(value)) and base.data_ptr() == pointer:
+            self._arrays[name] = (value, pointer, value.stride(), array)
+        return array
 
     def tensors(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """``values`` without the size arguments."""

@@ -222,24 +222,24 @@ class _Feed:
                 self.seen[name] = (tensor, pointer, version)
 
 
-@dataclass(frozen=True)
 class _Call:
     """One program called with dynamo's arguments: its weights refreshed, its inputs picked out (and brought to the
     CPU for the CPU runtime), and its results brought back to the inputs' device ``where``."""
 
-    program: Compiled
-    feed: _Feed
-    where: torch.device
-    device: str
+    def __init__(self, program: Compiled, feed: _Feed, where: torch.device, device: str) -> None:
+        self.program, self.feed, self.where, self.device = program, feed, where, device
+        self.weights = program.graph.weights
+        self.to_host = device == "cpu" and where.type != "cpu"  # inputs copied to the CPU runtime
+        self.in_place = where.type == device == "cpu"  # results stay where they are
 
     def __call__(self, args: Sequence[Any]) -> Any:
         feed = self.feed
-        feed.refresh(self.program.graph.weights, args)
+        feed.refresh(self.weights, args)
         inputs = [args[position] for position in feed.inputs]
-        if self.device == "cpu" and self.where.type != "cpu":
+        if self.to_host:
             inputs = [t.cpu() if isinstance(t, torch.Tensor) else t for t in inputs]
         result = self.program.run(*inputs, device=self.device)
-        if self.where.type == self.device == "cpu":
+        if self.in_place:
             return result
         return pytree.tree_map_only(torch.Tensor, lambda t: t.to(self.where) if t.device != self.where else t, result)
 

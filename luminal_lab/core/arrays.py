@@ -21,7 +21,8 @@ def to_numpy(value) -> np.ndarray:
 def to_torch(array: np.ndarray):
     """A torch tensor over ``array``'s data (bf16 through ml_dtypes)."""
     torch = _torch()
-    array = np.array(array, order="C", copy=None)  # keeps 0-d arrays 0-d
+    if type(array) is not np.ndarray or not array.flags.c_contiguous:
+        array = np.array(array, order="C", copy=None)  # keeps 0-d arrays 0-d
     if array.dtype == dt.bf16.numpy:
         return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(array)

@@ -24,6 +24,8 @@ class DType(enum.Enum):
     F64 = "f64"
     BOOL = "bool"
 
+    __hash__ = object.__hash__  # members are singletons: hashed by identity in C, not by name in Python
+
     def __repr__(self) -> str:
         return f"ll.{self.value}"
 

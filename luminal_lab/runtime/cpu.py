@@ -160,21 +160,33 @@ class _Rebound:
 
     binders: list[Binder]
     buffer: np.ndarray
-    bound: np.ndarray | None = None
-    address: int | None = None  # of the memory the kernels now read (which they keep alive)
+    bound: np.ndarray | None = None  # the caller's array it holds (a weight is copied again only for another)
+    read: np.ndarray | None = None  # the array handed over last, whose memory the kernels read
+    address: int | None = None  # of that memory, when known (which the kernels keep alive)
 
-    def bind(self, array: np.ndarray) -> None:
-        self.bound = array
+    def bind(self, array: np.ndarray, held: np.ndarray | None = None) -> None:
+        """Point the kernels at ``array``, holding ``held`` (default: ``array``): nothing to do for the array handed
+        over last, or another view of the same memory (a tensor's, say)."""
+        self.bound = array if held is None else held
+        if array is self.read:
+            return
+        self.read = array
         address = array.__array_interface__["data"][0]
-        if address != self.address:  # another view of the memory bound already (a tensor's, say) needs nothing
+        if address != self.address:
             self.address = address
-            flat = array.reshape(-1)
-            for bind in self.binders:
-                bind(flat)
+            self._point(array)
 
     def fresh(self) -> None:
-        """A new array in the buffer's place (``bound``), for this call's kernels to write."""
-        self.bind(np.empty_like(self.buffer))
+        """A new array in the buffer's place (``bound``), for this call's kernels to write: new memory, so the
+        kernels are pointed at it without comparing addresses."""
+        self.bound = self.read = array = np.empty_like(self.buffer)
+        self.address = None
+        self._point(array)
+
+    def _point(self, array: np.ndarray) -> None:
+        flat = array.reshape(-1)
+        for bind in self.binders:
+            bind(flat)
 
 
 @dataclass
@@ -272,8 +284,7 @@ class CPURuntime(Runtime[CPUPlan]):
                 return
         np.copyto(slot.buffer, value)
         if place is not None:
-            place.bind(slot.buffer)
-            place.bound = value  # what it holds: a weight is copied again only for another array
+            place.bind(slot.buffer, held=value)  # a weight is copied again only for another array
 
     def _bind_weight(self, plan: CPUPlan, slot: Slot, value: np.ndarray) -> None:
         """A weight this plan reads in place is bound per plan (the slot, shared by every plan, is not written);

@@ -47,6 +47,28 @@ def test_a_signature_checked_once_is_still_checked_for_every_other() -> None:
     assert comp.boundary.bind({"x": torch.ones(7, 2)}) == {"s": 7}
 
 
+def test_a_tensor_passed_again_is_seen_as_it_is_now() -> None:
+    """The boundary reuses its numpy view of a CPU tensor passed again over the same memory in the same layout; values
+    changed in place are read as they are now, and a tensor transposed or resized in place is viewed anew."""
+    g = ll.Graph()
+    (g.tensor((3, 3), "x") * 2).output("y")
+    comp = ll.compile(g)
+    x = torch.arange(9.0).reshape(3, 3)
+    first = comp.boundary.check({"x": x})[0]["x"]
+    assert comp.boundary.check({"x": x})[0]["x"] is first and np.shares_memory(first, x.numpy())
+    torch.testing.assert_close(comp.run(x), x * 2)
+    x.add_(1)  # values changed in place: the same view reads them
+    torch.testing.assert_close(comp.run(x), x * 2)
+    x.t_()  # the same memory and shape, another layout: a new view
+    assert comp.boundary.check({"x": x})[0]["x"] is not first
+    torch.testing.assert_close(comp.run(x), x * 2)
+    x.resize_(9).resize_(3, 3).t_()  # back to the first layout, moved to other memory or not: still what x holds
+    torch.testing.assert_close(comp.run(x), x * 2)
+    other = x.clone()  # another tensor: its own view
+    assert comp.boundary.check({"x": other})[0]["x"] is not comp.boundary.check({"x": x})[0]["x"]
+    torch.testing.assert_close(comp.run(other), other * 2)
+
+
 def test_outputs_keep_their_dtype() -> None:
     comp = _graph_of(ll.bf16)
     out = comp.run(torch.ones(4, 2, dtype=torch.bfloat16))

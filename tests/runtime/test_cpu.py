@@ -695,6 +695,26 @@ def test_contiguous_inputs_are_read_in_place_and_outputs_written_straight_into_f
 
 
 @pytest.mark.usefixtures("rebind_any_size")
+def test_an_input_read_in_place_is_pointed_at_again_only_for_other_memory() -> None:
+    """The array handed over last, or another view of its memory, leaves the kernels as they are (values changed in
+    place are read as they are now); an array over other memory points them anew; each output is fresh memory."""
+    g = ll.Graph()
+    (g.tensor((64, 32), "a").exp() * 2.0).output("y")
+    runtime = CPURuntime(llir_of(g))
+    a = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
+    runtime.run({"a": a})
+    place, pointed = runtime.plan().in_place["a"], []
+    place.binders = [lambda flat, binders=list(place.binders): (pointed.append(flat), [b(flat) for b in binders])]
+    for value in (a, a, a[...], np.copy(a), a):
+        value += 0.5  # values changed in place between calls
+        np.testing.assert_allclose(runtime.run({"a": value})[0], np.exp(value) * 2.0, rtol=1e-6)
+    assert [np.shares_memory(flat, a) for flat in pointed] == [False, True]  # only the copy, then a again
+    output = runtime.plan().direct[0]
+    seen = [runtime.run({"a": a})[0] for _ in range(2)]
+    assert output.address is None and not np.shares_memory(*seen)
+
+
+@pytest.mark.usefixtures("rebind_any_size")
 def test_matmul_operands_are_read_in_place_and_an_output_read_downstream_is_written_straight() -> None:
     g = ll.Graph()
     x, w = g.tensor((16, 32), "x"), g.tensor((32, 24), "w")
