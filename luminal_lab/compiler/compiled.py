@@ -191,7 +191,7 @@ class Compiled:
         values = boundary.match(inputs, named_inputs)
         if device == "cpu":
             arrays, bindings = boundary.check(values)
-            outputs = self._runtime(self.genome, device).run(arrays, self.graph.weights, bindings)
+            outputs = self._runtime(self.genome, device).run(arrays, self.graph.weights, bindings, checked=True)
         else:
             check_device(device, "Compiled.run")
             bindings = boundary.bind(values)

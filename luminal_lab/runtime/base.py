@@ -156,10 +156,11 @@ class Runtime(ABC, Generic[P]):
         self.plan(bindings)
 
     def run(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray] | None = None,
-            bindings: Mapping[str, int] | None = None) -> list[np.ndarray]:
+            bindings: Mapping[str, int] | None = None, checked: bool = False) -> list[np.ndarray]:
         """Run once and wait for it; weights are copied in only when first seen (or when a different array is
-        passed). Returns fresh arrays the caller owns."""
-        plan = self._prepare(inputs, weights or {}, bindings)
+        passed). ``checked``: the inputs are numpy arrays whose dtypes and shapes were checked against the graph's at
+        ``bindings`` (a ``Boundary``'s), so they are not checked again. Returns fresh arrays the caller owns."""
+        plan = self._prepare(inputs, weights or {}, bindings, self._copy_in if checked else None)
         self._launch(plan)
         return self._collect(plan)
 

@@ -297,8 +297,9 @@ class CPURuntime(Runtime[CPUPlan]):
             self._fills += 1
 
     def _prepare(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
-                 bindings: Mapping[str, int] | None) -> CPUPlan:
-        plan = super()._prepare(inputs, weights, bindings)
+                 bindings: Mapping[str, int] | None,
+                 fill: Callable[[CPUPlan, Slot, Any], None] | None = None) -> CPUPlan:
+        plan = super()._prepare(inputs, weights, bindings, fill)
         for output in plan.direct:
             output.fresh()
         return plan

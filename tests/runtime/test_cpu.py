@@ -978,3 +978,26 @@ def test_a_compile_worker_whose_caller_stopped_listening_exits_quietly() -> None
 def test_cache_directory_comes_from_the_environment(kernel_directory: Path) -> None:
     assert kernel_cache().directory == kernel_directory
     assert isinstance(kernel_cache(), KernelCache) and kernel_cache() is kernel_cache()
+
+
+def test_inputs_checked_by_a_boundary_are_copied_in_without_checking_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Compiled.run`` hands the runtime inputs its boundary checked (``checked=True``): they go straight into their
+    slots, and the results are those of a checked run; a weight new to the runtime is still checked."""
+    g = ll.Graph()
+    x = g.tensor((4, 8), "x")
+    w = g.weight("w", np.linspace(-1, 1, 8, dtype=np.float32))
+    (x * w).exp().output("y")
+    comp = ll.compile(g)
+    x = torch.randn(4, 8)
+    expected = comp.run(x)
+    runtime = comp._runtime(comp.genome, "cpu")
+    checks = []
+    real = CPURuntime._fill
+    monkeypatch.setattr(CPURuntime, "_fill", lambda self, plan, slot, value: (checks.append(slot.name),
+                                                                              real(self, plan, slot, value)))
+    torch.testing.assert_close(comp.run(x), expected)
+    assert checks == []
+    runtime.run({"x": x.numpy()})
+    assert checks == ["x"]
+    with pytest.raises(ll.ShapeError, match="'w' has shape"):
+        runtime.run({"x": x.numpy()}, {"w": np.zeros(3, np.float32)}, checked=True)
