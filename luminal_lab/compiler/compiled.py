@@ -183,6 +183,13 @@ class Compiled:
         return self._runtimes[key]
 
     # ---- running ------------------------------------------------------------------------
+    def prepare(self, *inputs, device: str = "cpu", **named_inputs) -> None:
+        """Build the current genome's plan for the sizes of these inputs (checked as ``run`` checks them), its kernels
+        compiled, ahead of the first run."""
+        check_device(device, "Compiled.prepare")
+        bindings = self.boundary.bind(self.boundary.match(inputs, named_inputs))
+        self._runtime(self.genome, device).prepare(self.graph.weights, bindings)
+
     def run(self, *inputs, device: str = "cpu", **named_inputs):
         """Run on torch tensors (or numpy arrays) and return torch tensors, in the program's order. On
         ``device="cuda"`` the call is device-resident: CUDA tensors in (CPU ones copied once), CUDA tensors out,

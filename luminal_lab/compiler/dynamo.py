@@ -22,8 +22,9 @@ inputs.
 
 Each program gets its genome once: the best genome in the tuning records for it (``search.records``: keyed by the
 e-graph, the input signature with its dynamic sizes symbolic, the device and the library version), else the most-fused
-genome improved by a short measured search (``BackendOptions``) on the first call's inputs, whose every candidate is
-then recorded (with no search, the most-fused genome is recorded as chosen unmeasured). The
+genome, built, then improved by a short measured search (``BackendOptions``: its budget counts the build) on the first
+call's inputs, whose every candidate is then recorded (with no search, or none left of the budget, the most-fused
+genome is recorded as chosen unmeasured). The
 device follows the inputs: CPU tensors run on the CPU runtime, CUDA tensors on the CUDA runtime (device-resident), and
 results come back on the inputs' device. A graph dynamo compiles again for a frame it compiled before for the same
 module (``_owner``: an input's shape, dtype or int changed) runs in torch on its first call and is compiled on its
@@ -51,6 +52,7 @@ import functools
 import inspect
 import itertools
 import os
+import time
 import warnings
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -78,7 +80,9 @@ from .compiled import Compiled
 @dataclass(frozen=True)
 class BackendOptions:
     """The backend's ``options``: the search each new program gets (``generations`` of ``generation_size`` children,
-    within ``budget`` seconds, from ``seed``; ``generations=0``: the most-fused genome, unmeasured), the ``device``
+    within ``budget`` seconds, from ``seed``; ``generations=0``: the most-fused genome, unmeasured; the budget counts
+    the build of that genome's kernels, which running it needs anyway, and a program whose build takes all of it runs
+    that genome unmeasured too), the ``device``
     (``None``: the inputs' device), ``fusion`` (whether the e-graph offers fused regions), ``rolling`` (whether
     repeated layers are rolled to one, ``luminal_lab.hlir.rolling``) and ``cache_dir`` (the directory of the tuning
     records, ``search.records``; ``None``: the default directory, ``False``: none kept or read)."""
@@ -441,8 +445,8 @@ class DynamoProgram:
                 if isinstance(a, torch.nn.Parameter) or (isinstance(a, torch.Tensor) and name in self.from_module)}
 
     def choose_genome(self, program: Compiled, inputs: list[torch.Tensor], device: str) -> None:
-        """The best genome of ``program`` in the tuning records, else the most-fused one searched from (every
-        candidate then recorded)."""
+        """The best genome of ``program`` in the tuning records, else the most-fused one: built first, then searched
+        from (every candidate recorded) with what the build left of the budget, else recorded unmeasured."""
         options = self.options
         program.records = records = None if options.cache_dir is False else TuningRecords(options.cache_dir)
         space = program.choice_space()
@@ -454,10 +458,15 @@ class DynamoProgram:
                 return
         with contextlib.suppress(Refused):  # the smallest-term genome stays
             program.genome = space.fused_genome()
-        if options.generations:  # comp.search records every candidate
-            program.search(options.generations, options.generation_size, budget=options.budget, seed=options.seed,
-                           device=device, inputs=inputs)
-        elif records is not None:
+        if options.generations:
+            started = time.monotonic()
+            program.prepare(*inputs, device=device)  # its kernels compiled: the search's first candidate loads them
+            left = options.budget - (time.monotonic() - started)
+            if left > 0:  # comp.search records every candidate
+                program.search(options.generations, options.generation_size, budget=left, seed=options.seed,
+                               device=device, inputs=inputs)
+                return
+        if records is not None:
             records.add_unmeasured(program.records_key, device, program.genome)
 
     def __repr__(self) -> str:

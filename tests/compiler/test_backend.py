@@ -126,6 +126,35 @@ def test_a_stale_record_is_not_used(tmp_path: Path) -> None:
     assert [r["hash"] for r in records.rows()] == ["0" * 16, stored["hash"]] == ["0" * 16, f"{comp.genome.hash:016x}"]
 
 
+def test_a_build_that_takes_the_budget_leaves_the_most_fused_genome_unmeasured(tmp_path: Path) -> None:
+    """The budget counts the build of the most-fused genome's kernels: past it no search starts, that genome runs and
+    is recorded unmeasured; a budget the build leaves time of searches with what is left."""
+    a, b = operands()
+    tight = torch.compile(chain, backend="luminal_lab", options={**QUICK, "budget": 1e-9, "cache_dir": tmp_path})
+    torch.testing.assert_close(tight(a, b), chain(a, b), atol=1e-5, rtol=1e-5)
+    (comp,) = ll.programs(tight)
+    assert comp.last_search is None and comp.genome.hash == comp.choice_space().fused_genome().hash
+    (stored,) = TuningRecords(tmp_path).rows()
+    assert stored["outcome"] == "unmeasured" and stored["hash"] == f"{comp.genome.hash:016x}"
+    torch._dynamo.reset()
+    roomy = torch.compile(chain, backend="luminal_lab", options={**QUICK, "cache_dir": False})
+    roomy(a, b)
+    (comp,) = ll.programs(roomy)
+    assert comp.last_search is not None and comp.last_search.history[0].hash == comp.choice_space().fused_genome().hash
+
+
+def test_prepare_builds_the_plan_a_run_then_uses(monkeypatch: pytest.MonkeyPatch) -> None:
+    comp = ll.compile(chain, [torch.randn(64, 32), torch.randn(64, 32)])
+    comp.prepare(*operands())
+    built = []
+    monkeypatch.setattr(CPURuntime, "_build", lambda self, bindings: built.append(bindings))
+    a, b = operands()
+    torch.testing.assert_close(comp.run(a, b), chain(a, b), atol=1e-5, rtol=1e-5)
+    assert built == []  # the plan was built by prepare
+    with pytest.raises(ll.ShapeError, match="input"):
+        comp.prepare(torch.randn(3, 3), b)
+
+
 def test_no_search_runs_the_most_fused_genome_and_fusion_can_be_off() -> None:
     a, b = operands()
     fused = torch.compile(chain, backend="luminal_lab", options={"generations": 0, "cache_dir": False})
