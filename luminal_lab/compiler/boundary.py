@@ -43,7 +43,7 @@ class Boundary:
         order = list(graph.outputs)
         self._returned = [order.index(name) for name in signature.outputs]  # where each returned value is computed
         self._bound: dict[tuple, dict[str, int]] = {}  # the bindings of each input signature seen (dtypes, shapes)
-        self._arrays: dict[str, tuple] = {}  # by input: the CPU tensor last converted, where it was, its numpy view
+        self._arrays: dict[str, tuple] = {}  # by input: the tensor last converted, its data_ptr, strides, view
 
     def match(self, inputs: Sequence, named: Mapping[str, Any]) -> dict[str, Any]:
         """The call's values by input name: positional and keyword arguments, or a pytree as at compile time."""
