@@ -89,10 +89,11 @@ class Boundary:
         if (last is not None and last[0] is value and last[1] == value.data_ptr() and last[2] == value.stride()
                 and last[3].shape == value.shape):
             return last[3]
-        array, pointer = to_numpy(value), value.data_ptr()
-        base = array.base  # the tensor (detached) whose memory the array is: the value's own, or a CPU copy of it
-        if isinstance(base, type(value)) and base.data_ptr() == pointer:
-            self._arrays[name] = (value, pointer, value.stride(), array)
+        try:
+            array = value.numpy()  # a view of a CPU tensor's own memory
+        except (RuntimeError, TypeError):  # one that requires grad, a CUDA or bf16 one: to_numpy's way
+            return to_numpy(value)
+        self._arrays[name] = (value, value.data_ptr(), value.stride(), array)
         return array
 
     def tensors(self, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -104,9 +105,10 @@ class Boundary:
         signature (each input's dtype and shape, each size argument's value) checked before is not checked again: its
         bindings are the ones remembered (not to be changed)."""
         try:
-            key = tuple([_signature(value) for value in values.values()])
+            key = (tuple([(value.dtype, value.shape) for value in values.values()]) if not self.signature.sizes
+                   else tuple([_signature(value) for value in values.values()]))
             bindings = self._bound.get(key)
-        except TypeError:  # an unhashable value (a list, say): _check names what is wrong with it
+        except (AttributeError, TypeError):  # not an array, or unhashable (a list, say): _check names what is wrong
             key = bindings = None
         if bindings is None:
             bindings = self._check(values)

@@ -23,9 +23,12 @@ def to_torch(array: np.ndarray):
     torch = _torch()
     if type(array) is not np.ndarray or not array.flags.c_contiguous:
         array = np.array(array, order="C", copy=None)  # keeps 0-d arrays 0-d
-    if array.dtype == dt.bf16.numpy:
+    if array.dtype == _BF16:
         return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(array)
+
+
+_BF16 = dt.bf16.numpy
 
 
 @functools.cache

@@ -20,6 +20,7 @@ naming the buffer, and so does an allocation that fails anyway.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import operator
 import os
@@ -85,6 +86,11 @@ class Plan:
     weights: list[Slot] = field(default_factory=list)
     steps: list[tuple[int, Step]] = field(default_factory=list)
     bound: tuple[int, list] = (-1, [])  # the runtime's weight fills, and the weight arrays, at the last binding
+
+    @functools.cached_property
+    def weight_names(self) -> list[str]:
+        """The weights' names, in ``weights`` order (read once the plan is built)."""
+        return [slot.name for slot in self.weights]
 
 
 @dataclass
@@ -260,7 +266,7 @@ class Runtime(ABC, Generic[P]):
             if value is None:
                 raise LuminalError(f"missing input {slot.name!r}; the inputs are {[s.name for s in plan.inputs]}")
             fill(plan, slot, value)
-        values = [self._weights.get(slot.name) for slot in plan.weights]
+        values = list(map(self._weights.get, plan.weight_names))
         fills, last = plan.bound
         if fills != self._fills or len(last) != len(values) or not all(map(operator.is_, values, last)):
             for slot, value in zip(plan.weights, values):  # unless no weight moved anywhere since: then all hold

@@ -85,8 +85,8 @@ class _Launch:
     def __post_init__(self) -> None:
         self.entry = entry_point(self.function, self.args)
 
-    def __call__(self) -> None:
-        self.entry(*self.args)
+    def __call__(self) -> Any:
+        return self.entry(*self.args)
 
     def binder(self, position: int, dims: tuple[int, ...] | None = None) -> Binder:
         """What puts another buffer's flat array at ``position`` (as ``dims`` when given)."""
@@ -692,11 +692,11 @@ class _Planner:
         loop = Loop.over(out.shape, [index.read])
         args = [*loop.arguments(out, [index.flat]), kernel_array(flat)]
         source = codegen.take_source(loop.operands[0], loop.rank, out.size >= PARALLEL_THRESHOLD)
-        function = self.cache.compile(source, args)
+        launch = self._launch(source, args)
         indexes = index.array
 
         def gather() -> None:
-            if function(*args):
+            if launch():
                 _check_indexes(indexes, flat.size, kernel)  # raises, naming the first bad index
         return self._sequence([index, data], copy + [gather])
 

@@ -69,6 +69,17 @@ def test_a_tensor_passed_again_is_seen_as_it_is_now() -> None:
     torch.testing.assert_close(comp.run(other), other * 2)
 
 
+def test_a_tensor_numpy_cannot_view_is_converted_as_to_numpy_converts_it() -> None:
+    """A tensor that requires grad, or a negated view (torch's lazy neg bit), has no plain numpy view: the boundary
+    reads its values all the same, never a view that drops the negation."""
+    comp = _graph_of(ll.f32)
+    x = torch.arange(6.0).reshape(3, 2).requires_grad_()
+    torch.testing.assert_close(comp.run(x), x.detach() * 2)
+    negated = torch._neg_view(torch.arange(6.0).reshape(3, 2))
+    assert negated.is_neg()
+    torch.testing.assert_close(comp.run(negated), negated * 2)
+
+
 def test_outputs_keep_their_dtype() -> None:
     comp = _graph_of(ll.bf16)
     out = comp.run(torch.ones(4, 2, dtype=torch.bfloat16))
