@@ -2,7 +2,8 @@
 
 For each binding of the symbolic dimensions ``CPURuntime`` builds a plan once: it allocates the buffers (see ``base``
 for inputs and weights), computes constants and iotas, makes the scratches of the reads ``codegen.reads.lower`` finds
-(loop kernels read a padded read in place, other readers through a zeroed scratch), compiles each loop kernel for its
+(loop kernels read a padded read in place, other readers through a zeroed scratch), carves the other buffers from
+one arena where buffers alive at no common step share memory (``pack``), compiles each loop kernel for its
 ``codegen.cpu_loop.Loop`` (cached by source, ``cache``; ``prange`` from ``PARALLEL_THRESHOLD`` element loads of work)
 and lists the launches. Casts to or from f16 and bf16 and Scatter are numpy host ops; a contraction is one BLAS call
 when its reads have rows or columns (through torch's BLAS for floats), else a loop of dot products, as is one under
@@ -212,6 +213,7 @@ class CPURuntime(Runtime[CPUPlan]):
         self.cache = cache or kernel_cache()
         self._arena = np.zeros(0, np.uint8)
         self._bodies: dict[int, RegionBody] | None = None
+        self._lifetimes: dict[int, tuple[int, int]] | None = None
         self._symbols: dict[int, tuple[ShapeTracker, tuple[str, ...]]] = {}  # by id: a tracker's own symbols
         self._reads: dict[tuple, tuple[ShapeTracker, Strided | Nested | Gathered]] = {}  # lower's, remembered
 
@@ -248,6 +250,23 @@ class CPURuntime(Runtime[CPUPlan]):
         if self._bodies is None:
             self._bodies = {region.end: region.body(self.llir) for region in find_regions(self.llir)}
         return self._bodies
+
+    def lifetimes(self) -> dict[int, tuple[int, int]]:
+        """For each kernel, the positions (in kernel order) of the step that writes its buffer (-1 for an input, copied
+        in before the first step) and of the last step that reads it, a fused region reading at its ``FusionEnd``
+        (found once for all plans): buffers alive at no common step share the arena's memory."""
+        if self._lifetimes is None:
+            kernels = {k.id: k for k in self.llir.kernels}
+            position = {kid: i for i, kid in enumerate(kernels)}
+            last: dict[int, int] = {}
+            reads = [(src, position[k.id]) for k in kernels.values() if k.op not in IN_REGION for src, _ in k.sources]
+            reads += [(kernels[start].sources[0][0], position[region.end]) for region in find_regions(self.llir)
+                      for start in region.starts]
+            for source, at in reads:
+                last[source] = max(last.get(source, at), at)
+            first = {kid: -1 if k.op == "Input" else position[kid] for kid, k in kernels.items()}
+            self._lifetimes = {kid: (first[kid], max(first[kid], last.get(kid, first[kid]))) for kid in kernels}
+        return self._lifetimes
 
     def lowered(self, tracker: ShapeTracker, bindings: Mapping[str, int], size: int,
                 source: int) -> Strided | Nested | Gathered:
@@ -346,6 +365,25 @@ def _not_compiled(*args: object) -> None:
     raise AssertionError("a listing pass's plan is never run")
 
 
+def pack(nbytes: Mapping[int, int], lifetimes: Mapping[int, tuple[int, int]]) -> tuple[dict[int, int], int]:
+    """Offsets in one arena (multiples of ``ALIGN``) for buffers of ``nbytes`` by kernel id, and the arena's size:
+    buffers whose ``lifetimes`` (first and last step, inclusive) overlap never overlap in memory, and others may. The
+    largest goes first, each at the lowest offset clear of the buffers placed so far that live at the same time."""
+    placed: list[tuple[int, int, int, int]] = []  # (offset, end, first step, last step)
+    offsets = {}
+    for kid in sorted(nbytes, key=lambda k: (-nbytes[k], k)):
+        first, last = lifetimes[kid]
+        size = -(-nbytes[kid] // ALIGN) * ALIGN
+        offset = 0
+        for start, end in sorted((o, e) for o, e, born, dies in placed if born <= last and first <= dies):
+            if offset + size <= start:
+                break
+            offset = max(offset, end)
+        placed.append((offset, offset + size, first, last))
+        offsets[kid] = offset
+    return offsets, max((end for _, end, _, _ in placed), default=0)
+
+
 class _Planner:
     """Builds one plan: buffers, views, compiled kernels and the steps that run them."""
 
@@ -374,7 +412,8 @@ class _Planner:
         """Every kernel's buffer: a weight's is the runtime's own slot (``Runtime.weight_slot``); constants and
         iotas, written once here, and a weight of symbolic shape get their own; every other buffer, which each run
         rewrites (inputs copied in, kernels' outputs), is carved from the runtime's arena, the same memory for every
-        plan, so that a generation whose sizes grow by a token a step keeps its buffers in the cache."""
+        plan, so that a generation whose sizes grow by a token a step keeps its buffers in the cache; buffers alive
+        at no common step share memory there (``pack``), so that a run's working set is what is alive at once."""
         carved = []
         for kernel in self.llir.kernels:
             if kernel.op in IN_REGION or kernel.op == "Output":
@@ -393,10 +432,12 @@ class _Planner:
                 self.buffers[kernel.id] = np.zeros(shape, kernel.dtype.numpy)
             else:
                 carved.append((kernel.id, shape, kernel.dtype.numpy))
-        ends = np.cumsum([0] + [-(-math.prod(shape) * dtype.itemsize // ALIGN) * ALIGN for _, shape, dtype in carved])
-        arena = self.runtime.arena(int(ends[-1]))
-        for (kid, shape, dtype), start in zip(carved, ends, strict=False):
-            self.buffers[kid] = arena[start:start + math.prod(shape) * dtype.itemsize].view(dtype).reshape(shape)
+        nbytes = {kid: math.prod(shape) * dtype.itemsize for kid, shape, dtype in carved}
+        offsets, size = pack(nbytes, self.runtime.lifetimes())
+        arena = self.runtime.arena(size)
+        for kid, shape, dtype in carved:
+            start = offsets[kid]
+            self.buffers[kid] = arena[start:start + nbytes[kid]].view(dtype).reshape(shape)
 
     def plan(self) -> CPUPlan:
         self._allocate()

@@ -44,6 +44,7 @@ from luminal_lab.runtime.cpu import (
     _Listing,
     _Matmul,
     _Planner,
+    pack,
 )
 from tests.helpers.llir import llir_of
 from tests.helpers.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
@@ -503,9 +504,33 @@ def test_inputs_and_outputs_under_rebind_bytes_are_copied_and_larger_ones_bound(
     assert set(plan.in_place) == {"big"}
     assert [output.buffer.shape for output in plan.direct] == [(rows, 32)]
     slots = {slot.name: slot.buffer for slot in plan.inputs}
-    assert not slots["big"].any() and np.array_equal(slots["small"], inputs["small"])  # only the small one copied
+    assert plan.in_place["big"].read is inputs["big"]  # the caller's array read itself; the small one copied in
+    assert not np.shares_memory(slots["big"], inputs["big"]) and not np.shares_memory(slots["small"], inputs["small"])
     assert all(not np.shares_memory(x, y) for x, y in zip(*outputs))  # each call's outputs are its own
     assert not any(np.shares_memory(x, buffer) for x in outputs[1] for buffer in plan.buffers.values())
+
+
+def test_buffers_alive_at_no_common_step_share_the_arena() -> None:
+    """``pack`` keeps buffers whose lifetimes overlap apart in the arena and lets the others share it; a plan of a
+    fused llama block so packed (its regions reading at their FusionEnd) computes what torch does in less memory than
+    its buffers take apart."""
+    offsets, size = pack({1: 100, 2: 64, 3: 200}, {1: (0, 1), 2: (1, 2), 3: (2, 3)})
+    assert offsets == {3: 0, 1: 0, 2: 256} and size == 320  # sizes rounded up to ALIGN (64 bytes)
+    model, inputs = MODELS["llama"]()
+    comp = ll.compile(model.eval(), inputs)
+    comp.genome = comp.choice_space().fused_genome()
+    with torch.no_grad():
+        torch.testing.assert_close(comp.run(*inputs), model(*inputs), atol=1e-4, rtol=1e-4)
+    runtime = comp._runtime(comp.genome, "cpu")
+    assert find_regions(runtime.llir)
+    plan, lifetimes = runtime.plan(), runtime.lifetimes()
+    carved = {kid: b for kid, b in plan.buffers.items() if np.shares_memory(b, runtime._arena)}
+    together = [(a, b) for a in carved for b in carved if a < b
+                and lifetimes[a][0] <= lifetimes[b][1] and lifetimes[b][0] <= lifetimes[a][1]]
+    assert together and not any(np.shares_memory(carved[a], carved[b]) for a, b in together)
+    start = runtime._arena.ctypes.data
+    used = max(b.ctypes.data + b.nbytes for b in carved.values()) - start
+    assert used < sum(b.nbytes for b in carved.values()) // 2  # what is alive at once: under half of them all
 
 
 def _mlp_runtime() -> tuple[Graph, CPURuntime, dict[str, np.ndarray]]:
@@ -683,7 +708,7 @@ def test_contiguous_inputs_are_read_in_place_and_outputs_written_straight_into_f
     second = runtime.run(inputs)
     plan = runtime.plan()
     assert set(plan.in_place) == {"a", "b"} and len(plan.direct) == 2
-    assert all(not slot.buffer.any() for slot in plan.inputs)  # nothing was copied into the plan's buffers
+    assert all(plan.in_place[name].read is inputs[name] for name in "ab")  # read in place, nothing copied in
     for got, name in zip(first, ("y", "s")):
         np.testing.assert_allclose(got, ll.ReferenceRuntime(g).run(inputs)[name], rtol=1e-6, atol=1e-6)
     assert all(not np.shares_memory(x, y) for x, y in zip(first, second))  # each call's outputs are its own
@@ -691,7 +716,7 @@ def test_contiguous_inputs_are_read_in_place_and_outputs_written_straight_into_f
     # a transposed (non-contiguous) input is copied in, and the result is the same
     transposed = {"a": np.ascontiguousarray(inputs["a"].T).T, "b": inputs["b"]}
     np.testing.assert_array_equal(runtime.run(transposed)[0], first[0])
-    assert np.array_equal(plan.inputs[0].buffer, inputs["a"]) and not plan.inputs[1].buffer.any()
+    assert plan.in_place["a"].read is plan.inputs[0].buffer and plan.in_place["b"].read is inputs["b"]  # a copied
 
 
 @pytest.mark.usefixtures("rebind_any_size")
@@ -735,9 +760,10 @@ def test_matmul_operands_are_read_in_place_and_an_output_read_downstream_is_writ
         outputs.append(got)
     plan = runtime.plan()
     assert set(plan.in_place) == {"x", "w"} and len(plan.direct) == 3
-    assert not any(slot.buffer.any() for slot in plan.inputs)  # nothing was copied in
+    assert all(plan.in_place[name].read is inputs[name] for name in ("x", "w"))  # read in place, nothing copied in
     h_kernel = next(k.sources[0][0] for k in runtime.llir.kernels if k.op == "Output" and k.arg == 0)
-    assert not plan.buffers[h_kernel].any()  # h went straight into the caller's array, the plan's buffer unused
+    assert any(output.buffer is plan.buffers[h_kernel] and np.shares_memory(output.bound, outputs[1][0])
+               for output in plan.direct)  # h went straight into the caller's array, not through the plan's buffer
     assert not np.shares_memory(outputs[0][0], outputs[1][0])
 
 
