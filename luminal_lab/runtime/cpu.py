@@ -252,9 +252,10 @@ class CPURuntime(Runtime[CPUPlan]):
         return self._bodies
 
     def lifetimes(self) -> dict[int, tuple[int, int]]:
-        """For each kernel, the positions (in kernel order) of the step that writes its buffer (-1 for an input, copied
-        in before the first step) and of the last step that reads it, a fused region reading at its ``FusionEnd``
-        (found once for all plans): buffers alive at no common step share the arena's memory."""
+        """For each kernel, the positions (in kernel order) of the step that writes its buffer and of the last step
+        that reads it, a fused region reading at its ``FusionEnd`` (found once for all plans): buffers alive at no
+        common step share the arena's memory. An input lives from before the first step (it is copied in then) to
+        after the last, so that the steps can run again on the same inputs (as ``profile`` and ``fastest`` do)."""
         if self._lifetimes is None:
             kernels = {k.id: k for k in self.llir.kernels}
             position = {kid: i for i, kid in enumerate(kernels)}
@@ -265,6 +266,7 @@ class CPURuntime(Runtime[CPUPlan]):
             for source, at in reads:
                 last[source] = max(last.get(source, at), at)
             first = {kid: -1 if k.op == "Input" else position[kid] for kid, k in kernels.items()}
+            last.update({kid: len(kernels) for kid, k in kernels.items() if k.op == "Input"})
             self._lifetimes = {kid: (first[kid], max(first[kid], last.get(kid, first[kid]))) for kid in kernels}
         return self._lifetimes
 

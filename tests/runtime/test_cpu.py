@@ -533,6 +533,21 @@ def test_buffers_alive_at_no_common_step_share_the_arena() -> None:
     assert used < sum(b.nbytes for b in carved.values()) // 2  # what is alive at once: under half of them all
 
 
+def test_a_plan_launched_again_reads_the_same_inputs() -> None:
+    """``profile`` and ``fastest`` launch a plan's steps again without copying its inputs in again: no buffer shares
+    an input's memory, so a second launch computes what the first did."""
+    g = ll.Graph()
+    x = g.tensor((64,), "x")
+    (((x.sin() * 2.0).exp() + 1.0).cos() * 3.0).output("y")
+    runtime = CPURuntime(llir_of(g))
+    inputs = {"x": np.random.default_rng(2).standard_normal(64).astype(np.float32)}
+    (first,) = runtime.run(inputs)
+    plan = runtime._prepare(inputs, {}, None)
+    for _ in range(2):
+        runtime._launch(plan)
+    np.testing.assert_array_equal(runtime._collect(plan)[0], first)
+
+
 def _mlp_runtime() -> tuple[Graph, CPURuntime, dict[str, np.ndarray]]:
     model, inputs = MLP(32, 64, 16), mlp_inputs(4, 32)
     graph = ll.compile(model.eval(), inputs).graph
