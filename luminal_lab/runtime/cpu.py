@@ -257,17 +257,14 @@ class CPURuntime(Runtime[CPUPlan]):
         common step share the arena's memory. An input lives from before the first step (it is copied in then) to
         after the last, so that the steps can run again on the same inputs (as ``profile`` and ``fastest`` do)."""
         if self._lifetimes is None:
-            kernels = {k.id: k for k in self.llir.kernels}
-            position = {kid: i for i, kid in enumerate(kernels)}
+            position = {k.id: i for i, k in enumerate(self.llir.kernels)}
+            reads = [(src, position[k.id]) for k in self.llir.kernels if k.op not in IN_REGION for src, _ in k.sources]
+            reads += [(src, position[end]) for end, body in self.region_bodies().items() for src, _, _ in body.inputs]
             last: dict[int, int] = {}
-            reads = [(src, position[k.id]) for k in kernels.values() if k.op not in IN_REGION for src, _ in k.sources]
-            reads += [(kernels[start].sources[0][0], position[region.end]) for region in find_regions(self.llir)
-                      for start in region.starts]
             for source, at in reads:
                 last[source] = max(last.get(source, at), at)
-            first = {kid: -1 if k.op == "Input" else position[kid] for kid, k in kernels.items()}
-            last.update({kid: len(kernels) for kid, k in kernels.items() if k.op == "Input"})
-            self._lifetimes = {kid: (first[kid], max(first[kid], last.get(kid, first[kid]))) for kid in kernels}
+            self._lifetimes = {k.id: (-1, len(position)) if k.op == "Input" else (i, last.get(k.id, i))
+                               for i, k in enumerate(self.llir.kernels)}
         return self._lifetimes
 
     def lowered(self, tracker: ShapeTracker, bindings: Mapping[str, int], size: int,
