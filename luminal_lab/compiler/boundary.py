@@ -12,7 +12,8 @@ mutations of inputs and buffers are written back after each call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -104,12 +105,8 @@ class Boundary:
         """Check the inputs' dtypes and shapes and bind the symbolic dimensions; the values stay where they are. A
         signature (each input's dtype and shape, each size argument's value) checked before is not checked again: its
         bindings are the ones remembered (not to be changed)."""
-        try:
-            key = (tuple([(value.dtype, value.shape) for value in values.values()]) if not self.signature.sizes
-                   else tuple([_signature(value) for value in values.values()]))
-            bindings = self._bound.get(key)
-        except (AttributeError, TypeError):  # not an array, or unhashable (a list, say): _check names what is wrong
-            key = bindings = None
+        key = signature_key(values.values())
+        bindings = self._bound.get(key) if key is not None else None
         if bindings is None:
             bindings = self._check(values)
             if key is not None and len(self._bound) < MEMO:
@@ -184,6 +181,19 @@ class Boundary:
                 buffer = self.module.get_buffer(weight)
                 buffer.copy_(_tensor(results[output]))
 
+    def packer(self, bindings: Mapping[str, int]) -> Callable[[Sequence[np.ndarray]], Any]:
+        """``pack`` at ``bindings`` for a caller's host arrays: for a program returning a flat tuple (or list) of
+        tensors and no sizes, without looking at its structure again."""
+        if self.flat_out is None or self.signature.constants:
+            return functools.partial(self.pack, bindings=bindings)
+        flat_out, returned = self.flat_out, self._returned
+        if any(self.graph.outputs[name].dtype == dt.bf16 for name in self.signature.outputs):
+            return lambda outputs: flat_out([to_torch(outputs[index]) for index in returned])
+        import torch
+
+        from_numpy = torch.from_numpy  # the caller's arrays are fresh and C-contiguous, none bf16
+        return lambda outputs: flat_out([from_numpy(outputs[index]) for index in returned])
+
     def pack(self, outputs: Sequence[Any], bindings: Mapping[str, int]) -> Any:
         """The graph's outputs (numpy arrays or torch tensors, in ``graph.outputs`` order) as the program returns them:
         torch tensors, in its order and structure, and any sizes it returns (``Signature.constants``) as numbers at
@@ -206,10 +216,20 @@ def _tensor(value: Any) -> Any:
     return to_torch(value) if isinstance(value, np.ndarray) else value
 
 
-def _signature(value: Any) -> tuple:
-    """What checking an input depends on: a tensor's or array's dtype and shape, a size argument's value."""
-    shape = getattr(value, "shape", None)
-    return (type(value), value) if shape is None else (value.dtype, shape)
+def signature_key(values: Iterable[Any]) -> tuple | None:
+    """What checking inputs depends on, hashable: each tensor's or array's dtype and shape, each size argument's type
+    and value; None for a value that is neither (a list, say: ``Boundary._check`` names what is wrong)."""
+    values = list(values)
+    try:
+        return tuple([(value.dtype, value.shape) for value in values])  # the common call: tensors or arrays only
+    except AttributeError:
+        pass
+    key = tuple([(type(v), v) if getattr(v, "shape", None) is None else (v.dtype, v.shape) for v in values])
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _flat_spec(kind: type, count: int):

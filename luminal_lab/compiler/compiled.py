@@ -9,6 +9,7 @@ reference runtime.
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import platform
@@ -37,7 +38,7 @@ from ..runtime.base import MEMORY_FRACTION, format_bytes, host_memory_available
 from ..search.records import RecordsTable, TuningRecords, program_key
 from ..search.runners import Job, Runner, default_runner
 from ..search.search import Measurement, SearchResult, compare, random_inputs, search
-from .boundary import Boundary
+from .boundary import MEMO, Boundary, signature_key
 from .provenance import Pipeline
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class Compiled:
         self._genome: Genome | None = None
         self._llirs: dict[int, LLIR] = {}
         self._runtimes: dict[tuple[int, str], Runtime] = {}  # by (genome hash, device)
+        self._ready: dict[tuple, Ready | None] = {}  # by input signature: run's ready CPU calls (None: run once)
         self.last_search: SearchResult | None = None
         self.records: TuningRecords | None = TuningRecords()  # where its searches are recorded (None: nowhere)
         self.records_key: str | None = None  # the key of its last recorded search or choice (``records_key_on``)
@@ -194,11 +196,22 @@ class Compiled:
         """Run on torch tensors (or numpy arrays) and return torch tensors, in the program's order. On
         ``device="cuda"`` the call is device-resident: CUDA tensors in (CPU ones copied once), CUDA tensors out,
         ordered on torch's current stream."""
+        key = signature_key(inputs) if device == "cpu" and not named_inputs else None
+        if key is not None:
+            ready = self._ready.get(key)
+            if ready is not None and ready.current():
+                result = ready(inputs)
+                if result is not None:
+                    return result
         boundary = self.boundary
         values = boundary.match(inputs, named_inputs)
         if device == "cpu":
             arrays, bindings = boundary.check(values)
-            outputs = self._runtime(self.genome, device).run(arrays, self.graph.weights, bindings, checked=True)
+            runtime = self._runtime(self.genome, device)
+            outputs = runtime.run(arrays, self.graph.weights, bindings, checked=True)
+            if key is not None and len(self._ready) < MEMO:
+                # made at a signature's second run: a generation's lengths, each run once, make none
+                self._ready[key] = Ready.of(self, runtime, bindings, inputs) if key in self._ready else None
         else:
             check_device(device, "Compiled.run")
             bindings = boundary.bind(values)
@@ -210,6 +223,14 @@ class Compiled:
         return boundary.pack(outputs, bindings)
 
     __call__ = run
+
+    def ready(self, *inputs) -> Ready | None:
+        """The ready call of the signature of ``inputs`` (dtypes, shapes, size arguments) on the CPU, made by a second
+        ``run`` of it: None before that, or where ``run`` keeps none (a program that mutates its inputs, inputs that mix
+        torch tensors and numpy arrays), or once the genome, e-graph or runtime it was made for changed."""
+        key = signature_key(inputs)
+        ready = self._ready.get(key) if key is not None else None
+        return ready if ready is not None and ready.current() else None
 
     def run_reference(self, *inputs, **named_inputs):
         """Run the HLIR on the reference runtime (the ground truth), through the same boundary."""
@@ -469,3 +490,62 @@ class _CopiesCounted(Runner):
 
     def finish(self) -> None:
         self.runner.finish()
+
+
+class Ready:
+    """``Compiled.run`` of one input signature on the CPU from its second call on: the inputs' dtypes and shapes were
+    checked before, and the runtime found the plan and each input's slot once (``CPURuntime.caller``). It serves
+    while the program's genome, e-graph and runtime are those it was made for (``current``). Called with a sequence
+    whose items at ``positions`` are the program's arrays, in its input order (the size arguments left out)."""
+
+    def __init__(self, compiled: Compiled, runtime: Runtime, bindings: dict[str, int], positions: list[int],
+                 to_numpy: Callable | None) -> None:
+        self.compiled, self.runtime = compiled, runtime
+        self.genome, self.snapshot = compiled._genome, compiled.egraph.snapshot
+        self.runtime_key = (runtime.llir.genome_hash, "cpu")
+        self.positions, self.to_numpy = positions, to_numpy
+        sizes = compiled.signature.sizes
+        self.call = runtime.caller([name for name in compiled.signature.inputs if name not in sizes], bindings)
+        self.weights = compiled.graph.weights
+        self.pack = compiled.boundary.packer(bindings)
+
+    @classmethod
+    def of(cls, compiled: Compiled, runtime: Runtime, bindings: dict[str, int], inputs: Sequence) -> Ready | None:
+        """The ready call of ``inputs``' signature; None for a program that is not called positionally or that
+        mutates its inputs, or for inputs that mix torch tensors and numpy arrays."""
+        import torch
+
+        if not compiled.boundary.positional or compiled.boundary.mutates:
+            return None
+        sizes = compiled.signature.sizes
+        positions = [i for i, name in enumerate(compiled.signature.inputs) if name not in sizes]
+        kinds = {type(inputs[i]) for i in positions}
+        if kinds <= {torch.Tensor, torch.nn.Parameter}:
+            return cls(compiled, runtime, bindings, positions, torch.Tensor.numpy)
+        if kinds <= {np.ndarray}:
+            return cls(compiled, runtime, bindings, positions, None)
+        return None
+
+    def through(self, positions: Sequence[int]) -> Ready:
+        """This call taking its inputs from a sequence in which input ``i`` is at ``positions[i]`` (dynamo's
+        arguments, say)."""
+        ready = copy.copy(self)
+        ready.positions = [positions[i] for i in self.positions]
+        return ready
+
+    def current(self) -> bool:
+        """Whether its program still runs the genome and runtime this call was made for."""
+        compiled = self.compiled
+        return (self.genome is compiled._genome and self.snapshot is compiled.egraph.snapshot
+                and compiled._runtimes.get(self.runtime_key) is self.runtime)
+
+    def __call__(self, inputs: Sequence) -> object:
+        """The call's result; None where a tensor has no plain numpy view (one that requires grad, a CUDA or bf16
+        one, a neg view): ``run``'s general path converts it."""
+        arrays = [inputs[i] for i in self.positions]
+        if self.to_numpy is not None:
+            try:
+                arrays = list(map(self.to_numpy, arrays))
+            except (RuntimeError, TypeError):
+                return None
+        return self.pack(self.call(arrays, self.weights))

@@ -75,7 +75,7 @@ from ..frontends.translate import translate
 from ..hlir.graph import Graph
 from ..runtime import DEVICES, check_device
 from ..search.records import TuningRecords
-from .compiled import Compiled
+from .compiled import Compiled, Ready
 
 
 @dataclass(frozen=True)
@@ -244,15 +244,27 @@ class _Call:
         self.weights = program.graph.weights
         self.to_host = device == "cpu" and where.type != "cpu"  # inputs copied to the CPU runtime
         self.in_place = where.type == device == "cpu"  # results stay where they are
+        self.ready: Ready | None = None  # the program's ready call of the one signature dynamo's guards let through
+        self.static = 0  # calls left that look for it (DynamoProgram sets them for a static program)
 
     def __call__(self, args: Sequence[Any]) -> Any:
         feed = self.feed
         if feed.weights:
             feed.refresh(self.weights, args)
+        ready = self.ready
+        if ready is not None and ready.current():
+            result = ready(args)
+            if result is not None:
+                return result
         inputs = [args[position] for position in feed.inputs]
         if self.to_host:
             inputs = [t.cpu() if isinstance(t, torch.Tensor) else t for t in inputs]
         result = self.program.run(*inputs, device=self.device)
+        if self.static:
+            self.static -= 1
+            ready = self.program.ready(*inputs)
+            if ready is not None:
+                self.ready, self.static = ready.through(feed.inputs), 0
         if self.in_place:
             return result
         return pytree.tree_map_only(torch.Tensor, lambda t: t.to(self.where) if t.device != self.where else t, result)
@@ -336,6 +348,8 @@ class DynamoProgram:
         if len(self.programs) == 1 and not pinned and self.per_shape is None:
             self.only = call  # one program, no size its export pinned: every call dynamo makes goes to it
             self.only_floats = self.floats(args)
+            if call.in_place and not self.dynamism.dynamic:  # dynamo's guards hold every call to one signature
+                call.static = 2  # its ready call is made by the program's second run
         return result
 
     def device_of(self, args: Sequence[Any]) -> tuple[torch.device, str]:

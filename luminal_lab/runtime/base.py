@@ -255,10 +255,9 @@ class Runtime(ABC, Generic[P]):
     def _prepare(self, inputs: Mapping[str, Any], weights: Mapping[str, np.ndarray],
                  bindings: Mapping[str, int] | None, fill: Callable[[P, Slot, Any], None] | None = None) -> P:
         """The plan, with this call's inputs copied in by ``fill`` (default ``_fill``: checked host arrays) and any
-        new weights by ``_fill``; a plan given the arrays it was last given, while no plan copied or bound a weight
-        anew (``_fills``), checks none of them again."""
+        new weights by ``_fill`` (``_bind_weights``)."""
         if weights:
-            self._weights.update(weights)
+            self._weights.update(weights)  # before the plan: a plan built now tells weights from inputs by them
         plan = self.plan(bindings)
         fill = fill or self._fill
         for slot in plan.inputs:
@@ -266,6 +265,13 @@ class Runtime(ABC, Generic[P]):
             if value is None:
                 raise LuminalError(f"missing input {slot.name!r}; the inputs are {[s.name for s in plan.inputs]}")
             fill(plan, slot, value)
+        self._bind_weights(plan)
+        self._started(plan)
+        return plan
+
+    def _bind_weights(self, plan: P) -> None:
+        """Bind the plan's weights to the runtime's arrays of them; a plan given the arrays it was last given, while no
+        plan copied or bound a weight anew (``_fills``), checks none of them again."""
         values = list(map(self._weights.get, plan.weight_names))
         fills, last = plan.bound
         if fills != self._fills or len(last) != len(values) or not all(map(operator.is_, values, last)):
@@ -274,7 +280,10 @@ class Runtime(ABC, Generic[P]):
                     raise LuminalError(f"missing weight {slot.name!r}")
                 self._bind_weight(plan, slot, value)
             plan.bound = (self._fills, values)
-        return plan
+
+    def _started(self, plan: P) -> None:
+        """What a run does once its inputs and weights are in, before its steps (the CPU runtime: fresh arrays for
+        the outputs its kernels write straight)."""
 
     def _bind_weight(self, plan: P, slot: Slot, value: np.ndarray) -> None:
         """Copy a weight into its slot unless it is the array copied there last."""

@@ -98,6 +98,7 @@ class _Launch:
         return bind
 
 
+Caller = Callable[[Sequence[np.ndarray], Mapping[str, np.ndarray]], list[np.ndarray]]  # ``CPURuntime.caller``'s
 Binder = Callable[[np.ndarray], None]  # given a buffer's new flat array, points one read or write of it there
 
 
@@ -314,13 +315,40 @@ class CPURuntime(Runtime[CPUPlan]):
             self._fill(plan, slot, value)
             self._fills += 1
 
-    def _prepare(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
-                 bindings: Mapping[str, int] | None,
-                 fill: Callable[[CPUPlan, Slot, Any], None] | None = None) -> CPUPlan:
-        plan = super()._prepare(inputs, weights, bindings, fill)
+    def caller(self, names: Sequence[str], bindings: Mapping[str, int] | None = None) -> Caller:
+        """``run(..., checked=True)`` for one signature of checked host arrays, given as a list in ``names`` order at
+        ``bindings``: the plan and each input's slot are found once, for a caller that calls again and again with
+        arrays of the same dtypes and shapes (``Compiled.run``'s ready calls)."""
+        plan = self.plan(bindings)
+        at = {name: position for position, name in enumerate(names)}
+        missing = [slot.name for slot in plan.inputs if slot.name not in at]
+        if missing:
+            raise LuminalError(f"missing input(s) {missing}; the inputs are {[s.name for s in plan.inputs]}")
+        fills = [(at[slot.name], slot, plan.in_place.get(slot.name)) for slot in plan.inputs]
+        copy_in, copyto = self._copy_in, np.copyto
+        steps = [step for _, step in plan.steps]
+
+        def call(arrays: Sequence[np.ndarray], weights: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+            for position, slot, place in fills:
+                if place is None:
+                    copyto(slot.buffer, arrays[position])  # _copy_in's copy, for an input no binder reads
+                else:
+                    copy_in(plan, slot, arrays[position])
+            if plan.weights:
+                self._weights.update(weights)
+                self._bind_weights(plan)
+            self._started(plan)
+            if plan.warns:
+                self._launch(plan)
+            else:
+                for step in steps:
+                    step()
+            return self._collect(plan)
+        return call
+
+    def _started(self, plan: CPUPlan) -> None:
         for output in plan.direct:
             output.fresh()
-        return plan
 
     def _launch(self, plan: CPUPlan) -> None:
         if not plan.warns:

@@ -280,6 +280,27 @@ def test_an_unchanged_parameter_is_not_copied_again() -> None:
     assert changed == ["l_self_buffers_calls_", "l_self_modules_linear_parameters_bias_", "l_x_"]
 
 
+def test_a_static_program_is_called_through_its_ready_call() -> None:
+    """Once dynamo's one static program has run, a call goes straight to the program's ready call (not through
+    ``Compiled.run`` and its boundary), and still sees each input's values and each parameter changed in place or
+    replaced, as eager does."""
+    model, twin = MLP().eval(), MLP().eval()
+    compiled = torch.compile(model, backend="luminal_lab", options={"generations": 0, "cache_dir": False})
+    changes = [lambda m: m.fc1.weight.mul_(-1.0), lambda m: setattr(m.fc2, "bias", torch.nn.Parameter(torch.ones(16)))]
+    with torch.no_grad():
+        (x,) = mlp_inputs()
+        for _ in range(2):  # the program's second run makes its ready call
+            torch.testing.assert_close(compiled(x), twin(x), atol=1e-5, rtol=1e-5)
+        (comp,) = ll.programs(compiled)
+        assert comp.ready(x) is not None
+        with mock.patch.object(ll.Compiled, "run", side_effect=AssertionError("called through Compiled.run")):
+            for seed, change in enumerate(changes, 1):
+                change(model)
+                change(twin)
+                (x,) = mlp_inputs(seed=seed)
+                torch.testing.assert_close(compiled(x), twin(x), atol=1e-5, rtol=1e-5)
+
+
 def test_the_program_takes_the_inputs_and_holds_the_parameters_and_buffers_as_weights() -> None:
     _, _, compiled, x = shifted_pair()
     with torch.no_grad():
