@@ -444,6 +444,17 @@ def take_source(operand: Operand, rank: int, parallel: bool) -> str:
 
 
 @functools.lru_cache(maxsize=SOURCES)
+def scatter_source(add: bool) -> str:
+    """``kernel(out, index, values)``: ``out[index[i]] = values[i]`` in order (the last write of an index stays), or
+    ``+=`` for a scatter-add; an index out of range is skipped and counted, the count returned."""
+    lines = ["def kernel(out, index, values):", "    n = out.shape[0]", "    bad = 0",
+             "    for i in range(index.shape[0]):", "        k = index[i]", "        if k < 0 or k >= n:",
+             "            bad += 1", "        else:", f"            out[k] {'+=' if add else '='} values[i]",
+             "    return bad"]
+    return _header(False) + "\n".join(lines) + "\n"
+
+
+@functools.lru_cache(maxsize=SOURCES)
 def gather_source(masked: bool, parallel: bool) -> str:
     """``kernel(out, src, index[, valid, zero])``: ``out[i] = src[index[i]]`` (``zero[0]`` where not valid)."""
     loop = "numba.prange" if parallel else "range"

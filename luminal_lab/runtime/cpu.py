@@ -774,16 +774,24 @@ class _Planner:
         dest, indexes, values = (v.array for v in views)
         flat_out = out.reshape(-1)
         add = kernel.op == "ScatterAdd"
-        self.result.warns |= add
+        if kernel.dtype in _HALF or kernel.dtype == DType.BOOL:  # numpy's (and ml_dtypes') arithmetic defines these
+            self.result.warns |= add
 
-        def scatter() -> None:
+            def scatter() -> None:
+                np.copyto(out, dest)
+                _check_indexes(indexes, flat_out.size, kernel)
+                if add:
+                    np.add.at(flat_out, indexes.reshape(-1), values.reshape(-1))
+                else:
+                    flat_out[indexes.reshape(-1)] = values.reshape(-1)
+            return self._sequence(views, [scatter])
+        function = self.cache.compile(codegen.scatter_source(add), [flat_out, indexes.reshape(-1), values.reshape(-1)])
+
+        def scatter_kernel() -> None:
             np.copyto(out, dest)
-            _check_indexes(indexes, flat_out.size, kernel)
-            if add:
-                np.add.at(flat_out, indexes.reshape(-1), values.reshape(-1))
-            else:
-                flat_out[indexes.reshape(-1)] = values.reshape(-1)
-        return self._sequence(views, [scatter])
+            if function(flat_out, indexes.reshape(-1), values.reshape(-1)):  # views, or copies of strided reads
+                _check_indexes(indexes, flat_out.size, kernel)  # raises, naming the first bad index
+        return self._sequence(views, [scatter_kernel])
 
 
 def _in_shape(view: _View, shape: tuple[int, ...]) -> _View:

@@ -193,24 +193,29 @@ def test_out_of_range_index_is_a_clear_error(op: str) -> None:
 
 
 def test_only_a_plan_with_numpy_steps_silences_numpy_and_overflows_warn_of_nothing() -> None:
-    """numba's kernels raise no floating-point warnings, so a plan of them runs outside numpy's error state; a
-    scatter-add (numpy's ``add.at``) runs inside it: an overflow in either warns of nothing, as the reference."""
-    g = ll.Graph()
-    w, ids = g.tensor((3,), "w"), g.tensor((3,), "ids", ll.i64)
-    (w * 4.0).output("scaled")
+    """numba's kernels (an f32 scatter-add's among them) raise no floating-point warnings, so a plan of them runs
+    outside numpy's error state; an f16 scatter-add (numpy's ``add.at``) runs inside it: an overflow in either warns of
+    nothing, as the reference."""
     kernels = ll.Graph()
-    (kernels.tensor((3,), "w") * 4.0).output("scaled")
+    w, ids = kernels.tensor((3,), "w"), kernels.tensor((3,), "ids", ll.i64)
+    (w * 4.0).output("scaled")
     w.scatter_add(0, ids, w).output("added")
+    g = ll.Graph()
+    h = g.tensor((3,), "h", ll.f16)
+    h.scatter_add(0, g.tensor((3,), "ids", ll.i64), h).output("added")
     inputs = {"w": np.full(3, 3e38, np.float32), "ids": np.array([0, 0, 2])}
+    half = {"h": np.full(3, 6e4, np.float16), "ids": inputs["ids"]}
     loops, numpy_steps = CPURuntime(llir_of(kernels)), CPURuntime(llir_of(g))
     assert not loops.plan().warns and numpy_steps.plan().warns
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        (scaled,) = loops.run({"w": inputs["w"]})
-        got = numpy_steps.run(inputs)
+        scaled, added = loops.run(inputs)
+        (added_half,) = numpy_steps.run(half)
     np.testing.assert_array_equal(scaled, np.full(3, np.inf, np.float32))
-    np.testing.assert_array_equal(got[1], np.array([np.inf, 3e38, np.inf], np.float32))
-    check_graph(g, inputs)
+    np.testing.assert_array_equal(added, np.array([np.inf, 3e38, np.inf], np.float32))
+    np.testing.assert_array_equal(added_half, np.array([np.inf, 6e4, np.inf], np.float16))
+    check_graph(kernels, inputs)
+    check_graph(g, half)
 
 
 def test_inf_and_nan_propagate_like_the_reference() -> None:
