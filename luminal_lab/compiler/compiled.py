@@ -209,9 +209,10 @@ class Compiled:
             arrays, bindings = boundary.check(values)
             runtime = self._runtime(self.genome, device)
             outputs = runtime.run(arrays, self.graph.weights, bindings, checked=True)
-            if key is not None and len(self._ready) < MEMO:
-                # made at a signature's second run: a generation's lengths, each run once, make none
-                self._ready[key] = Ready.of(self, runtime, bindings, inputs) if key in self._ready else None
+            if key is not None and not bindings and len(self._ready) < MEMO:
+                # made at a signature's second run; none for one that binds symbolic dimensions, as a generation's
+                # programs do, whose length changes with every call
+                self._ready[key] = Ready.of(self, runtime, inputs) if key in self._ready else None
         else:
             check_device(device, "Compiled.run")
             bindings = boundary.bind(values)
@@ -226,8 +227,9 @@ class Compiled:
 
     def ready(self, *inputs) -> Ready | None:
         """The ready call of the signature of ``inputs`` (dtypes, shapes, size arguments) on the CPU, made by a second
-        ``run`` of it: None before that, or where ``run`` keeps none (a program that mutates its inputs, inputs that mix
-        torch tensors and numpy arrays), or once the genome, e-graph or runtime it was made for changed."""
+        ``run`` of it: None before that, or where ``run`` keeps none (a signature that binds symbolic dimensions, a
+        program that mutates its inputs, inputs that mix torch tensors and numpy arrays), or once the genome, e-graph
+        or runtime it was made for changed."""
         key = signature_key(inputs)
         ready = self._ready.get(key) if key is not None else None
         return ready if ready is not None and ready.current() else None
@@ -493,24 +495,24 @@ class _CopiesCounted(Runner):
 
 
 class Ready:
-    """``Compiled.run`` of one input signature on the CPU from its second call on: the inputs' dtypes and shapes were
-    checked before, and the runtime found the plan and each input's slot once (``CPURuntime.caller``). It serves
-    while the program's genome, e-graph and runtime are those it was made for (``current``). Called with a sequence
-    whose items at ``positions`` are the program's arrays, in its input order (the size arguments left out)."""
+    """``Compiled.run`` of one input signature that binds no symbolic dimension, on the CPU, from its second call on:
+    the inputs' dtypes and shapes were checked before, and the runtime found the plan and each input's slot once
+    (``CPURuntime.caller``). It serves while the program's genome, e-graph and runtime are those it was made for
+    (``current``). Called with a sequence whose items at ``positions`` are the program's arrays, in its input order
+    (the size arguments left out)."""
 
-    def __init__(self, compiled: Compiled, runtime: Runtime, bindings: dict[str, int], positions: list[int],
-                 to_numpy: Callable | None) -> None:
+    def __init__(self, compiled: Compiled, runtime: Runtime, positions: list[int], to_numpy: Callable | None) -> None:
         self.compiled, self.runtime = compiled, runtime
         self.genome, self.snapshot = compiled._genome, compiled.egraph.snapshot
         self.runtime_key = (runtime.llir.genome_hash, "cpu")
         self.positions, self.to_numpy = positions, to_numpy
         sizes = compiled.signature.sizes
-        self.call = runtime.caller([name for name in compiled.signature.inputs if name not in sizes], bindings)
+        self.call = runtime.caller([name for name in compiled.signature.inputs if name not in sizes])
         self.weights = compiled.graph.weights
-        self.pack = compiled.boundary.packer(bindings)
+        self.pack = compiled.boundary.packer({})
 
     @classmethod
-    def of(cls, compiled: Compiled, runtime: Runtime, bindings: dict[str, int], inputs: Sequence) -> Ready | None:
+    def of(cls, compiled: Compiled, runtime: Runtime, inputs: Sequence) -> Ready | None:
         """The ready call of ``inputs``' signature; None for a program that is not called positionally or that
         mutates its inputs, or for inputs that mix torch tensors and numpy arrays."""
         import torch
@@ -521,9 +523,9 @@ class Ready:
         positions = [i for i, name in enumerate(compiled.signature.inputs) if name not in sizes]
         kinds = {type(inputs[i]) for i in positions}
         if kinds <= {torch.Tensor, torch.nn.Parameter}:
-            return cls(compiled, runtime, bindings, positions, torch.Tensor.numpy)
+            return cls(compiled, runtime, positions, torch.Tensor.numpy)
         if kinds <= {np.ndarray}:
-            return cls(compiled, runtime, bindings, positions, None)
+            return cls(compiled, runtime, positions, None)
         return None
 
     def through(self, positions: Sequence[int]) -> Ready:
