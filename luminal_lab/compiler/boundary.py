@@ -224,10 +224,10 @@ def signature_key(values: Iterable[Any]) -> tuple | None:
         return tuple([(value.dtype, value.shape) for value in values])  # the common call: tensors or arrays only
     except AttributeError:
         pass
-    key = tuple([(type(v), v) if getattr(v, "shape", None) is None else (v.dtype, v.shape) for v in values])
     try:
+        key = tuple([(type(v), v) if getattr(v, "shape", None) is None else (v.dtype, v.shape) for v in values])
         hash(key)
-    except TypeError:
+    except (AttributeError, TypeError):  # something with a shape but no dtype, or unhashable
         return None
     return key
 

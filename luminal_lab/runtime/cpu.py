@@ -326,7 +326,6 @@ class CPURuntime(Runtime[CPUPlan]):
             raise LuminalError(f"missing input(s) {missing}; the inputs are {[s.name for s in plan.inputs]}")
         fills = [(at[slot.name], slot, plan.in_place.get(slot.name)) for slot in plan.inputs]
         copy_in, copyto = self._copy_in, np.copyto
-        steps = [step for _, step in plan.steps]
 
         def call(arrays: Sequence[np.ndarray], weights: Mapping[str, np.ndarray]) -> list[np.ndarray]:
             for position, slot, place in fills:
@@ -338,11 +337,7 @@ class CPURuntime(Runtime[CPUPlan]):
                 self._weights.update(weights)
                 self._bind_weights(plan)
             self._started(plan)
-            if plan.warns:
-                self._launch(plan)
-            else:
-                for step in steps:
-                    step()
+            self._launch(plan)
             return self._collect(plan)
         return call
 

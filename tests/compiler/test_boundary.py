@@ -31,6 +31,9 @@ def test_dtype_boundary_is_strict_and_checked_first() -> None:
         comp.run(np.zeros((3, 2), dtype=np.int32))
     with pytest.raises(ll.DTypeBoundaryError, match=r"torch\.Tensor or numpy array"):
         comp.run([[1.0, 2.0]])
+    shaped = type("Shaped", (), {"shape": (3, 2)})()  # a shape and no dtype (a data frame's, say)
+    with pytest.raises(ll.DTypeBoundaryError, match=r"input 'x' must be a torch\.Tensor or numpy array, got Shaped"):
+        comp.run(shaped)
 
 
 def test_a_signature_checked_once_is_still_checked_for_every_other() -> None:
