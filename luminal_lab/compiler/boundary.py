@@ -186,13 +186,13 @@ class Boundary:
         tensors and no sizes, without looking at its structure again."""
         if self.flat_out is None or self.signature.constants:
             return functools.partial(self.pack, bindings=bindings)
-        flat_out, returned = self.flat_out, self._returned
-        if any(self.graph.outputs[name].dtype == dt.bf16 for name in self.signature.outputs):
-            return lambda outputs: flat_out([to_torch(outputs[index]) for index in returned])
         import torch
 
-        from_numpy = torch.from_numpy  # the caller's arrays are fresh and C-contiguous, none bf16
-        return lambda outputs: flat_out([from_numpy(outputs[index]) for index in returned])
+        flat_out, returned = self.flat_out, self._returned
+        # the caller's arrays are fresh and C-contiguous: torch takes them as they are, but for bf16 (to_torch's way)
+        bf16 = any(self.graph.outputs[name].dtype == dt.bf16 for name in self.signature.outputs)
+        convert = to_torch if bf16 else torch.from_numpy
+        return lambda outputs: flat_out([convert(outputs[index]) for index in returned])
 
     def pack(self, outputs: Sequence[Any], bindings: Mapping[str, int]) -> Any:
         """The graph's outputs (numpy arrays or torch tensors, in ``graph.outputs`` order) as the program returns them:

@@ -70,6 +70,10 @@ class Compiled:
         self._llirs: dict[int, LLIR] = {}
         self._runtimes: dict[tuple[int, str], Runtime] = {}  # by (genome hash, device)
         self._ready: dict[tuple, Ready | None] = {}  # by input signature: run's ready CPU calls (None: run once)
+        # whether a run binds no symbolic dimension, as ready calls need: a generation's programs bind a new length
+        # with every call, and so neither look for one nor make one
+        self._fixed = not signature.sizes and not any(dim.variables() for spec in graph.inputs.values()
+                                                      for dim in spec.node.shape)
         self.last_search: SearchResult | None = None
         self.records: TuningRecords | None = TuningRecords()  # where its searches are recorded (None: nowhere)
         self.records_key: str | None = None  # the key of its last recorded search or choice (``records_key_on``)
@@ -196,7 +200,7 @@ class Compiled:
         """Run on torch tensors (or numpy arrays) and return torch tensors, in the program's order. On
         ``device="cuda"`` the call is device-resident: CUDA tensors in (CPU ones copied once), CUDA tensors out,
         ordered on torch's current stream."""
-        key = signature_key(inputs) if device == "cpu" and not named_inputs else None
+        key = signature_key(inputs) if self._fixed and device == "cpu" and not named_inputs else None
         if key is not None:
             ready = self._ready.get(key)
             if ready is not None and ready.current():
@@ -209,9 +213,7 @@ class Compiled:
             arrays, bindings = boundary.check(values)
             runtime = self._runtime(self.genome, device)
             outputs = runtime.run(arrays, self.graph.weights, bindings, checked=True)
-            if key is not None and not bindings and len(self._ready) < MEMO:
-                # made at a signature's second run; none for one that binds symbolic dimensions, as a generation's
-                # programs do, whose length changes with every call
+            if key is not None and len(self._ready) < MEMO:  # made at a signature's second run
                 self._ready[key] = Ready.of(self, runtime, inputs) if key in self._ready else None
         else:
             check_device(device, "Compiled.run")
@@ -227,9 +229,9 @@ class Compiled:
 
     def ready(self, *inputs) -> Ready | None:
         """The ready call of the signature of ``inputs`` (dtypes, shapes, size arguments) on the CPU, made by a second
-        ``run`` of it: None before that, or where ``run`` keeps none (a signature that binds symbolic dimensions, a
-        program that mutates its inputs, inputs that mix torch tensors and numpy arrays), or once the genome, e-graph
-        or runtime it was made for changed."""
+        ``run`` of it: None before that, or where ``run`` keeps none (a program whose inputs have symbolic dimensions,
+        one that mutates its inputs, inputs that mix torch tensors and numpy arrays), or once the genome, e-graph or
+        runtime it was made for changed."""
         key = signature_key(inputs)
         ready = self._ready.get(key) if key is not None else None
         return ready if ready is not None and ready.current() else None

@@ -324,15 +324,12 @@ class CPURuntime(Runtime[CPUPlan]):
         missing = [slot.name for slot in plan.inputs if slot.name not in at]
         if missing:
             raise LuminalError(f"missing input(s) {missing}; the inputs are {[s.name for s in plan.inputs]}")
-        fills = [(at[slot.name], slot, plan.in_place.get(slot.name)) for slot in plan.inputs]
-        copy_in, copyto = self._copy_in, np.copyto
+        fills = [(at[slot.name], slot) for slot in plan.inputs]
+        copy_in = self._copy_in
 
         def call(arrays: Sequence[np.ndarray], weights: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-            for position, slot, place in fills:
-                if place is None:
-                    copyto(slot.buffer, arrays[position])  # _copy_in's copy, for an input no binder reads
-                else:
-                    copy_in(plan, slot, arrays[position])
+            for position, slot in fills:
+                copy_in(plan, slot, arrays[position])
             if plan.weights:
                 self._weights.update(weights)
                 self._bind_weights(plan)
