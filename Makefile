@@ -81,6 +81,7 @@ bench: setup
 	$(BIN)/python benchmarks/fusion.py
 	$(BIN)/python benchmarks/row_fusion.py
 	$(BIN)/python benchmarks/torch_compile.py
+	$(BIN)/python benchmarks/call.py
 	$(BIN)/python benchmarks/generate.py
 	$(BIN)/python benchmarks/train.py
 	$(BIN)/python benchmarks/scaling.py

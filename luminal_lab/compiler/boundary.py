@@ -189,10 +189,19 @@ class Boundary:
         import torch
 
         flat_out, returned = self.flat_out, self._returned
+
         # the caller's arrays are fresh and C-contiguous: torch takes them as they are, but for bf16 (to_torch's way)
         bf16 = any(self.graph.outputs[name].dtype == dt.bf16 for name in self.signature.outputs)
         convert = to_torch if bf16 else torch.from_numpy
         return lambda outputs: flat_out([convert(outputs[index]) for index in returned])
+
+    def packed(self, names: Sequence[str]) -> str:
+        """A Python expression packing the fresh tensors named ``names`` (``graph.outputs`` order) as ``pack`` does: a
+        tuple or list display for a flat result with no sizes, else a call of a ``pack`` bound to no sizes."""
+        if self.flat_out is None or self.signature.constants:
+            return f"pack([{', '.join(names)}])"
+        items = ", ".join(names[index] for index in self._returned)
+        return f"({items},)" if self.flat_out is tuple else f"[{items}]"
 
     def pack(self, outputs: Sequence[Any], bindings: Mapping[str, int]) -> Any:
         """The graph's outputs (numpy arrays or torch tensors, in ``graph.outputs`` order) as the program returns them:

@@ -14,6 +14,7 @@ import functools
 import math
 import platform
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,7 @@ from .provenance import Pipeline
 
 if TYPE_CHECKING:
     from ..frontends.translate import TorchProgram
+    from ..runtime.native import Native
 
 
 class Compiled:
@@ -536,6 +538,60 @@ class Ready:
         ready = copy.copy(self)
         ready.positions = [positions[i] for i in self.positions]
         return ready
+
+    def native(self, inputs: Sequence) -> Future[Callable[[Sequence], object] | None] | None:
+        """For a caller whose every call passes tensors alike to ``inputs``' (at this call's positions) in dtype, shape,
+        strides, device, grad and dispatch keys (dynamo's guards hold them so): a future of this call as the plan's
+        native function (``runtime.native.build``, compiled in the background) run on the tensors' memory into fresh
+        tensors, through a few lines of Python generated for this signature (each layer of Python costs a call of
+        this size microseconds). The call returns None once the program's genome, e-graph or runtime changed. None
+        where ``inputs`` are not C-contiguous CPU tensors without grad, or the plan has no native function."""
+        import torch
+
+        from ..runtime.native import build
+
+        tensors = [inputs[i] for i in self.positions]
+        if not all(isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.is_contiguous() and not t.requires_grad
+                   and not t.is_neg() and not t.is_conj() for t in tensors):
+            return None
+        sizes = self.compiled.signature.sizes
+        built = build(self.runtime, [name for name in self.compiled.signature.inputs if name not in sizes])
+        if built is None:
+            return None
+        called: Future[Callable[[Sequence], object] | None] = Future()
+
+        def through(done: Future) -> None:
+            native = None if done.exception() is not None else done.result()
+            called.set_result(None if native is None else self._through(native))
+        built.add_done_callback(through)
+        return called
+
+    def _through(self, native: Native) -> Callable[[Sequence], object]:
+        """The generated Python that calls ``native`` on the tensors at ``positions`` (see ``native``)."""
+        import torch
+
+        from ..core.dtypes import to_torch as torch_dtype
+
+        compiled = self.compiled
+        names = [f"o{j}" for j in range(len(native.outputs))]
+        space = {"compiled": compiled, "genome": self.genome, "snapshot": self.snapshot, "runtimes": compiled._runtimes,
+                 "key": self.runtime_key, "runtime": self.runtime, "bind": native.bind, "weights": self.weights,
+                 "empty": torch.empty, "address": torch.Tensor.data_ptr, "function": native.function,
+                 "table": native.address, "pack": functools.partial(compiled.boundary.pack, bindings={})}
+        lines = ["def run(args):",
+                 "    if compiled._genome is not genome or compiled.egraph.snapshot is not snapshot "
+                 "or runtimes.get(key) is not runtime:",
+                 "        return None"]
+        if native.plan.weights:
+            lines.append("    bind(weights)")
+        for name, (shape, dtype) in zip(names, native.outputs):
+            space[f"{name}_dtype"] = torch_dtype(dtype)
+            dims = ", ".join(map(str, shape)) if shape else "()"  # torch parses sizes as ints faster than a tuple
+            lines.append(f"    {name} = empty({dims}, dtype={name}_dtype)")
+        addresses = [f"address(args[{i}])" for i in self.positions] + [f"address({name})" for name in names]
+        lines += [f"    function(table, {', '.join(addresses)})", f"    return {compiled.boundary.packed(names)}"]
+        exec("\n".join(lines), space)
+        return space["run"]
 
     def current(self) -> bool:
         """Whether its program still runs the genome and runtime this call was made for."""

@@ -33,8 +33,10 @@ changed once often change again at once, and dynamo then makes them dynamic (a g
 cache length dynamo has seen once, is followed by steps with one more token each, which the dynamic program serves),
 so compiling at once would compile a program that runs once. Once a graph holds one program and its export pinned
 no size, every later call goes straight to it (``_Call``): dynamo's guards already hold the arguments to what it
-serves, so no key is built and no device looked up. ``programs(compiled)`` finds the ``Compiled`` programs behind a
-compiled module or function.
+serves, so no key is built and no device looked up. A static one (CPU tensors, no dynamic size) takes its program's
+ready call (``Ready``) from its second call, and once called ``HOT_CALLS`` times, its native function (the plan as one
+numba ``cfunc``, ``runtime.native``), built in the background meanwhile. ``programs(compiled)`` finds the ``Compiled``
+programs behind a compiled module or function.
 
 Training: in grad mode, when an input or parameter requires grad, the graph goes through AOTAutograd (traced with
 ``aot_decompositions``: core aten, backward ops included), and its forward and backward graphs each become a
@@ -57,6 +59,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -76,6 +79,10 @@ from ..hlir.graph import Graph
 from ..runtime import DEVICES, check_device
 from ..search.records import TuningRecords
 from .compiled import Compiled, Ready
+
+# a static program's ready calls before its native function is built (in the background): one called this often is
+# hot, and the seconds numba takes over it are paid back in microseconds a call
+HOT_CALLS = 64
 
 
 @dataclass(frozen=True)
@@ -246,15 +253,25 @@ class _Call:
         self.in_place = where.type == device == "cpu"  # results stay where they are
         self.ready: Ready | None = None  # the program's ready call of the one signature dynamo's guards let through
         self.static = 0  # calls left that look for it (DynamoProgram sets them for a static program)
+        self.native: Callable[[Sequence[Any]], Any] | None = None  # the ready call as a native function, once built
+        self.building: Future | None = None  # of that function (``Ready.native``)
+        self.hot = 0  # ready calls left before it is built
 
     def __call__(self, args: Sequence[Any]) -> Any:
         feed = self.feed
         if feed.weights:
             feed.refresh(self.weights, args)
+        native = self.native
+        if native is not None:
+            result = native(args)
+            if result is not None:
+                return result
         ready = self.ready
         if ready is not None and ready.current():
             result = ready(args)
             if result is not None:
+                if self.hot:
+                    self._heat(ready, args)
                 return result
         inputs = [args[position] for position in feed.inputs]
         if self.to_host:
@@ -264,10 +281,22 @@ class _Call:
             self.static -= 1
             ready = self.program.ready(*inputs)
             if ready is not None:
-                self.ready, self.static = ready.through(feed.inputs), 0
+                self.ready, self.static, self.hot = ready.through(feed.inputs), 0, HOT_CALLS
         if self.in_place:
             return result
         return pytree.tree_map_only(torch.Tensor, lambda t: t.to(self.where) if t.device != self.where else t, result)
+
+    def _heat(self, ready: Ready, args: Sequence[Any]) -> None:
+        """Count a ready call: the ``HOT_CALLS``-th starts building its native function in the background, and the
+        first after that finds it built takes it from then on."""
+        if self.building is not None:
+            if self.building.done():
+                self.native, self.building, self.hot = self.building.result(), None, 0
+            return
+        self.hot -= 1
+        if self.hot == 0:
+            self.building = ready.native(args)
+            self.hot = int(self.building is not None)  # the calls after look for it while it builds
 
 
 class DynamoProgram:

@@ -2,7 +2,8 @@
 
 ``base`` (``Runtime``: plans, inputs and weights, ``run``, ``profile``; ``Profile``), ``cpu``
 (numba kernels from ``luminal_lab.codegen.cpu``, BLAS matmuls), ``cuda`` (the generated CUDA C
-through numba-cuda on a GPU), ``cache`` (compiled CPU kernels in memory and on disk).
+through numba-cuda on a GPU), ``cache`` (compiled CPU kernels in memory and on disk), ``native`` (a small CPU
+plan as one native function, for a hot call of fixed shapes).
 ``new_runtime(llir, device)`` picks one (``load(device)`` imports its libraries ahead); ``check_device``
 says why a device cannot run here; ``foreign_kernels`` are what a device's search leaves out.
 """

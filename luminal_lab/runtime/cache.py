@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 
 import numba
 import numpy as np
+from numba.core.ccallback import CFunc
 
 from ..core.arguments import write_error
 
@@ -163,7 +164,10 @@ class KernelCache:
         return function
 
     def compile_signature(self, function: Any, signature: tuple) -> None:
-        """Compile (or load from disk) ``function`` for ``signature``, counting which it was."""
+        """Compile (or load from disk) ``function`` for ``signature``, counting which it was (a native program's
+        ``cfunc``, of no signature, compiled or loaded when its module was imported)."""
+        if isinstance(function, CFunc):
+            return
         if signature not in function.overloads:
             hits = sum(function.stats.cache_hits.values())
             start = time.perf_counter()
@@ -311,10 +315,15 @@ class Builders:
         self.workers = _Workers(lambda: count, nice=19)
         self.queue = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="luminal-build")
 
-    def build(self, cache: KernelCache, requests: Callable[[], Sequence[Request]]) -> concurrent.futures.Future:
+    def build(self, cache: KernelCache, requests: Callable[[], Sequence[Request]],
+              then: Callable[[], Any] | None = None) -> concurrent.futures.Future:
         """Start compiling the kernels that ``requests()`` lists (called in the background too) and ``cache``'s disk
-        cache lacks."""
-        return self.queue.submit(lambda: cache.compile_ahead(requests(), self.workers))
+        cache lacks; ``then``, when given, is called in the background once they are on disk, and the future holds
+        what it returns."""
+        def run() -> Any:
+            cache.compile_ahead(requests(), self.workers)
+            return then() if then is not None else None
+        return self.queue.submit(run)
 
     def close(self) -> None:
         self.queue.shutdown(wait=True, cancel_futures=True)

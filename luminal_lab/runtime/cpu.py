@@ -98,6 +98,41 @@ class _Launch:
         return bind
 
 
+@dataclass(slots=True)
+class _Copy:
+    """A step copying ``source`` into ``target`` (a read materialised into its scratch)."""
+
+    target: np.ndarray
+    source: np.ndarray
+
+    def __call__(self) -> None:
+        np.copyto(self.target, self.source)
+
+
+@dataclass(slots=True)
+class _Sequence:
+    """Steps run as one, in order (a kernel's views' refreshes, then the kernel)."""
+
+    steps: list[Step]
+
+    def __call__(self) -> None:
+        for step in self.steps:
+            step()
+
+
+@dataclass(slots=True)
+class _Output:
+    """An Output step: a fresh C-contiguous copy of ``array`` (what the output reads), which the caller owns, put in
+    ``results`` under kernel ``kid``."""
+
+    results: dict[int, np.ndarray]
+    kid: int
+    array: np.ndarray
+
+    def __call__(self) -> None:
+        self.results[self.kid] = np.array(self.array, order="C")
+
+
 Caller = Callable[[Sequence[np.ndarray], Mapping[str, np.ndarray]], list[np.ndarray]]  # ``CPURuntime.caller``'s
 Binder = Callable[[np.ndarray], None]  # given a buffer's new flat array, points one read or write of it there
 
@@ -331,12 +366,16 @@ class CPURuntime(Runtime[CPUPlan]):
             for position, slot in fills:
                 copy_in(plan, slot, arrays[position])
             if plan.weights:
-                self._weights.update(weights)
-                self._bind_weights(plan)
+                self.bind_weights(plan, weights)
             self._started(plan)
             self._launch(plan)
             return self._collect(plan)
         return call
+
+    def bind_weights(self, plan: CPUPlan, weights: Mapping[str, np.ndarray]) -> None:
+        """Bind the plan's weights to ``weights`` (by name), copying in only what changed (``_bind_weights``)."""
+        self._weights.update(weights)
+        self._bind_weights(plan)
 
     def _started(self, plan: CPUPlan) -> None:
         for output in plan.direct:
@@ -504,7 +543,7 @@ class _Planner:
             inside = _View(flat, read.nest).array
             scratch = np.zeros(read.compact, flat.dtype)
             target = scratch.reshape(inside.shape)
-            view = _View(scratch.reshape(-1), read.scratch, [lambda: np.copyto(target, inside)])
+            view = _View(scratch.reshape(-1), read.scratch, [_Copy(target, inside)])
         elif isinstance(read, Gathered):
             view = self._gathered(source, flat, read)
         elif 0 in read.shape:
@@ -551,13 +590,7 @@ class _Planner:
     def _sequence(views: Sequence[_View], steps: list[Step]) -> Step:
         """One step running the views' refreshes, then ``steps``."""
         steps = [step for view in views for step in view.refresh] + steps
-        if len(steps) == 1:
-            return steps[0]
-
-        def run_all() -> None:
-            for step in steps:
-                step()
-        return run_all
+        return steps[0] if len(steps) == 1 else _Sequence(steps)
 
     # ---- steps ----------------------------------------------------------------------
     def _step(self, kernel: Kernel) -> Step | None:
@@ -598,13 +631,8 @@ class _Planner:
         """A fresh array per call, which the caller owns: copied from the buffer of the kernel computing it, unless
         the plan, once every kernel is planned, finds that kernel can write it straight (``_direct``)."""
         (view,) = self._views(kernel)
-        results, kid = self.result.results, kernel.id
-        array = view.array
         self.outputs.append((len(self.result.steps), kernel, view))
-
-        def output() -> None:
-            results[kid] = np.array(array, order="C")
-        return self._sequence([view], [output])
+        return self._sequence([view], [_Output(self.result.results, kernel.id, view.array)])
 
     def _elementwise(self, kernel: Kernel) -> Step:
         out = self.buffers[kernel.id]
@@ -801,7 +829,7 @@ def _in_shape(view: _View, shape: tuple[int, ...]) -> _View:
     scratch = np.empty(shape, view.flat.dtype)
     target = scratch.reshape(view.read.shape)
     return _View(scratch.reshape(-1), Strided(0, shape, contiguous_strides(shape)),
-                 [*view.refresh, lambda: np.copyto(target, array)])
+                 [*view.refresh, _Copy(target, array)])
 
 
 def _materialised(view: _View) -> _View:
@@ -812,7 +840,7 @@ def _materialised(view: _View) -> _View:
     if not read.blank:
         inside = _View(view.flat, read.inside).array
         target = scratch[tuple(slice(lo, hi) for lo, hi in read.box)]
-        result.refresh.append(lambda: np.copyto(target, inside))
+        result.refresh.append(_Copy(target, inside))
     return result
 
 
@@ -823,7 +851,7 @@ def _flat(array: np.ndarray) -> tuple[np.ndarray, list[Step]]:
         return flat, []
     scratch = np.empty(array.size, array.dtype)
     target = scratch.reshape(array.shape)
-    return scratch, [lambda: np.copyto(target, array)]
+    return scratch, [_Copy(target, array)]
 
 
 def _reshaped(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:

@@ -19,6 +19,8 @@ import pytest
 import torch
 
 import luminal_lab as ll
+from luminal_lab.compiler import dynamo
+from luminal_lab.compiler.compiled import Ready
 from luminal_lab.compiler.dynamo import BackendOptions, DynamoProgram
 from luminal_lab.llir.regions import find_regions
 from luminal_lab.runtime import cuda_unavailable_reason
@@ -299,6 +301,39 @@ def test_a_static_program_is_called_through_its_ready_call() -> None:
                 change(twin)
                 (x,) = mlp_inputs(seed=seed)
                 torch.testing.assert_close(compiled(x), twin(x), atol=1e-5, rtol=1e-5)
+
+
+def test_a_hot_static_program_is_called_as_its_native_function(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once dynamo's one static program's ready call served ``HOT_CALLS`` calls, its native function is built in the
+    background, and the calls after take it (neither the ready call nor ``Compiled.run``): they still see each
+    input's values and each parameter changed in place or replaced, as eager does. A genome changed after it gives the
+    calls back to ``Compiled.run``."""
+    monkeypatch.setattr(dynamo, "HOT_CALLS", 3)
+    model, twin = MLP().eval(), MLP().eval()
+    compiled = torch.compile(model, backend="luminal_lab", options={"generations": 0, "cache_dir": False})
+    changes = [lambda m: m.fc1.weight.mul_(-1.0), lambda m: setattr(m.fc2, "bias", torch.nn.Parameter(torch.ones(16)))]
+    with torch.no_grad():
+        (x,) = mlp_inputs()
+        for _ in range(5):  # the second run makes the ready call, whose third call starts the build
+            torch.testing.assert_close(compiled(x), twin(x), atol=1e-5, rtol=1e-5)
+        (comp,) = ll.programs(compiled)
+        (call,) = [p.only for p in dynamo._MADE if comp in p.programs.values()]
+        assert call.native is None and call.building.result(timeout=600) is not None
+        compiled(x)  # finds it built
+        assert call.native is not None and call.building is None
+        with mock.patch.object(ll.Compiled, "run", side_effect=AssertionError("called through Compiled.run")), \
+                mock.patch.object(Ready, "__call__", side_effect=AssertionError("called through the ready call")):
+            for seed, change in enumerate(changes, 1):
+                change(model)
+                change(twin)
+                (x,) = mlp_inputs(seed=seed)
+                result = compiled(x)
+                assert result.dtype == torch.float32 and result.is_contiguous()
+                torch.testing.assert_close(result, twin(x), atol=1e-5, rtol=1e-5)
+        comp.genome = comp.random_genome(seed=1)
+        with mock.patch.object(ll.Compiled, "run", wraps=comp.run) as run:
+            torch.testing.assert_close(compiled(x), twin(x), atol=1e-5, rtol=1e-5)
+        assert run.call_count == 1
 
 
 def test_the_program_takes_the_inputs_and_holds_the_parameters_and_buffers_as_weights() -> None:

@@ -8,10 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 import luminal_lab as ll
+from luminal_lab.core.arrays import to_numpy
+from luminal_lab.core.dtypes import from_torch
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 NARROW_INTS = (torch.int8, torch.uint8, torch.int16)  # drawn over their whole range, so arithmetic on them wraps
@@ -138,6 +141,22 @@ def random_tensor(shape, dtype, low, high, generator) -> torch.Tensor:
     if dtype in NARROW_INTS:
         low, high = torch.iinfo(dtype).min, torch.iinfo(dtype).max
     return torch.randint(int(low), int(high) + 1, shape, generator=generator, dtype=dtype)
+
+
+def case_graph(case: Case, dtype: torch.dtype, transposed: bool) -> tuple[ll.Graph, dict[str, np.ndarray]]:
+    """The graph and inputs that tests/hlir/test_ops.py builds for ``case`` (``transposed``: each input of two or
+    more dimensions given transposed, so the graph reads it through a transposing view)."""
+    generator = torch.Generator().manual_seed(hash(case.name) % 2**31)
+    inputs = [random_tensor(s, dtype, case.low, case.high, generator) for s in case.shapes]
+    if transposed:
+        inputs = [x.transpose(-1, -2).contiguous() if x.ndim >= 2 else x for x in inputs]
+    g = ll.Graph()
+    tensors = []
+    for i, x in enumerate(inputs):
+        t = g.tensor(tuple(x.shape), name=f"x{i}", dtype=from_torch(dtype))
+        tensors.append(t.transpose(-1, -2) if transposed and x.ndim >= 2 else t)
+    case.ll_fn(*tensors).output("out")
+    return g, {f"x{i}": to_numpy(x) for i, x in enumerate(inputs)}
 
 
 def index_ops_graph() -> ll.Graph:

@@ -28,7 +28,6 @@ import torch
 import luminal_lab as ll
 from luminal_lab.codegen.reads import lower
 from luminal_lab.core.arrays import to_numpy
-from luminal_lab.core.dtypes import from_torch
 from luminal_lab.core.shape_tracker import ShapeTracker
 from luminal_lab.hlir.graph import Graph
 from luminal_lab.llir.genome import extract
@@ -48,7 +47,7 @@ from luminal_lab.runtime.cpu import (
 )
 from tests.helpers.llir import llir_of
 from tests.helpers.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
-from tests.helpers.op_cases import CASES, Case, index_ops_graph, random_tensor
+from tests.helpers.op_cases import CASES, Case, case_graph, index_ops_graph
 from tests.helpers.read_only import read_only
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,21 +83,6 @@ def check_graph(graph: Graph, inputs: Mapping[str, np.ndarray], bindings: Mappin
 # ---- every op of the tensor API ---------------------------------------------------------
 
 
-def _case_graph(case: Case, dtype: torch.dtype, transposed: bool) -> tuple[Graph, dict[str, np.ndarray]]:
-    """The graph and inputs that tests/hlir/test_ops.py builds for ``case``."""
-    generator = torch.Generator().manual_seed(hash(case.name) % 2**31)
-    inputs = [random_tensor(s, dtype, case.low, case.high, generator) for s in case.shapes]
-    if transposed:
-        inputs = [x.transpose(-1, -2).contiguous() if x.ndim >= 2 else x for x in inputs]
-    g = ll.Graph()
-    tensors = []
-    for i, x in enumerate(inputs):
-        t = g.tensor(tuple(x.shape), name=f"x{i}", dtype=from_torch(dtype))
-        tensors.append(t.transpose(-1, -2) if transposed and x.ndim >= 2 else t)
-    case.ll_fn(*tensors).output("out")
-    return g, {f"x{i}": to_numpy(x) for i, x in enumerate(inputs)}
-
-
 CASE_PARAMS = [pytest.param(case, dtype, transposed, id=f"{case.name}-{str(dtype).split('.')[1]}{'-T' * transposed}")
                for case in CASES for dtype in case.dtypes for transposed in (False, True)
                if not transposed or any(len(s) >= 2 for s in case.shapes)]
@@ -106,7 +90,7 @@ CASE_PARAMS = [pytest.param(case, dtype, transposed, id=f"{case.name}-{str(dtype
 
 @pytest.mark.parametrize(("case", "dtype", "transposed"), CASE_PARAMS)
 def test_op_matches_reference(case: Case, dtype: torch.dtype, transposed: bool) -> None:
-    graph, inputs = _case_graph(case, dtype, transposed)
+    graph, inputs = case_graph(case, dtype, transposed)
     check_graph(graph, inputs, scale=case.scale)
 
 
