@@ -17,7 +17,11 @@ then ``ROUNDS`` warm ones; the warm figures pool both processes':
 - ``programs``: how many programs luminal_lab compiled for the whole generation (prefill and decode);
 - ``tokens_match_eager``: whether the generated tokens, first and warm, equal eager's.
 
-Ratios against eager and inductor: above 1, luminal_lab is faster.
+Processes run minutes apart, and this machine's speed drifts by tens of percent over minutes, so the warm figures are
+also measured in one more fresh process holding all three models (``interleaved``): after each's first generation,
+``ROUNDS`` rounds each generate once with every backend in turn, and each backend's median prefill and decode count.
+
+Ratios against eager and inductor: above 1, luminal_lab is faster (``interleaved_*``: from the one process).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import devices_to_measure, there_and_back, write_result  # noqa: E402
+from benchmarks.common import devices_to_measure, in_fresh_process, there_and_back, write_result  # noqa: E402
 
 CONFIG = {"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2, "num_attention_heads": 4,
           "num_key_value_heads": 2, "vocab_size": 1024, "max_position_embeddings": 128}
@@ -73,7 +77,9 @@ def generate(model: torch.nn.Module, ids: torch.Tensor, sync) -> tuple[list[int]
 
 def measure(backend: str, device: str) -> dict:
     """In this process: the first generation (compilation included), then ``ROUNDS`` warm ones, each's prefill and
-    steps in seconds."""
+    steps in seconds (``backend`` "interleaved": every backend's, ``interleaved``)."""
+    if backend == "interleaved":
+        return interleaved(device)
     model, ids = build(device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     with torch.no_grad():
@@ -92,6 +98,33 @@ def measure(backend: str, device: str) -> dict:
 
         figures["programs"] = len(ll.programs(model.forward))
     return figures
+
+
+def interleaved(device: str) -> dict:
+    """In this process: every backend's model compiled and run once, then ``ROUNDS`` rounds of one warm generation per
+    backend in turn; each backend's median prefill (ms) and decode rate, and whether its tokens equal eager's."""
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    models, tokens = {}, {}
+    with torch.no_grad():
+        for backend in BACKENDS:
+            model, ids = build(device)
+            if backend == "inductor":
+                model.forward = torch.compile(model.forward, dynamic=True)
+            elif backend == "luminal_lab":
+                model.forward = torch.compile(model.forward, backend="luminal_lab")
+            models[backend] = model
+            tokens[backend] = [generate(model, ids, sync)[0]]
+        prefills, decodes = {b: [] for b in BACKENDS}, {b: [] for b in BACKENDS}
+        for _ in range(ROUNDS):
+            for backend, model in models.items():
+                generated, prefill, steps = generate(model, ids, sync)
+                tokens[backend].append(generated)
+                prefills[backend].append(prefill)
+                decodes[backend].append(sum(steps))
+    return {backend: {"ttft_ms": statistics.median(prefills[backend]) * 1e3,
+                      "decode_tokens_per_s": STEPS / statistics.median(decodes[backend]),
+                      "tokens_match_eager": all(t == tokens["eager"][0] for t in tokens[backend])}
+            for backend in BACKENDS}
 
 
 def summary(runs: list[dict], reference: list[int]) -> dict:
@@ -130,6 +163,15 @@ def main() -> dict:
         ours["ttft_vs_eager"] = eager["ttft_ms"] / ours["ttft_ms"]
         ours["ttft_vs_inductor"] = inductor["ttft_ms"] / ours["ttft_ms"]
         ours["first_generation_vs_inductor"] = inductor["first_generation_s"] / ours["first_generation_s"]
+        one = in_fresh_process(__file__, ["interleaved", device])
+        for backend in BACKENDS:
+            figures[backend]["interleaved"] = one[backend]
+        rate = {backend: one[backend]["decode_tokens_per_s"] for backend in BACKENDS}
+        ttft = {backend: one[backend]["ttft_ms"] for backend in BACKENDS}
+        ours["interleaved_decode_vs_eager"] = rate["luminal_lab"] / rate["eager"]
+        ours["interleaved_decode_vs_inductor"] = rate["luminal_lab"] / rate["inductor"]
+        ours["interleaved_ttft_vs_eager"] = ttft["eager"] / ttft["luminal_lab"]
+        ours["interleaved_ttft_vs_inductor"] = ttft["inductor"] / ttft["luminal_lab"]
         result["devices"][device] = figures
     write_result(args.out, result)
     return result
