@@ -189,7 +189,6 @@ class Boundary:
         import torch
 
         flat_out, returned = self.flat_out, self._returned
-
         # the caller's arrays are fresh and C-contiguous: torch takes them as they are, but for bf16 (to_torch's way)
         bf16 = any(self.graph.outputs[name].dtype == dt.bf16 for name in self.signature.outputs)
         convert = to_torch if bf16 else torch.from_numpy

@@ -511,7 +511,8 @@ class Ready:
         self.runtime_key = (runtime.llir.genome_hash, "cpu")
         self.positions, self.to_numpy = positions, to_numpy
         sizes = compiled.signature.sizes
-        self.call = runtime.caller([name for name in compiled.signature.inputs if name not in sizes])
+        self.names = [name for name in compiled.signature.inputs if name not in sizes]  # the arrays', in order
+        self.call = runtime.caller(self.names)
         self.weights = compiled.graph.weights
         self.pack = compiled.boundary.packer({})
 
@@ -554,8 +555,7 @@ class Ready:
         if not all(isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.is_contiguous() and not t.requires_grad
                    and not t.is_neg() and not t.is_conj() for t in tensors):
             return None
-        sizes = self.compiled.signature.sizes
-        built = build(self.runtime, [name for name in self.compiled.signature.inputs if name not in sizes])
+        built = build(self.runtime, self.names)
         if built is None:
             return None
         called: Future[Callable[[Sequence], object] | None] = Future()
@@ -574,14 +574,10 @@ class Ready:
 
         compiled = self.compiled
         names = [f"o{j}" for j in range(len(native.outputs))]
-        space = {"compiled": compiled, "genome": self.genome, "snapshot": self.snapshot, "runtimes": compiled._runtimes,
-                 "key": self.runtime_key, "runtime": self.runtime, "bind": native.bind, "weights": self.weights,
-                 "empty": torch.empty, "address": torch.Tensor.data_ptr, "function": native.function,
-                 "table": native.address, "pack": functools.partial(compiled.boundary.pack, bindings={})}
-        lines = ["def run(args):",
-                 "    if compiled._genome is not genome or compiled.egraph.snapshot is not snapshot "
-                 "or runtimes.get(key) is not runtime:",
-                 "        return None"]
+        space = {"current": self.current, "bind": native.bind, "weights": self.weights, "empty": torch.empty,
+                 "address": torch.Tensor.data_ptr, "function": native.function, "table": native.address,
+                 "pack": functools.partial(compiled.boundary.pack, bindings={})}
+        lines = ["def run(args):", "    if not current():", "        return None"]
         if native.plan.weights:
             lines.append("    bind(weights)")
         for name, (shape, dtype) in zip(names, native.outputs):
