@@ -17,15 +17,19 @@ then ``ROUNDS`` warm ones; the warm figures pool both processes':
 - ``programs``: how many programs luminal_lab compiled for the whole generation (prefill and decode);
 - ``tokens_match_eager``: whether the generated tokens, first and warm, equal eager's.
 
-Processes run minutes apart, and this machine's speed drifts by tens of percent over minutes, so the warm figures are
-also measured in one more fresh process holding all three models (``interleaved``): after each's first generation,
-``ROUNDS`` rounds each generate once with every backend in turn, and each backend's median prefill and decode count.
+Processes run minutes apart, and this machine's speed drifts by tens of percent over minutes (and by as much within
+seconds), so the warm figures are also measured in one more fresh process holding all three models (``interleaved``):
+after each's first generation, ``ROUNDS`` rounds each generate once with every backend in turn (each backend's median
+decode counts), then ``PREFILLS`` rounds each prefill once with every backend, in an order shuffled each round (a
+backend that always ran after another's generation would always meet that one's caches), and each backend's median
+prefill counts, with its quartiles (``ttft_quartiles_ms``).
 
 Ratios against eager and inductor: above 1, luminal_lab is faster (``interleaved_*``: from the one process).
 """
 
 from __future__ import annotations
 
+import random
 import statistics
 import sys
 import time
@@ -40,7 +44,7 @@ from benchmarks.common import devices_to_measure, in_fresh_process, there_and_ba
 
 CONFIG = {"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2, "num_attention_heads": 4,
           "num_key_value_heads": 2, "vocab_size": 1024, "max_position_embeddings": 128}
-PROMPT, STEPS, ROUNDS = 64, 32, 5
+PROMPT, STEPS, ROUNDS, PREFILLS = 64, 32, 5, 40
 BACKENDS = ("eager", "inductor", "luminal_lab")
 
 
@@ -54,8 +58,8 @@ def build(device: str) -> tuple[torch.nn.Module, torch.Tensor]:
     return model, ids.to(device)
 
 
-def generate(model: torch.nn.Module, ids: torch.Tensor, sync) -> tuple[list[int], float, list[float]]:
-    """Greedy: the prefill, then ``STEPS`` decode steps; the tokens, the prefill's seconds and each step's."""
+def prefill(model: torch.nn.Module, ids: torch.Tensor, sync) -> tuple[object, torch.Tensor, float]:
+    """The prompt prefilled into a new ``DynamicCache``: the cache, the first token and the seconds it took."""
     from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config)
@@ -63,7 +67,12 @@ def generate(model: torch.nn.Module, ids: torch.Tensor, sync) -> tuple[list[int]
     logits = model(input_ids=ids, cache=cache, use_cache=True).logits
     token = logits[:, -1:].argmax(-1)
     sync()
-    prefill = time.perf_counter() - start
+    return cache, token, time.perf_counter() - start
+
+
+def generate(model: torch.nn.Module, ids: torch.Tensor, sync) -> tuple[list[int], float, list[float]]:
+    """Greedy: the prefill, then ``STEPS`` decode steps; the tokens, the prefill's seconds and each step's."""
+    cache, token, first = prefill(model, ids, sync)
     tokens, steps = [int(token)], []
     for _ in range(STEPS):
         start = time.perf_counter()
@@ -72,7 +81,7 @@ def generate(model: torch.nn.Module, ids: torch.Tensor, sync) -> tuple[list[int]
         sync()
         steps.append(time.perf_counter() - start)
         tokens.append(int(token))
-    return tokens, prefill, steps
+    return tokens, first, steps
 
 
 def measure(backend: str, device: str) -> dict:
@@ -102,7 +111,8 @@ def measure(backend: str, device: str) -> dict:
 
 def interleaved(device: str) -> dict:
     """In this process: every backend's model compiled and run once, then ``ROUNDS`` rounds of one warm generation per
-    backend in turn; each backend's median prefill (ms) and decode rate, and whether its tokens equal eager's."""
+    backend in turn, then ``PREFILLS`` rounds of one prefill per backend in a shuffled order; each backend's median
+    prefill (ms, with its quartiles) and decode rate, and whether its tokens equal eager's."""
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     models, tokens = {}, {}
     with torch.no_grad():
@@ -117,11 +127,16 @@ def interleaved(device: str) -> dict:
         prefills, decodes = {b: [] for b in BACKENDS}, {b: [] for b in BACKENDS}
         for _ in range(ROUNDS):
             for backend, model in models.items():
-                generated, prefill, steps = generate(model, ids, sync)
+                generated, _, steps = generate(model, ids, sync)
                 tokens[backend].append(generated)
-                prefills[backend].append(prefill)
                 decodes[backend].append(sum(steps))
+        order, shuffle = list(BACKENDS), random.Random(0).shuffle
+        for _ in range(PREFILLS):
+            shuffle(order)
+            for backend in order:
+                prefills[backend].append(prefill(models[backend], ids, sync)[2])
     return {backend: {"ttft_ms": statistics.median(prefills[backend]) * 1e3,
+                      "ttft_quartiles_ms": [q * 1e3 for q in statistics.quantiles(prefills[backend])[::2]],
                       "decode_tokens_per_s": STEPS / statistics.median(decodes[backend]),
                       "tokens_match_eager": all(t == tokens["eager"][0] for t in tokens[backend])}
             for backend in BACKENDS}
