@@ -36,6 +36,7 @@ from ..llir.regions import Regions
 from ..llir.unroll import runs, unroll
 from ..runtime import Profile, Runtime, check_device, foreign_kernels, new_runtime
 from ..runtime.base import MEMORY_FRACTION, format_bytes, host_memory_available
+from ..runtime.native import Hot, Native, build
 from ..search.records import RecordsTable, TuningRecords, program_key
 from ..search.runners import Job, Runner, default_runner
 from ..search.search import Measurement, SearchResult, compare, random_inputs, search
@@ -44,7 +45,6 @@ from .provenance import Pipeline
 
 if TYPE_CHECKING:
     from ..frontends.translate import TorchProgram
-    from ..runtime.native import Native
 
 
 class Compiled:
@@ -72,6 +72,7 @@ class Compiled:
         self._llirs: dict[int, LLIR] = {}
         self._runtimes: dict[tuple[int, str], Runtime] = {}  # by (genome hash, device)
         self._ready: dict[tuple, Ready | None] = {}  # by input signature: run's ready CPU calls (None: run once)
+        self._hot: Hot | None = None  # the current CPU runtime's plans run natively once hot (a dynamic program's)
         # whether a run binds no symbolic dimension, as ready calls need: a generation's programs bind a new length
         # with every call, and so neither look for one nor make one
         self._fixed = not signature.sizes and not any(dim.variables() for spec in graph.inputs.values()
@@ -214,7 +215,12 @@ class Compiled:
         if device == "cpu":
             arrays, bindings = boundary.check(values)
             runtime = self._runtime(self.genome, device)
-            outputs = runtime.run(arrays, self.graph.weights, bindings, checked=True)
+            if self._fixed:
+                outputs = runtime.run(arrays, self.graph.weights, bindings, checked=True)
+            else:
+                if self._hot is None or self._hot.runtime is not runtime:
+                    self._hot = Hot(runtime)
+                outputs = self._hot.run(arrays, self.graph.weights, bindings)
             if key is not None and len(self._ready) < MEMO:  # made at a signature's second run
                 self._ready[key] = Ready.of(self, runtime, inputs) if key in self._ready else None
         else:
@@ -545,11 +551,10 @@ class Ready:
         strides, device, grad and dispatch keys (dynamo's guards hold them so): a future of this call as the plan's
         native function (``runtime.native.build``, compiled in the background) run on the tensors' memory into fresh
         tensors, through a few lines of Python generated for this signature (each layer of Python costs a call of
-        this size microseconds). The call returns None once the program's genome, e-graph or runtime changed. None
-        where ``inputs`` are not C-contiguous CPU tensors without grad, or the plan has no native function."""
+        this size microseconds). The call returns None once the program's genome, e-graph or runtime changed, and
+        where a gather meets an index out of range (``run``'s general path then raises on it). None where ``inputs``
+        are not C-contiguous CPU tensors without grad, or the plan has no native function."""
         import torch
-
-        from ..runtime.native import build
 
         tensors = [inputs[i] for i in self.positions]
         if not all(isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.is_contiguous() and not t.requires_grad
@@ -585,7 +590,8 @@ class Ready:
             dims = ", ".join(map(str, shape)) if shape else "()"  # torch parses sizes as ints faster than a tuple
             lines.append(f"    {name} = empty({dims}, dtype={name}_dtype)")
         addresses = [f"address(args[{i}])" for i in self.positions] + [f"address({name})" for name in names]
-        lines += [f"    function(table, {', '.join(addresses)})", f"    return {compiled.boundary.packed(names)}"]
+        lines += [f"    if function(table, {', '.join(addresses)}):", "        return None",  # an index out of range
+                  f"    return {compiled.boundary.packed(names)}"]
         exec("\n".join(lines), space)
         return space["run"]
 

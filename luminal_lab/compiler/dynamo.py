@@ -35,8 +35,9 @@ so compiling at once would compile a program that runs once. Once a graph holds 
 no size, every later call goes straight to it (``_Call``): dynamo's guards already hold the arguments to what it
 serves, so no key is built and no device looked up. A static one (CPU tensors, no dynamic size) takes its program's
 ready call (``Ready``) from its second call, and once called ``HOT_CALLS`` times, its native function (the plan as one
-numba ``cfunc``, ``runtime.native``), built in the background meanwhile. ``programs(compiled)`` finds the ``Compiled``
-programs behind a compiled module or function.
+numba ``cfunc``, ``runtime.native``), built in the background meanwhile; a dynamic one's runs at a binding seen
+``native.HOT_RUNS`` times take that plan's native function (``native.Hot``). ``programs(compiled)`` finds the
+``Compiled`` programs behind a compiled module or function.
 
 Training: in grad mode, when an input or parameter requires grad, the graph goes through AOTAutograd (traced with
 ``aot_decompositions``: core aten, backward ops included), and its forward and backward graphs each become a

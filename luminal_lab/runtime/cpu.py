@@ -100,13 +100,29 @@ class _Launch:
 
 @dataclass(slots=True)
 class _Copy:
-    """A step copying ``source`` into ``target`` (a read materialised into its scratch)."""
+    """A step copying ``source`` into ``target`` (a read materialised into its scratch; a matmul's operand or
+    product, cast with ``casting``)."""
 
     target: np.ndarray
     source: np.ndarray
+    casting: str = "same_kind"
 
     def __call__(self) -> None:
-        np.copyto(self.target, self.source)
+        np.copyto(self.target, self.source, casting=self.casting)
+
+
+@dataclass(slots=True)
+class _Gather:
+    """A gather kernel's launch, which returns whether an index was out of range: the first bad one then raises."""
+
+    launch: _Launch
+    indexes: np.ndarray
+    size: int
+    kernel: Kernel
+
+    def __call__(self) -> None:
+        if self.launch():
+            _check_indexes(self.indexes, self.size, self.kernel)  # raises, naming the first bad index
 
 
 @dataclass(slots=True)
@@ -131,6 +147,20 @@ class _Output:
 
     def __call__(self) -> None:
         self.results[self.kid] = np.array(self.array, order="C")
+
+
+@dataclass(slots=True)
+class _Direct:
+    """An Output step whose kernel wrote it straight into ``output``'s fresh array: that array, as ``shape``, put in
+    ``results`` under kernel ``kid``."""
+
+    results: dict[int, np.ndarray]
+    kid: int
+    output: _Rebound
+    shape: tuple[int, ...]
+
+    def __call__(self) -> None:
+        self.results[self.kid] = self.output.bound.reshape(self.shape)
 
 
 Caller = Callable[[Sequence[np.ndarray], Mapping[str, np.ndarray]], list[np.ndarray]]  # ``CPURuntime.caller``'s
@@ -530,8 +560,7 @@ class _Planner:
             return
         output = _Rebound([self.writers[source], *self.reads[source]], buffer)
         self.result.direct.append(output)
-        results, kid, shape = self.result.results, kernel.id, array.shape
-        self.result.steps[position] = (kid, lambda: results.__setitem__(kid, output.bound.reshape(shape)))
+        self.result.steps[position] = (kernel.id, _Direct(self.result.results, kernel.id, output, array.shape))
 
     # ---- views ----------------------------------------------------------------------
     def view(self, source: int, tracker: ShapeTracker, padded: bool = False) -> _View:
@@ -717,7 +746,7 @@ class _Planner:
             if operand is None or not _blas_ready(operand):
                 scratch = np.empty(compact.shape, compute)
                 self.result.warns |= bool(compact.dtype != compute)  # a cast
-                steps.append(lambda scratch=scratch, compact=compact: np.copyto(scratch, compact, casting="unsafe"))
+                steps.append(_Copy(scratch, compact, "unsafe"))
                 operand, view = scratch.reshape(shape), None
             operands.append((operand, view))
         (lhs, left_view), (rhs, right_view) = operands
@@ -743,7 +772,7 @@ class _Planner:
                     self.reads[view.buffer].append(binder)
         if straight is not None:
             return self._sequence([a, b], [*steps, matmul])
-        steps += [matmul, lambda: np.copyto(out, arranged, casting="unsafe")]
+        steps += [matmul, _Copy(out, arranged, "unsafe")]
         return self._sequence([a, b], steps)
 
     @staticmethod
@@ -780,13 +809,8 @@ class _Planner:
         loop = Loop.over(out.shape, [index.read])
         args = [*loop.arguments(out, [index.flat]), kernel_array(flat)]
         source = codegen.take_source(loop.operands[0], loop.rank, out.size >= PARALLEL_THRESHOLD)
-        launch = self._launch(source, args)
-        indexes = index.array
-
-        def gather() -> None:
-            if launch():
-                _check_indexes(indexes, flat.size, kernel)  # raises, naming the first bad index
-        return self._sequence([index, data], copy + [gather])
+        gather = _Gather(self._launch(source, args), index.array, flat.size, kernel)
+        return self._sequence([index, data], [*copy, gather])
 
     def _scatter(self, kernel: Kernel) -> Step:
         out = self.buffers[kernel.id]

@@ -11,7 +11,7 @@ import luminal_lab as ll
 from luminal_lab.core.arrays import to_numpy
 from luminal_lab.llir.genome import extract
 from luminal_lab.runtime.cpu import CPURuntime, _Matmul
-from luminal_lab.runtime.native import Native, build
+from luminal_lab.runtime.native import HOT_RUNS, Native, build
 from tests.helpers.llir import llir_of
 from tests.helpers.op_cases import CASES, case_graph, random_tensor
 
@@ -75,16 +75,90 @@ def test_a_plan_with_weights_binds_them_before_each_native_call() -> None:
         _same_bits(_run(native, data), [(data["x"] * changed["w"]).sum(-1)])
 
 
-def test_a_plan_with_a_library_matmul_or_a_gather_has_no_native_function() -> None:
-    """A BLAS call through torch and a gather that raises on a bad index are Python's to run: no native function."""
+def test_library_matmuls_run_natively_as_torch_runs_them() -> None:
+    """An mm reading a weight in place into an output written straight, and a bmm of a transposed operand: the
+    native function calls MKL's batched gemm (torch's own) and gives torch's bits, and follows a new weight array."""
+    rng = np.random.default_rng(0)
+    g = ll.Graph()
+    weights = {"w": rng.standard_normal((256, 1024), dtype=np.float32)}
+    a, q, k = g.tensor((64, 256), name="a"), g.tensor((4, 64, 32), name="q"), g.tensor((4, 64, 32), name="k")
+    (a @ g.weight("w", weights["w"])).output("y")
+    (q @ k.transpose(1, 2)).output("scores")
+    runtime = CPURuntime(extract(ll.compile(g).choice_space().smallest_genome()))
+    inputs = {name: rng.standard_normal(shape, dtype=np.float32)
+              for name, shape in (("a", (64, 256)), ("q", (4, 64, 32)), ("k", (4, 64, 32)))}
+    expected = runtime.run(inputs, weights)
+    plan = runtime.plan()
+    matmuls = [step for _, step in plan.steps if isinstance(step, _Matmul)]
+    assert len(matmuls) == 2 and not any(m.serial for m in matmuls)
+    assert list(plan.in_place) == ["w"] and len(plan.direct) == 1  # read in place, written straight
+    native = build(runtime, list(inputs)).result(timeout=BUILT)
+    assert native is not None and native.source.count("gemm_f32(") == 2
+    native.bind(weights)
+    _same_bits(_run(native, inputs), expected)
+    other = {"w": rng.standard_normal((256, 1024), dtype=np.float32)}
+    native.bind(other)
+    got = _run(native, inputs)
+    _same_bits(got, runtime.run(inputs, other))  # the plan's steps, rebound meanwhile, agree
+    np.testing.assert_allclose(got[0], inputs["a"] @ other["w"], rtol=1e-4, atol=1e-4)
+
+
+def test_a_gather_runs_natively_and_its_bad_index_raises_from_the_plans_steps() -> None:
+    g = ll.Graph()
+    w, i = g.tensor((4, 2), "w"), g.tensor((3,), "ids", ll.i64)
+    ll.embedding(i, w).output("rows")
+    runtime = CPURuntime(llir_of(g))
+    inputs = {"w": np.arange(8, dtype=np.float32).reshape(4, 2), "ids": np.array([3, 0, 2])}
+    runtime.run(inputs)
+    native = build(runtime, list(inputs)).result(timeout=BUILT)
+    outputs = [np.zeros((3, 2), np.float32)]
+    assert native(*[x.ctypes.data for x in inputs.values()], outputs[0].ctypes.data)
+    np.testing.assert_array_equal(outputs[0], inputs["w"][[3, 0, 2]])
+    inputs["ids"] = np.array([0, 4, 1])
+    assert not native(*[x.ctypes.data for x in inputs.values()], outputs[0].ctypes.data)  # the caller runs the steps
+    with pytest.raises(IndexError, match=r"Gather k\d+ \(HLIR h\d+\): index 8 is out of range for 8 elements"):
+        runtime.run(inputs)
+
+
+def test_a_matmul_on_one_thread_has_no_native_function() -> None:
+    """A product under ``SERIAL_MATMUL`` multiply-adds runs with torch's threads set to one, which is Python's."""
     g = ll.Graph()
     (g.tensor((48, 64), name="a") @ g.tensor((64, 80), name="b")).output("out")
     runtime = CPURuntime(extract(ll.compile(g).choice_space().smallest_genome()))
     runtime.run({"a": np.ones((48, 64), np.float32), "b": np.ones((64, 80), np.float32)}, {})
-    assert any(isinstance(step, _Matmul) for _, step in runtime.plan().steps)
+    assert [step.serial for _, step in runtime.plan().steps if isinstance(step, _Matmul)] == [True]
     assert build(runtime, ["a", "b"]) is None
-    (where,) = [c for c in CASES if c.name == "where"]
-    graph, inputs = case_graph(where, torch.float32, False)
-    runtime = CPURuntime(llir_of(graph))
-    runtime.run(inputs, graph.weights)
-    assert build(runtime, list(inputs)) is None
+
+
+def test_a_dynamic_programs_hot_binding_runs_natively() -> None:
+    """``Compiled.run`` of a program with a symbolic length: the ``HOT_RUNS``-th run at one length builds that plan's
+    native function, which the runs after at that length take (others still run the plan's steps), equal to the
+    reference; a bad index there raises as before."""
+    g = ll.Graph()
+    table = g.weight("table", np.arange(40, dtype=np.float32).reshape(10, 4))
+    ids = g.tensor(("n",), "ids", ll.i64)
+    x = g.tensor(("n", 4), "x")
+    (ll.embedding(ids, table) * x).sum(-1).output("out")
+    compiled = ll.compile(g)
+    rng = np.random.default_rng(1)
+
+    def check(n: int) -> None:
+        given = rng.integers(0, 10, n), rng.standard_normal((n, 4), dtype=np.float32)
+        np.testing.assert_allclose(to_numpy(compiled.run(*given)), to_numpy(compiled.run_reference(*given)),
+                                   rtol=1e-6)
+
+    for _ in range(HOT_RUNS):
+        check(5)
+    check(7)
+    hot = compiled._hot
+    assert list(hot.natives) == [(("n", 5),)] and hot.runs == {(("n", 5),): HOT_RUNS, (("n", 7),): 1}
+    native = hot.natives[(("n", 5),)].result(timeout=BUILT)
+    assert isinstance(native, Native)
+    calls = []
+    original = native.function
+    object.__setattr__(native, "function", lambda *a: calls.append(1) or original(*a))
+    for n in (5, 7, 5):
+        check(n)
+    assert len(calls) == 2 and hot.runs[(("n", 5),)] == HOT_RUNS  # the native runs are not the plan's
+    with pytest.raises(IndexError, match=r"Gather k\d+ \(HLIR h\d+\): index \d+ is out of range"):
+        compiled.run(np.array([1, 10, 2, 3, 4]), np.ones((5, 4), np.float32))
