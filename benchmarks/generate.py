@@ -11,6 +11,8 @@ then ``ROUNDS`` warm ones; the warm figures pool both processes':
 - ``first_generation_s``: the first whole generation, compilation (and luminal_lab's search) included, with empty
   caches; ``first_generation_warm_caches_s``: the same in the second process (None with ``--once``);
 - ``compile_s``: what that first generation took beyond a warm one (the compile-and-search time);
+- ``warm_up_s``: then, ``WARMUP`` prefills and the background work they start (luminal_lab's native functions of its
+  hot plans, built by a worker at nice 19), waited for before the warm generations, in the first process;
 - ``ttft_ms``: the prefill of a warm generation (time to first token, compilation excluded), the median of all;
 - ``decode_tokens_per_s``: decode steps per second of a warm generation (the median of all), and ``step_ms``, each
   step's median time;
@@ -19,10 +21,10 @@ then ``ROUNDS`` warm ones; the warm figures pool both processes':
 
 Processes run minutes apart, and this machine's speed drifts by tens of percent over minutes (and by as much within
 seconds), so the warm figures are also measured in one more fresh process holding all three models (``interleaved``):
-after each's first generation, ``ROUNDS`` rounds each generate once with every backend in turn (each backend's median
-decode counts), then ``PREFILLS`` rounds each prefill once with every backend, in an order shuffled each round (a
-backend that always ran after another's generation would always meet that one's caches), and each backend's median
-prefill counts, with its quartiles (``ttft_quartiles_ms``).
+after each's first generation and warm-up, ``ROUNDS`` rounds each generate once with every backend in turn (each
+backend's median decode counts), then ``PREFILLS`` rounds each prefill once with every backend, in an order shuffled
+each round (a backend that always ran after another's generation would always meet that one's caches), and each
+backend's median prefill counts, with its quartiles (``ttft_quartiles_ms``).
 
 Ratios against eager and inductor: above 1, luminal_lab is faster (``interleaved_*``: from the one process).
 """
@@ -45,6 +47,10 @@ from benchmarks.common import devices_to_measure, in_fresh_process, there_and_ba
 CONFIG = {"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2, "num_attention_heads": 4,
           "num_key_value_heads": 2, "vocab_size": 1024, "max_position_embeddings": 128}
 PROMPT, STEPS, ROUNDS, PREFILLS = 64, 32, 5, 40
+# prefills before the warm figures, past the calls after which luminal_lab builds a hot plan's native function in the
+# background: 64 ready calls of a static program (``dynamo.HOT_CALLS``), 8 runs of a dynamic one at one binding
+# (``native.HOT_RUNS``)
+WARMUP = 80
 BACKENDS = ("eager", "inductor", "luminal_lab")
 
 
@@ -84,6 +90,18 @@ def generate(model: torch.nn.Module, ids: torch.Tensor, sync) -> tuple[list[int]
     return tokens, first, steps
 
 
+def warm_up(backend: str, model: torch.nn.Module, ids: torch.Tensor, sync) -> float:
+    """``WARMUP`` prefills, then (luminal_lab) the native functions they started building built: its seconds."""
+    start = time.perf_counter()
+    for _ in range(WARMUP):
+        prefill(model, ids, sync)
+    if backend == "luminal_lab":
+        from luminal_lab.runtime.native import settle
+
+        settle()
+    return time.perf_counter() - start
+
+
 def measure(backend: str, device: str) -> dict:
     """In this process: the first generation (compilation included), then ``ROUNDS`` warm ones, each's prefill and
     steps in seconds (``backend`` "interleaved": every backend's, ``interleaved``)."""
@@ -99,8 +117,10 @@ def measure(backend: str, device: str) -> dict:
         start = time.perf_counter()
         tokens, _, _ = generate(model, ids, sync)
         first = time.perf_counter() - start
+        settling = warm_up(backend, model, ids, sync)
         warm = [generate(model, ids, sync) for _ in range(ROUNDS)]
-    figures = {"tokens": tokens, "first_generation_s": first, "warm_tokens": [run[0] for run in warm],
+    figures = {"tokens": tokens, "first_generation_s": first, "warm_up_s": settling,
+               "warm_tokens": [run[0] for run in warm],
                "prefills": [run[1] for run in warm], "steps": [run[2] for run in warm]}
     if backend == "luminal_lab":
         import luminal_lab as ll
@@ -124,6 +144,8 @@ def interleaved(device: str) -> dict:
                 model.forward = torch.compile(model.forward, backend="luminal_lab")
             models[backend] = model
             tokens[backend] = [generate(model, ids, sync)[0]]
+        for backend, model in models.items():
+            warm_up(backend, model, ids, sync)
         prefills, decodes = {b: [] for b in BACKENDS}, {b: [] for b in BACKENDS}
         for _ in range(ROUNDS):
             for backend, model in models.items():
@@ -153,6 +175,7 @@ def summary(runs: list[dict], reference: list[int]) -> dict:
     figures = {"first_generation_s": first["first_generation_s"],
                "compile_s": first["first_generation_s"] - ttft - decode,
                "first_generation_warm_caches_s": runs[-1]["first_generation_s"] if len(runs) > 1 else None,
+               "warm_up_s": first["warm_up_s"],
                "ttft_ms": ttft * 1e3, "decode_tokens_per_s": STEPS / decode,
                "step_ms": [statistics.median(generation[i] for generation in steps) * 1e3 for i in range(STEPS)],
                "tokens_match_eager": all(tokens == reference for tokens in generated)}

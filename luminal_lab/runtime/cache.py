@@ -325,6 +325,10 @@ class Builders:
             return then() if then is not None else None
         return self.queue.submit(run)
 
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait until every build started so far is done (``TimeoutError`` past ``timeout`` seconds)."""
+        self.queue.submit(lambda: None).result(timeout)
+
     def close(self) -> None:
         self.queue.shutdown(wait=True, cancel_futures=True)
         self.workers.close()

@@ -25,11 +25,11 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from llvmlite import binding
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -56,6 +56,46 @@ def at(typingctx, address):
     def codegen(context, builder, signature, args):
         return builder.inttoptr(args[0], cgutils.voidptr_t)
     return types.voidptr(address), codegen
+
+
+@intrinsic
+def move(typingctx, target, source, count):
+    """Copy ``count`` bytes from pointer ``source`` to pointer ``target`` (a memcpy)."""
+    def codegen(context, builder, signature, args):
+        cgutils.raw_memcpy(builder, args[0], args[1], args[2], 1)
+    return types.void(types.voidptr, types.voidptr, types.int64), codegen
+
+
+@njit(cache=True)
+def copy_into(target: np.ndarray, target_strides: tuple, source: np.ndarray, source_strides: tuple,
+              shape: tuple) -> None:
+    """Copy an array of ``shape`` read from the flat ``source`` at ``source_strides`` (in elements) into the flat
+    ``target`` at ``target_strides``, the last axis innermost: compiled once per rank and dtype and kept on disk, so
+    that a copy is one call in a native function (a loop nest typed inline in each costs its build seconds)."""
+    rank = len(shape)
+    inner, along_target, along_source = shape[rank - 1], target_strides[rank - 1], source_strides[rank - 1]
+    rows = 1
+    for axis in range(rank - 1):
+        rows *= shape[axis]
+    index = np.zeros(rank, np.int64)
+    at_target = at_source = 0
+    for _ in range(rows if inner else 0):
+        if along_target == 1 and along_source == 1:  # a slice copy, which LLVM vectorises
+            target[at_target:at_target + inner] = source[at_source:at_source + inner]
+        else:
+            for j in range(inner):
+                target[at_target + j * along_target] = source[at_source + j * along_source]
+        axis = rank - 2
+        while axis >= 0:  # the next row: an odometer over the outer axes
+            index[axis] += 1
+            at_target += target_strides[axis]
+            at_source += source_strides[axis]
+            if index[axis] < shape[axis]:
+                break
+            at_target -= target_strides[axis] * shape[axis]
+            at_source -= source_strides[axis] * shape[axis]
+            index[axis] = 0
+            axis -= 1
 
 
 @functools.cache
@@ -100,6 +140,7 @@ class Native:
     names: list[str]  # the inputs', in order
     held: list[np.ndarray]  # the matmuls' parameters and pointer arrays
     moved: list[_Moved]
+    seen: list = field(default_factory=lambda: [None])  # the plan's binding of weights the table was checked at
 
     @property
     def address(self) -> int:
@@ -109,6 +150,9 @@ class Native:
         """Bind the plan's weights to ``weights`` (by name), copying in only those that changed; the table's entries
         in a weight read in place follow it to another array."""
         self.runtime.bind_weights(self.plan, weights)
+        if self.plan.bound is self.seen[0]:  # no weight bound anew since the table was last checked
+            return
+        self.seen[0] = self.plan.bound
         table = self.table
         for moved in self.moved:
             address = moved.place.address
@@ -183,6 +227,12 @@ def build(runtime: CPURuntime, names: Sequence[str],
     return _builders().build(cache, lambda: [(text, ())], then=load)
 
 
+def settle(timeout: float | None = None) -> None:
+    """Wait until every native function this process started building is built (or failed to): a hot program's
+    steady state, which a benchmark measures (``TimeoutError`` past ``timeout`` seconds)."""
+    _builders().settle(timeout)
+
+
 @functools.cache
 def _builders() -> Builders:
     """One compile worker, at the lowest priority, for every native function this process builds."""
@@ -207,7 +257,7 @@ def _program(runtime: CPURuntime, names: Sequence[str],
     source = _Source()
     for position, name in enumerate(names):
         buffer = slots[name].buffer
-        source.copy(source.array(buffer), source.parameter(f"i{position}", buffer), buffer.shape)
+        source.copy(buffer, f"i{position}", buffer)
     at_output = {kid: position for position, kid in enumerate(outputs)}
     shapes: list = [None] * len(outputs)
     dtypes = {kernel.id: kernel.dtype for kernel in runtime.llir.kernels}
@@ -217,8 +267,9 @@ def _program(runtime: CPURuntime, names: Sequence[str],
         if isinstance(step, _Sequence):
             steps[:0] = step.steps
         elif isinstance(step, _Copy) and step.target.shape == step.source.shape \
-                and step.target.dtype == step.source.dtype:
-            source.copy(source.array(step.target), source.array(step.source), step.target.shape)
+                and step.target.dtype == step.source.dtype \
+                and min((*step.target.strides, *step.source.strides), default=0) >= 0:
+            source.copy(step.target, step.source, step.target)
         elif isinstance(step, (_Launch, _Gather)) and _native_arguments(launch := getattr(step, "launch", step)):
             source.call(launch.function, [source.array(a) for a in launch.args], checked=isinstance(step, _Gather))
         elif isinstance(step, _Matmul) and source.gemm(step):
@@ -226,7 +277,7 @@ def _program(runtime: CPURuntime, names: Sequence[str],
         elif isinstance(step, (_Output, _Direct)) and step.kid in at_output:
             array = step.array if isinstance(step, _Output) else step.output.buffer.reshape(step.shape)
             position = at_output[step.kid]
-            source.copy(source.parameter(f"o{position}", array), source.array(array), array.shape)
+            source.copy(f"o{position}", array, array)
             shapes[position] = (array.shape, dtypes[step.kid])
         else:
             return None
@@ -291,15 +342,25 @@ class _Source:
         """An expression for the caller's array at parameter ``name``: C-contiguous, of ``like``'s shape and type."""
         return f"carray({name}, {(like.shape or (1,))!r}, np.{kernel_array(like).dtype.name})"
 
-    def copy(self, target: str, source: str, shape: tuple[int, ...]) -> None:
-        """Copy ``source`` into ``target`` (array expressions of ``shape``) element by element: a loop nest types in
-        a fraction of the time numba takes over an array assignment."""
-        n = len(self.lines)
-        self.lines += [f"t{n} = {target}", f"s{n} = {source}"]
-        index = ", ".join(f"j{axis}" for axis in range(len(shape))) or "0"
-        for axis, extent in enumerate(shape):
-            self.lines.append(f"{'    ' * axis}for j{axis} in range({extent}):")
-        self.lines.append(f"{'    ' * len(shape)}t{n}[{index}] = s{n}[{index}]")
+    def copy(self, target: np.ndarray | str, source: np.ndarray | str, like: np.ndarray) -> None:
+        """Copy ``source`` into ``target`` (of ``like``'s shape and dtype): each one of the plan's arrays, or the name
+        of a C-contiguous parameter; a memcpy where both are C-contiguous."""
+        if all(isinstance(x, str) or x.flags.c_contiguous for x in (target, source)):
+            target, source = (x if isinstance(x, str) else f"at({self.entry(x.ctypes.data)})"
+                              for x in (target, source))
+            self.lines.append(f"move({target}, {source}, {like.nbytes})")
+            return
+        shape = like.shape or (1,)
+        operands = []
+        for x in (target, source):
+            if isinstance(x, str):
+                operands += [self.parameter(x, like.reshape(-1)), _contiguous(shape)]
+                continue
+            x = kernel_array(x.reshape(1) if x.ndim == 0 else x)
+            strides = tuple(stride // x.itemsize for stride in x.strides)
+            span = 1 + sum(max(extent - 1, 0) * stride for extent, stride in zip(x.shape, strides))
+            operands += [f"carray(at({self.entry(x.ctypes.data)}), ({span},), np.{x.dtype.name})", strides]
+        self.lines.append(f"copy_into({operands[0]}, {operands[1]!r}, {operands[2]}, {operands[3]!r}, {shape!r})")
 
     def gemm(self, step: _Matmul) -> bool:
         """Call ``step``'s product as one batched gemm of MKL, as torch would on its threads; False (nothing added)
@@ -345,11 +406,16 @@ class _Source:
         return "\n".join([
             "# luminal_lab native CPU program", "import numpy as np", "from numba import carray, cfunc, types",
             "from numpy.lib.stride_tricks import as_strided", "",
-            f"from luminal_lab.runtime.native import {', '.join(['at', *sorted(self.gemms)])}",
+            f"from luminal_lab.runtime.native import {', '.join(['at', 'copy_into', 'move', *sorted(self.gemms)])}",
             *imports, "", "", f"@cfunc(types.int32({signature}), cache=True)", f"def kernel({', '.join(parameters)}):",
             f"    table = carray(table, ({len(self.addresses)},), np.uint64)", *(f"    {line}" for line in self.lines),
             "    return 0",
         ]) + "\n"
+
+
+def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A C-contiguous array's strides in elements."""
+    return tuple(int(np.prod(shape[axis + 1:])) for axis in range(len(shape)))
 
 
 def _layout(x, rows: int, cols: int) -> tuple[int, int] | None:

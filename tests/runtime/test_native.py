@@ -11,7 +11,7 @@ import luminal_lab as ll
 from luminal_lab.core.arrays import to_numpy
 from luminal_lab.llir.genome import extract
 from luminal_lab.runtime.cpu import CPURuntime, _Matmul
-from luminal_lab.runtime.native import HOT_RUNS, Native, build
+from luminal_lab.runtime.native import HOT_RUNS, Native, build, settle
 from tests.helpers.llir import llir_of
 from tests.helpers.op_cases import CASES, case_graph, random_tensor
 
@@ -101,6 +101,9 @@ def test_library_matmuls_run_natively_as_torch_runs_them() -> None:
     got = _run(native, inputs)
     _same_bits(got, runtime.run(inputs, other))  # the plan's steps, rebound meanwhile, agree
     np.testing.assert_allclose(got[0], inputs["a"] @ other["w"], rtol=1e-4, atol=1e-4)
+    runtime.run(inputs, weights)  # the plan's steps bind the first array again, and the native call follows
+    native.bind(weights)
+    _same_bits(_run(native, inputs), expected)
 
 
 def test_a_gather_runs_natively_and_its_bad_index_raises_from_the_plans_steps() -> None:
@@ -152,7 +155,9 @@ def test_a_dynamic_programs_hot_binding_runs_natively() -> None:
     check(7)
     hot = compiled._hot
     assert list(hot.natives) == [(("n", 5),)] and hot.runs == {(("n", 5),): HOT_RUNS, (("n", 7),): 1}
-    native = hot.natives[(("n", 5),)].result(timeout=BUILT)
+    settle(BUILT)  # every build started is done
+    assert hot.natives[(("n", 5),)].done()
+    native = hot.natives[(("n", 5),)].result()
     assert isinstance(native, Native)
     calls = []
     original = native.function
