@@ -36,7 +36,6 @@ from ..llir.regions import Regions
 from ..llir.unroll import runs, unroll
 from ..runtime import Profile, Runtime, check_device, foreign_kernels, new_runtime
 from ..runtime.base import MEMORY_FRACTION, format_bytes, host_memory_available
-from ..runtime.native import Hot, Native, build
 from ..search.records import RecordsTable, TuningRecords, program_key
 from ..search.runners import Job, Runner, default_runner
 from ..search.search import Measurement, SearchResult, compare, random_inputs, search
@@ -45,6 +44,7 @@ from .provenance import Pipeline
 
 if TYPE_CHECKING:
     from ..frontends.translate import TorchProgram
+    from ..runtime.native import Hot, Native
 
 
 class Compiled:
@@ -219,6 +219,8 @@ class Compiled:
                 outputs = runtime.run(arrays, self.graph.weights, bindings, checked=True)
             else:
                 if self._hot is None or self._hot.runtime is not runtime:
+                    from ..runtime.native import Hot  # numba's linker and the CPU runtime, imported when first needed
+
                     self._hot = Hot(runtime)
                 outputs = self._hot.run(arrays, self.graph.weights, bindings)
             if key is not None and len(self._ready) < MEMO:  # made at a signature's second run
@@ -555,6 +557,8 @@ class Ready:
         where a gather meets an index out of range (``run``'s general path then raises on it). None where ``inputs``
         are not C-contiguous CPU tensors without grad, or the plan has no native function."""
         import torch
+
+        from ..runtime.native import build
 
         tensors = [inputs[i] for i in self.positions]
         if not all(isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.is_contiguous() and not t.requires_grad
