@@ -177,13 +177,16 @@ class Hot:
         self.runtime = runtime
         self.runs: dict[tuple, int] = {}
         self.natives: dict[tuple, Future[Native | None]] = {}
+        self.ready: dict[tuple, Native | None] = {}  # the natives' futures once done (None: it did not compile)
 
     def run(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
             bindings: Mapping[str, int]) -> list[np.ndarray]:
         key = tuple(bindings.items())
-        built = self.natives.get(key)
-        if built is not None and built.done() and built.exception() is None and built.result() is not None:
-            native = built.result()
+        if key not in self.ready and key in self.natives and self.natives[key].done():
+            built = self.natives[key]
+            self.ready[key] = built.result() if built.exception() is None else None
+        native = self.ready.get(key)
+        if native is not None:
             arrays = [inputs[name] for name in native.names]
             if all(array.flags.c_contiguous for array in arrays):
                 native.bind(weights)
