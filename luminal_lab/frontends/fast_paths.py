@@ -98,7 +98,7 @@ def scaled_dot_product_flash_attention_for_cpu(query: torch.Tensor, key: torch.T
     drops, is the attention weights, as in torch's decomposition, not the kernel's log-sum-exp.
     """
     _no_dropout(dropout_p)
-    output, weights = _attention(_scores(query, key, attn_mask, is_causal, scale), value)
+    output, weights = _attention(_scores(query, key, attn_mask, is_causal, scale), value, attn_mask is not None)
     return _laid_out_as(output, query), weights
 
 
@@ -111,7 +111,7 @@ def scaled_dot_product_efficient_attention(query: torch.Tensor, key: torch.Tenso
     state (zeros: no dropout)."""
     _no_dropout(dropout_p)
     scores = _scores(query, key, attn_bias, is_causal, scale)
-    output, _ = _attention(scores, value)
+    output, _ = _attention(scores, value, attn_bias is not None)
     batch, heads, length, _ = query.shape
     if compute_log_sumexp:
         lse = F.pad(_log_sum_exp(scores), (0, -length % 32))
@@ -129,7 +129,7 @@ def scaled_dot_product_flash_attention(query: torch.Tensor, key: torch.Tensor, v
     _no_dropout(dropout_p)
     torch._check(not return_debug_mask, lambda: "the flash attention's debug mask is not computed")
     scores = _scores(query, key, None, is_causal, scale)
-    output, _ = _attention(scores, value)
+    output, _ = _attention(scores, value, False)
     seed = torch.zeros((), dtype=torch.int64, device=query.device)
     return (_laid_out_as(output, query), _log_sum_exp(scores), None, None,
             query.size(2), key.size(2), seed, seed.clone(), query.new_zeros(0))
@@ -144,7 +144,7 @@ def scaled_dot_product_cudnn_attention(query: torch.Tensor, key: torch.Tensor, v
     _no_dropout(dropout_p)
     torch._check(not return_debug_mask, lambda: "the cuDNN attention's debug mask is not computed")
     scores = _scores(query, key, attn_bias, is_causal, scale)
-    output, _ = _attention(scores, value)
+    output, _ = _attention(scores, value, attn_bias is not None)
     lse = _log_sum_exp(scores).unsqueeze(-1)
     seed = torch.zeros((), dtype=torch.int64, device=query.device)
     return _laid_out_as(output, query), lse, None, None, query.size(2), key.size(2), seed, seed.clone(), None
@@ -183,9 +183,10 @@ def _scores(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None, i
     stacked = query.reshape(batch, kv_heads, heads // kv_heads * length, size)
     scores = (stacked @ key.transpose(-2, -1) * (1 / math.sqrt(size) if scale is None else scale))
     scores = scores.reshape(batch, heads, length, keys)
-    if is_causal:
-        causal = torch.ones(length, keys, dtype=torch.bool, device=query.device).tril()
-        scores = scores.masked_fill(causal.logical_not(), -math.inf)
+    if is_causal:  # torch's math path: a bias, -inf above the diagonal, added (one [L, S] select, not one per score)
+        above = torch.arange(keys, device=query.device) > torch.arange(length, device=query.device).unsqueeze(-1)
+        bias = torch.zeros(length, keys, dtype=scores.dtype, device=query.device).masked_fill(above, -math.inf)
+        scores = scores + bias
     if mask is not None:
         scores = scores.masked_fill(mask.logical_not(), -math.inf) if mask.dtype == torch.bool else scores + mask
     return scores
@@ -196,11 +197,12 @@ def _log_sum_exp(scores: torch.Tensor) -> torch.Tensor:
     return torch.logsumexp(scores.float(), -1)
 
 
-def _attention(scores: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """torch's math path from the scores: ``_safe_softmax`` (0 over a fully masked row) and ``@ v`` (the query heads
-    that share a value head stacked along the rows, as in ``_scores``); the output and the attention weights."""
+def _attention(scores: torch.Tensor, value: torch.Tensor, masked: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch's math path from the scores: ``_safe_softmax`` (0 over a fully masked row) where a mask is given, else
+    softmax (the causal triangle hides no row's first key), and ``@ v`` (the query heads that share a value head stacked
+    along the rows, as in ``_scores``); the output and the attention weights."""
     batch, heads, length, keys = scores.shape
     kv_heads = value.size(-3)
-    weights = aten._safe_softmax.default(scores, -1)
+    weights = aten._safe_softmax.default(scores, -1) if masked else scores.softmax(-1)
     output = weights.reshape(batch, kv_heads, heads // kv_heads * length, keys) @ value
     return output.reshape(batch, heads, length, value.size(-1)), weights
