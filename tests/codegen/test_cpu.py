@@ -182,3 +182,29 @@ def test_reads_that_no_strides_describe_are_nested_or_gathered() -> None:
     values = np.arange(4, dtype=np.float32) + 1
     np.testing.assert_array_equal(np.where(gathered.valid, values[gathered.index], 0), expected(holed, values))
     assert expected(holed, values).tolist() == [1, 2, 0, 3, 4, 0]
+
+
+def test_llvm_peels_no_first_iteration_off_a_kernels_row_loop() -> None:
+    """Importing the helpers turns LLVM's loop peeling off: a row loop shaped as the kernels' (a row sliced out of
+    a flat operand, its length read from ``meta``) keeps its first iteration, so its vector part covers a row of 64
+    f32 instead of leaving the whole row to the scalar remainder. LLVM peels this loop when peeling is on."""
+    import numba
+
+    from luminal_lab.codegen import cpu_math as m
+
+    @numba.njit(error_model="numpy", fastmath={"reassoc", "contract"})
+    def row_sums(out, x0, x1, x2, meta):
+        n0 = meta[0]
+        for i in range(out.shape[0]):
+            r0 = x0[i * 64:]
+            acc = np.float32(0.0)
+            for j in range(n0):
+                acc += np.float32(m.exp2f(r0[j]))
+            out[i] = acc
+
+    x = np.random.default_rng(0).standard_normal(256 * 64).astype(np.float32)
+    out = np.zeros(256, np.float32)
+    row_sums(out, x, x, x, np.array([64]))
+    np.testing.assert_allclose(out, np.exp2(x.reshape(256, 64)).sum(1), rtol=1e-5)
+    (ir,) = row_sums.inspect_llvm().values()
+    assert "llvm.loop.peeled.count" not in ir

@@ -469,6 +469,27 @@ def test_safe_softmax_is_one_softmax_with_no_select_over_the_row() -> None:
     assert counts["LessThan"] == counts["Gather"] == 0, counts
 
 
+def test_causal_attention_selects_over_one_query_by_key_bias_not_over_every_score() -> None:
+    """``is_causal`` adds a bias (-inf above the diagonal) made by one select over ``[L, S]``, and the softmax after it
+    is a plain one (the causal triangle leaves every row its first key): no select or clamp runs over the scores of
+    every head, at a fixed length and a symbolic one."""
+    q, k, v = (torch.randn(1, 4, 6, 8, generator=torch.Generator().manual_seed(seed)) for seed in range(3))
+
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    n = torch.export.Dim("n")
+    for dynamic in (None, {"q": {2: n}, "k": {2: n}, "v": {2: n}}):
+        comp = ll.compile(attention, (q, k, v), dynamic_shapes=dynamic)
+        torch.testing.assert_close(comp(q, k, v), attention(q, k, v), **F32)
+        if dynamic:
+            longer = [torch.randn(1, 4, 9, 8, generator=torch.Generator().manual_seed(seed)) for seed in range(3)]
+            torch.testing.assert_close(comp(*longer), attention(*longer), **F32)
+        gathers = [n.shape for n in comp.graph.nodes if n.op.value == "Gather"]
+        assert len(gathers) == 1 and len(gathers[0]) == 2, gathers  # the [L, S] bias alone
+        assert comp.graph.op_counts()["MaxReduce"] == 1  # softmax's row max, no clamp of it
+
+
 def test_grouped_query_attention_reads_each_key_head_as_it_is() -> None:
     """The CPU flash path's decomposition scales ``q·kᵀ`` once and stacks the query heads of a key/value head on it:
     no kernel makes a copy of the keys per query head (or a scaled copy of them), which a decode step would make of
