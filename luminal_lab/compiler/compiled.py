@@ -13,7 +13,7 @@ import copy
 import functools
 import math
 import platform
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -73,6 +73,9 @@ class Compiled:
         self._runtimes: dict[tuple[int, str], Runtime] = {}  # by (genome hash, device)
         self._ready: dict[tuple, Ready | None] = {}  # by input signature: run's ready CPU calls (None: run once)
         self._hot: Hot | None = None  # the current CPU runtime's plans run natively once hot (a dynamic program's)
+        # by input signature of torch tensors: a dynamic program's signatures whose plan's native function ``_hot``
+        # built, each's ready call and its generated call of that function (``Ready.natively``)
+        self._natively: dict[tuple, tuple[Ready, Callable[[Sequence], object]]] = {}
         # whether a run binds no symbolic dimension, as ready calls need: a generation's programs bind a new length
         # with every call, and so neither look for one nor make one
         self._fixed = not signature.sizes and not any(dim.variables() for spec in graph.inputs.values()
@@ -203,13 +206,20 @@ class Compiled:
         """Run on torch tensors (or numpy arrays) and return torch tensors, in the program's order. On
         ``device="cuda"`` the call is device-resident: CUDA tensors in (CPU ones copied once), CUDA tensors out,
         ordered on torch's current stream."""
-        key = signature_key(inputs) if self._fixed and device == "cpu" and not named_inputs else None
+        key = signature_key(inputs) if device == "cpu" and not named_inputs else None
         if key is not None:
-            ready = self._ready.get(key)
-            if ready is not None and ready.current():
-                result = ready(inputs)
-                if result is not None:
-                    return result
+            if self._fixed:
+                ready = self._ready.get(key)
+                if ready is not None and ready.current():
+                    result = ready(inputs)
+                    if result is not None:
+                        return result
+            else:
+                natively = self._natively.get(key)
+                if natively is not None:
+                    result = natively[1](inputs)
+                    if result is not None:
+                        return result
         boundary = self.boundary
         values = boundary.match(inputs, named_inputs)
         if device == "cpu":
@@ -223,7 +233,9 @@ class Compiled:
 
                     self._hot = Hot(runtime)
                 outputs = self._hot.run(arrays, self.graph.weights, bindings)
-            if key is not None and len(self._ready) < MEMO:  # made at a signature's second run
+                if key is not None:
+                    self._take_natively(key, runtime, inputs, bindings)
+            if self._fixed and key is not None and len(self._ready) < MEMO:  # made at a signature's second run
                 self._ready[key] = Ready.of(self, runtime, inputs) if key in self._ready else None
         else:
             check_device(device, "Compiled.run")
@@ -236,6 +248,17 @@ class Compiled:
         return boundary.pack(outputs, bindings)
 
     __call__ = run
+
+    def _take_natively(self, key: tuple, runtime: Runtime, inputs: Sequence, bindings: dict[str, int]) -> None:
+        """Once the native function of the plan of ``bindings`` is built, keep the generated call of it for this
+        signature of torch tensors (``Ready.natively``), which ``run`` then takes first."""
+        held = self._natively.get(key)
+        if held[0].current() if held is not None else len(self._natively) >= MEMO:
+            return
+        native = self._hot.native(bindings) if self._hot is not None else None
+        ready = Ready.of(self, runtime, inputs, bindings) if native is not None else None
+        if ready is not None and ready.to_numpy is not None:  # torch tensors (numpy arrays take the plan's call)
+            self._natively[key] = (ready, ready.natively(native))
 
     def ready(self, *inputs) -> Ready | None:
         """The ready call of the signature of ``inputs`` (dtypes, shapes, size arguments) on the CPU, made by a second
@@ -507,27 +530,30 @@ class _CopiesCounted(Runner):
 
 
 class Ready:
-    """``Compiled.run`` of one input signature that binds no symbolic dimension, on the CPU, from its second call on:
-    the inputs' dtypes and shapes were checked before, and the runtime found the plan and each input's slot once
-    (``CPURuntime.caller``). It serves while the program's genome, e-graph and runtime are those it was made for
-    (``current``). Called with a sequence whose items at ``positions`` are the program's arrays, in its input order
-    (the size arguments left out)."""
+    """``Compiled.run`` of one input signature on the CPU, whose dtypes and shapes were checked before, at the
+    ``bindings`` of its symbolic dimensions (none for a static program, whose ready call serves from the signature's
+    second call on): the runtime found the plan and each input's slot once (``CPURuntime.caller``). It serves while the
+    program's genome, e-graph and runtime are those it was made for (``current``). Called with a sequence whose items at
+    ``positions`` are the program's arrays, in its input order (the size arguments left out)."""
 
-    def __init__(self, compiled: Compiled, runtime: Runtime, positions: list[int], to_numpy: Callable | None) -> None:
+    def __init__(self, compiled: Compiled, runtime: Runtime, positions: list[int], to_numpy: Callable | None,
+                 bindings: Mapping[str, int] | None = None) -> None:
         self.compiled, self.runtime = compiled, runtime
         self.genome, self.snapshot = compiled._genome, compiled.egraph.snapshot
         self.runtime_key = (runtime.llir.genome_hash, "cpu")
         self.positions, self.to_numpy = positions, to_numpy
         sizes = compiled.signature.sizes
         self.names = [name for name in compiled.signature.inputs if name not in sizes]  # the arrays', in order
-        self.call = runtime.caller(self.names)
+        self.bindings = dict(bindings or {})
+        self.call = runtime.caller(self.names, self.bindings)
         self.weights = compiled.graph.weights
-        self.pack = compiled.boundary.packer({})
+        self.pack = compiled.boundary.packer(self.bindings)
 
     @classmethod
-    def of(cls, compiled: Compiled, runtime: Runtime, inputs: Sequence) -> Ready | None:
-        """The ready call of ``inputs``' signature; None for a program that is not called positionally or that
-        mutates its inputs, or for inputs that mix torch tensors and numpy arrays."""
+    def of(cls, compiled: Compiled, runtime: Runtime, inputs: Sequence,
+           bindings: Mapping[str, int] | None = None) -> Ready | None:
+        """The ready call of ``inputs``' signature (at ``bindings``); None for a program that is not called
+        positionally or that mutates its inputs, or for inputs that mix torch tensors and numpy arrays."""
         import torch
 
         if not compiled.boundary.positional or compiled.boundary.mutates:
@@ -536,9 +562,9 @@ class Ready:
         positions = [i for i, name in enumerate(compiled.signature.inputs) if name not in sizes]
         kinds = {type(inputs[i]) for i in positions}
         if kinds <= {torch.Tensor, torch.nn.Parameter}:
-            return cls(compiled, runtime, positions, torch.Tensor.numpy)
+            return cls(compiled, runtime, positions, torch.Tensor.numpy, bindings)
         if kinds <= {np.ndarray}:
-            return cls(compiled, runtime, positions, None)
+            return cls(compiled, runtime, positions, None, bindings)
         return None
 
     def through(self, positions: Sequence[int]) -> Ready:
@@ -564,7 +590,7 @@ class Ready:
         if not all(isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.is_contiguous() and not t.requires_grad
                    and not t.is_neg() and not t.is_conj() for t in tensors):
             return None
-        built = build(self.runtime, self.names)
+        built = build(self.runtime, self.names, self.bindings)
         if built is None:
             return None
         called: Future[Callable[[Sequence], object] | None] = Future()
@@ -575,8 +601,16 @@ class Ready:
         built.add_done_callback(through)
         return called
 
-    def _through(self, native: Native) -> Callable[[Sequence], object]:
-        """The generated Python that calls ``native`` on the tensors at ``positions`` (see ``native``)."""
+    def natively(self, native: Native) -> Callable[[Sequence], object]:
+        """This call as ``native`` (the plan's native function, built) run on the tensors at ``positions`` into fresh
+        tensors, for a caller whose tensors may differ from call to call in what ``native`` needs of them: None, for
+        ``run``'s general path, unless each is a C-contiguous CPU tensor without grad (nor a neg or conj view), and
+        once the program's genome, e-graph or runtime changed or a gather meets an index out of range."""
+        return self._through(native, checked=True)
+
+    def _through(self, native: Native, checked: bool = False) -> Callable[[Sequence], object]:
+        """The generated Python that calls ``native`` on the tensors at ``positions`` (see ``native``), checking each
+        tensor first where ``checked`` (see ``natively``)."""
         import torch
 
         from ..core.dtypes import to_torch as torch_dtype
@@ -585,8 +619,12 @@ class Ready:
         names = [f"o{j}" for j in range(len(native.outputs))]
         space = {"current": self.current, "bind": native.bind, "weights": self.weights, "empty": torch.empty,
                  "address": torch.Tensor.data_ptr, "function": native.function, "table": native.address,
-                 "pack": functools.partial(compiled.boundary.pack, bindings={})}
+                 "pack": functools.partial(compiled.boundary.pack, bindings=self.bindings)}
         lines = ["def run(args):", "    if not current():", "        return None"]
+        if checked:
+            fits = [f"args[{i}].is_contiguous() and args[{i}].is_cpu and not args[{i}].requires_grad"
+                    f" and not args[{i}].is_neg() and not args[{i}].is_conj()" for i in self.positions]
+            lines += [f"    if not ({' and '.join(fits)}):", "        return None"]
         if native.plan.weights:
             lines.append("    bind(weights)")
         for name, (shape, dtype) in zip(names, native.outputs):

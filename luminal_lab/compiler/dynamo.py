@@ -36,7 +36,8 @@ no size, every later call goes straight to it (``_Call``): dynamo's guards alrea
 serves, so no key is built and no device looked up. A static one (CPU tensors, no dynamic size) takes its program's
 ready call (``Ready``) from its second call, and once called ``HOT_CALLS`` times, its native function (the plan as one
 numba ``cfunc``, ``runtime.native``), built in the background meanwhile; a dynamic one's runs at a binding seen
-``native.HOT_RUNS`` times take that plan's native function (``native.Hot``). ``programs(compiled)`` finds the
+``native.HOT_RUNS`` times take that plan's native function (``native.Hot``), through a generated call of it once built
+(``Ready.natively``). ``programs(compiled)`` finds the
 ``Compiled`` programs behind a compiled module or function.
 
 Training: in grad mode, when an input or parameter requires grad, the graph goes through AOTAutograd (traced with

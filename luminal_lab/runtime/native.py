@@ -179,13 +179,18 @@ class Hot:
         self.natives: dict[tuple, Future[Native | None]] = {}
         self.ready: dict[tuple, Native | None] = {}  # the natives' futures once done (None: it did not compile)
 
-    def run(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
-            bindings: Mapping[str, int]) -> list[np.ndarray]:
+    def native(self, bindings: Mapping[str, int]) -> Native | None:
+        """The native function of the plan of ``bindings`` once built; None before, or where it has none."""
         key = tuple(bindings.items())
         if key not in self.ready and key in self.natives and self.natives[key].done():
             built = self.natives[key]
             self.ready[key] = built.result() if built.exception() is None else None
-        native = self.ready.get(key)
+        return self.ready.get(key)
+
+    def run(self, inputs: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
+            bindings: Mapping[str, int]) -> list[np.ndarray]:
+        key = tuple(bindings.items())
+        native = self.native(bindings)
         if native is not None:
             arrays = [inputs[name] for name in native.names]
             if all(array.flags.c_contiguous for array in arrays):

@@ -167,3 +167,46 @@ def test_a_dynamic_programs_hot_binding_runs_natively() -> None:
     assert len(calls) == 2 and hot.runs[(("n", 5),)] == HOT_RUNS  # the native runs are not the plan's
     with pytest.raises(IndexError, match=r"Gather k\d+ \(HLIR h\d+\): index \d+ is out of range"):
         compiled.run(np.array([1, 10, 2, 3, 4]), np.ones((5, 4), np.float32))
+
+
+def test_a_dynamic_programs_hot_signature_of_tensors_takes_a_generated_native_call() -> None:
+    """Torch tensors at a hot length: once its plan's native function is built, the next ``Compiled.run`` at that
+    signature keeps a generated call of it, which the runs after take without the runtime's general path (``Hot.run``
+    is not called); a tensor that is not C-contiguous, or a bad index, still takes that path, whose plan's steps read
+    it or raise."""
+    g = ll.Graph()
+    table = g.weight("table", np.arange(40, dtype=np.float32).reshape(10, 4))
+    ids = g.tensor(("n",), "ids", ll.i64)
+    x = g.tensor(("n", 4), "x")
+    (ll.embedding(ids, table) * x).sum(-1).output("out")
+    compiled = ll.compile(g)
+    generator = torch.Generator().manual_seed(2)
+
+    def given(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.randint(0, 10, (n,), generator=generator), torch.randn(n, 4, generator=generator)
+
+    def check(*inputs: torch.Tensor) -> None:
+        got = compiled.run(*inputs)
+        assert isinstance(got, torch.Tensor)
+        torch.testing.assert_close(got, compiled.run_reference(*inputs), rtol=1e-6, atol=0)
+
+    for _ in range(HOT_RUNS):
+        check(*given(5))
+    settle(BUILT)
+    hot = compiled._hot
+    native = hot.natives[(("n", 5),)].result()
+    calls, general = [], []
+    original, run = native.function, hot.run
+    object.__setattr__(native, "function", lambda *a: calls.append(1) or original(*a))
+    hot.run = lambda *a: general.append(1) or run(*a)
+    check(*given(5))  # the general path, natively, which then keeps the generated call
+    assert len(calls) == 1 and len(general) == 1
+    for _ in range(3):
+        check(*given(5))
+    assert len(calls) == 4 and len(general) == 1
+    ids_, x_ = given(5)
+    check(ids_, torch.randn(4, 5, generator=generator).t())  # not C-contiguous: the plan's steps read it
+    check(ids_, x_)
+    assert len(general) == 2 and len(calls) == 5
+    with pytest.raises(IndexError, match=r"Gather k\d+ \(HLIR h\d+\): index \d+ is out of range"):
+        compiled.run(torch.tensor([1, 10, 2, 3, 4]), x_)
