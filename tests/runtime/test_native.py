@@ -133,16 +133,21 @@ def test_a_matmul_on_one_thread_has_no_native_function() -> None:
     assert build(runtime, ["a", "b"]) is None
 
 
-def test_a_dynamic_programs_hot_binding_runs_natively() -> None:
-    """``Compiled.run`` of a program with a symbolic length: the ``HOT_RUNS``-th run at one length builds that plan's
-    native function, which the runs after at that length take (others still run the plan's steps), equal to the
-    reference; a bad index there raises as before."""
+def _embedded_rows() -> ll.Compiled:
+    """A program of a symbolic length ``n``: a table's rows at ``ids``, times ``x``, summed along each row."""
     g = ll.Graph()
     table = g.weight("table", np.arange(40, dtype=np.float32).reshape(10, 4))
     ids = g.tensor(("n",), "ids", ll.i64)
     x = g.tensor(("n", 4), "x")
     (ll.embedding(ids, table) * x).sum(-1).output("out")
-    compiled = ll.compile(g)
+    return ll.compile(g)
+
+
+def test_a_dynamic_programs_hot_binding_runs_natively() -> None:
+    """``Compiled.run`` of a program with a symbolic length: the ``HOT_RUNS``-th run at one length builds that plan's
+    native function, which the runs after at that length take (others still run the plan's steps), equal to the
+    reference; a bad index there raises as before."""
+    compiled = _embedded_rows()
     rng = np.random.default_rng(1)
 
     def check(n: int) -> None:
@@ -174,12 +179,7 @@ def test_a_dynamic_programs_hot_signature_of_tensors_takes_a_generated_native_ca
     signature keeps a generated call of it, which the runs after take without the runtime's general path (``Hot.run``
     is not called); a tensor that is not C-contiguous, or a bad index, still takes that path, whose plan's steps read
     it or raise."""
-    g = ll.Graph()
-    table = g.weight("table", np.arange(40, dtype=np.float32).reshape(10, 4))
-    ids = g.tensor(("n",), "ids", ll.i64)
-    x = g.tensor(("n", 4), "x")
-    (ll.embedding(ids, table) * x).sum(-1).output("out")
-    compiled = ll.compile(g)
+    compiled = _embedded_rows()
     generator = torch.Generator().manual_seed(2)
 
     def given(n: int) -> tuple[torch.Tensor, torch.Tensor]:
