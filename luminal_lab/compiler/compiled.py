@@ -16,7 +16,7 @@ import platform
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -529,6 +529,13 @@ class _CopiesCounted(Runner):
         self.runner.finish()
 
 
+def _natively_read(tensor: Any) -> bool:
+    """Whether a native function reads this tensor's memory as it is: a C-contiguous CPU tensor without grad, not a
+    neg or conj view."""
+    return (tensor.is_cpu and tensor.is_contiguous() and not tensor.requires_grad and not tensor.is_neg()
+            and not tensor.is_conj())
+
+
 class Ready:
     """``Compiled.run`` of one input signature on the CPU, whose dtypes and shapes were checked before, at the
     ``bindings`` of its symbolic dimensions (none for a static program, whose ready call serves from the signature's
@@ -586,9 +593,7 @@ class Ready:
 
         from ..runtime.native import build
 
-        tensors = [inputs[i] for i in self.positions]
-        if not all(isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.is_contiguous() and not t.requires_grad
-                   and not t.is_neg() and not t.is_conj() for t in tensors):
+        if not all(isinstance(inputs[i], torch.Tensor) and _natively_read(inputs[i]) for i in self.positions):
             return None
         built = build(self.runtime, self.names, self.bindings)
         if built is None:
@@ -619,12 +624,11 @@ class Ready:
         names = [f"o{j}" for j in range(len(native.outputs))]
         space = {"current": self.current, "bind": native.bind, "weights": self.weights, "empty": torch.empty,
                  "address": torch.Tensor.data_ptr, "function": native.function, "table": native.address,
-                 "pack": functools.partial(compiled.boundary.pack, bindings=self.bindings)}
+                 "pack": functools.partial(compiled.boundary.pack, bindings=self.bindings), "fits": _natively_read}
         lines = ["def run(args):", "    if not current():", "        return None"]
         if checked:
-            fits = [f"args[{i}].is_contiguous() and args[{i}].is_cpu and not args[{i}].requires_grad"
-                    f" and not args[{i}].is_neg() and not args[{i}].is_conj()" for i in self.positions]
-            lines += [f"    if not ({' and '.join(fits)}):", "        return None"]
+            fits = " and ".join(f"fits(args[{i}])" for i in self.positions)
+            lines += [f"    if not ({fits}):", "        return None"]
         if native.plan.weights:
             lines.append("    bind(weights)")
         for name, (shape, dtype) in zip(names, native.outputs):
