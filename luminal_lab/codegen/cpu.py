@@ -429,6 +429,25 @@ def reduce_source(op: str, dtype: DType, operands: tuple[Operand, ...], rank: in
     return _header(parallel, "reassoc" if op == "SumReduce" and dtype.is_float else "") + "\n".join(lines) + "\n"
 
 
+@functools.lru_cache(maxsize=SOURCES)
+def accumulate_source(rank: int, parallel: bool) -> str:
+    """A ``Loop.reducing`` contraction (f32 or f64) whose ``x1`` runs contiguous along ``out``'s last axis but not
+    along the contracted one, and whose ``x0`` is the same all along that axis (a row times a matrix, as attention's
+    probabilities times its values at decode): each row of ``out`` is the sum of ``x1``'s contiguous rows scaled by
+    ``x0``'s elements, so that the inner loop vectorises where dot products would gather ``x1`` by its stride."""
+    operands = (Operand(Stride.BROADCAST), Operand(Stride.STRIDED))
+    lines = [f"def kernel({', '.join(parameters(operands))}):", *_prologue(operands, rank + 1, 1)]
+    lines += _outer(rank - 1, parallel, operands, 1)
+    position = [f"o{j}" if rank == 1 else f"p{j}_{rank - 2}" for j in range(2)]
+    row = f"out[{_index(rank - 1)}]" if rank > 1 else "out"
+    body = [f"row = {row}", "row[:] = 0", f"for i{rank} in range(n0):",
+            f"    a = x0[{position[0]} + i{rank} * s0_{rank}]",
+            f"    r1 = x1[{position[1]} + i{rank} * s1_{rank}:]", "    for j in range(row.shape[0]):",
+            "        row[j] += a * r1[j]"]
+    lines += ["    " * rank + line for line in body]
+    return _header(parallel, "reassoc") + "\n".join(lines) + "\n"
+
+
 def _zero(dtype: DType) -> str:
     """A sum's starting value in ``dtype``'s compute type."""
     return "0.0" if dtype == DType.F64 else "np.float32(0.0)" if dtype.is_float else "0"

@@ -7,7 +7,9 @@ one arena where buffers alive at no common step share memory (``pack``), compile
 ``codegen.cpu_loop.Loop`` (cached by source, ``cache``; ``prange`` from ``PARALLEL_THRESHOLD`` element loads of work)
 and lists the launches. Casts to or from f16 and bf16 and Scatter are numpy host ops; a contraction is one BLAS call
 when its reads have rows or columns (through torch's BLAS for floats), else a loop of dot products, as is one under
-``DOT_PRODUCTS`` multiply-adds or a matrix times a vector read along the matrix's rows (a decode step's linears).
+``DOT_PRODUCTS`` multiply-adds or a matrix times a vector read along the matrix's rows (a decode step's linears); a row
+times a matrix strided along the contracted axis (a decode step's attention probabilities times its values) sums the
+matrix's rows, scaled, so that its inner loop runs along contiguous rows.
 Inputs are read in place and outputs written straight into fresh arrays where every read or write of their buffers
 goes through a binder and they hold at least ``REBIND_BYTES``; smaller ones are copied.
 """
@@ -52,6 +54,8 @@ DOT_PRODUCTS = 1 << 16
 # bytes: an input or output smaller than this is copied into or out of the plan's buffer; a larger one is read in place
 # or written straight (its binders rebound each call, tens of microseconds: what copying about this many bytes costs)
 REBIND_BYTES = 1 << 17
+# elements along a row below which a row times a strided matrix runs as dot products (``_scales_rows``)
+ROW_SCALED = 8
 LOWERED_READS = 1 << 14  # views' reads a runtime remembers (``lowered``), the oldest forgotten first
 _HALF = (DType.F16, DType.BF16)
 
@@ -793,13 +797,22 @@ class _Planner:
         return None
 
     def _dot_products(self, kernel: Kernel, out: np.ndarray, a: _View, b: _View) -> Step:
-        """Each output element as one dot product of its two rows of the contracted axis."""
+        """Each output element as one dot product of its two rows of the contracted axis; a row times a matrix read
+        with a stride along that axis (``_scales_rows``, f32 or f64) as each output row summed from the matrix's rows,
+        scaled."""
         if out.size == 0:
             return self._sequence([a, b], [])
+        parallel = a.read.size >= PARALLEL_THRESHOLD
+        views = [a, b]
+        if kernel.dtype in (DType.F32, DType.F64):
+            for scale, matrix in (views, views[::-1]):
+                loop = Loop.reducing(out.shape, [scale.read, matrix.read])
+                if _scales_rows(loop):
+                    source = codegen.accumulate_source(loop.rank, parallel and loop.rank > 1)
+                    return self._loop(kernel, source, loop, [scale, matrix])
         loop = Loop.reducing(out.shape, [a.read, b.read])
-        source = codegen.reduce_source("SumReduce", kernel.dtype, loop.operands, loop.rank,
-                                       a.read.size >= PARALLEL_THRESHOLD)
-        return self._loop(kernel, source, loop, [a, b])
+        source = codegen.reduce_source("SumReduce", kernel.dtype, loop.operands, loop.rank, parallel)
+        return self._loop(kernel, source, loop, views)
 
     # ---- host ops -------------------------------------------------------------------
     def _gather(self, kernel: Kernel) -> Step:
@@ -884,6 +897,15 @@ def _reshaped(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
         return array.reshape(shape, copy=False)
     except ValueError:
         return None
+
+
+def _scales_rows(loop: Loop) -> bool:
+    """Whether a contraction's loop is a row times a matrix read with a stride along the contracted axis (the last):
+    ``x0`` the same all along ``out``'s last axis, ``x1`` contiguous along it (at least ``ROW_SCALED`` elements),
+    neither padded (``codegen.accumulate_source``)."""
+    scale, matrix = loop.reads
+    return (scale.box is None and matrix.box is None and loop.dims[-2] >= ROW_SCALED and scale.strides[-2] == 0
+            and matrix.strides[-2] == 1 and matrix.strides[-1] != 1)
 
 
 def _dots_first(contraction: Contraction, a: Strided, b: Strided) -> bool:

@@ -1031,3 +1031,29 @@ def test_inputs_checked_by_a_boundary_are_copied_in_without_checking_again(monke
     assert checks == ["x"]
     with pytest.raises(ll.ShapeError, match="'w' has shape"):
         runtime.run({"x": x.numpy()}, {"w": np.zeros(3, np.float32)}, checked=True)
+
+
+@pytest.mark.parametrize(("dtype", "rows"), [(ll.f32, True), (ll.f64, True), (ll.f16, False)])
+def test_a_row_times_a_matrix_strided_along_the_contraction_sums_scaled_rows(dtype: ll.DType, rows: bool) -> None:
+    """Attention's probabilities times its values at decode (``[b, h, 1, s] @ [b, h, s, d]``, the values a cache laid
+    out ``[b, s, h, d]``) and a vector times a row-major matrix: the matrix's rows scaled and summed
+    (``accumulate_source``), in f32 and f64; f16, which must round its sums in f32, keeps dot products."""
+    g = ll.Graph()
+    probs, cache = g.tensor((1, 2, 1, 24), "p", dtype), g.tensor((1, 24, 2, 16), "v", dtype)
+    (probs @ cache.permute((0, 2, 1, 3))).output("attended")
+    vector, matrix = g.tensor((12,), "x", dtype), g.tensor((12, 40), "w", dtype)
+    (vector @ matrix).output("y")
+    llir = extract(ll.compile(g).choice_space().smallest_genome())
+    runtime = CPURuntime(llir)
+    rng = np.random.default_rng(8)
+    inputs = {name: rng.uniform(-1, 1, shape).astype(dtype.numpy)
+              for name, shape in (("p", (1, 2, 1, 24)), ("v", (1, 24, 2, 16)), ("x", (12,)), ("w", (12, 40)))}
+    got = runtime.run(inputs)
+    expected = ll.ReferenceRuntime(g).run(inputs)
+    for value, name in zip(got, ("attended", "y")):
+        assert_matches(value, expected[name], dtype, what=name)
+    kernels = {k.id: k for k in llir.kernels}
+    sources = [inspect.getsource(step.function.py_func) for kid, step in runtime.plan().steps
+               if kernels[kid].op == "Matmul"]
+    assert len(sources) == 2
+    assert ["row[j] += a * r1[j]" in source for source in sources] == [rows, rows]
