@@ -803,14 +803,13 @@ class _Planner:
         if out.size == 0:
             return self._sequence([a, b], [])
         parallel = a.read.size >= PARALLEL_THRESHOLD
-        views = [a, b]
+        loop, views = Loop.reducing(out.shape, [a.read, b.read]), [a, b]
         if kernel.dtype in (DType.F32, DType.F64):
-            for scale, matrix in (views, views[::-1]):
-                loop = Loop.reducing(out.shape, [scale.read, matrix.read])
-                if _scales_rows(loop):
-                    source = codegen.accumulate_source(loop.rank, parallel and loop.rank > 1)
-                    return self._loop(kernel, source, loop, [scale, matrix])
-        loop = Loop.reducing(out.shape, [a.read, b.read])
+            swapped = replace(loop, reads=loop.reads[::-1])  # the same axes: they merge alike for either order
+            if not _scales_rows(loop) and _scales_rows(swapped):
+                loop, views = swapped, [b, a]
+            if _scales_rows(loop):
+                return self._loop(kernel, codegen.accumulate_source(loop.rank, parallel and loop.rank > 1), loop, views)
         source = codegen.reduce_source("SumReduce", kernel.dtype, loop.operands, loop.rank, parallel)
         return self._loop(kernel, source, loop, views)
 

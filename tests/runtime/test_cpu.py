@@ -1057,3 +1057,20 @@ def test_a_row_times_a_matrix_strided_along_the_contraction_sums_scaled_rows(dty
                if kernels[kid].op == "Matmul"]
     assert len(sources) == 2
     assert ["row[j] += a * r1[j]" in source for source in sources] == [rows, rows]
+
+
+def test_a_strided_matrix_times_a_column_sums_scaled_rows_with_its_operands_swapped() -> None:
+    """The matrix first (``W.T @ x``, W row-major: contiguous along the output, strided along the contraction): the
+    loop takes its operands the other way round, and equals the reference."""
+    g = ll.Graph()
+    w, x = g.tensor((12, 40), "w"), g.tensor((12, 1), "x")
+    (w.T @ x).output("y")
+    llir = extract(ll.compile(g).choice_space().smallest_genome())
+    runtime = CPURuntime(llir)
+    rng = np.random.default_rng(9)
+    inputs = {"w": rng.uniform(-1, 1, (12, 40)).astype(np.float32), "x": rng.uniform(-1, 1, (12, 1)).astype(np.float32)}
+    (got,) = runtime.run(inputs)
+    np.testing.assert_allclose(got, inputs["w"].T @ inputs["x"], rtol=1e-5, atol=1e-5)
+    (step,) = [step for _, step in runtime.plan().steps if isinstance(step, _Launch)]
+    assert "row[j] += a * r1[j]" in inspect.getsource(step.function.py_func)
+    assert step.args[1].size == 12 and step.args[2].size == 12 * 40  # x0 the column, x1 the matrix
