@@ -3,6 +3,7 @@ runtime and the sources of ``codegen.cpu``."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -13,6 +14,7 @@ from ..core.dtypes import DType
 from .reads import Strided, contiguous_strides
 
 SEGMENT = 1024  # the most elements a segment of a loop with padded operands runs: as many as its zeros hold
+LOOPS = 1 << 14  # loops remembered by their shape and reads (``Loop.over``, ``Loop.reducing``), the oldest forgotten
 _HALF = (DType.F16.numpy, DType.BF16.numpy)
 
 
@@ -67,23 +69,26 @@ class Loop:
     def over(cls, shape: tuple[int, ...], reads: Sequence[Strided], lengths: Sequence[int] | None = None) -> Loop:
         """An elementwise loop over ``out`` of ``shape``, each read in that shape (padded ones included); with
         ``lengths``, a row region's, over the rows and then along them (the last axis: 1 where the end is per row;
-        reads unpadded, a per-row one with stride 0 along the row)."""
-        rows = lengths is not None
-        dims, merged = _collapse(shape, contiguous_strides(shape), reads, keep_last=rows)
-        return cls(dims, len(dims) - rows, dims, merged, tuple(lengths or ()))
+        reads unpadded, a per-row one with stride 0 along the row). Remembered by its arguments: a plan for a new
+        length builds again only the loops whose reads depend on it."""
+        return _loop(tuple(shape), tuple(reads), None if lengths is None else tuple(lengths))
 
     @classmethod
     def reducing(cls, shape: tuple[int, ...], reads: Sequence[Strided]) -> Loop:
-        """A loop over ``out`` of ``shape`` and along the last axis of its unpadded reads, which it reduces."""
-        dims, merged = _collapse(reads[0].shape, (*contiguous_strides(shape), 0), reads, keep_last=True)
-        return cls(dims, len(dims) - 1, dims[:-1], merged, (dims[-1],))
+        """A loop over ``out`` of ``shape`` and along the last axis of its unpadded reads, which it reduces
+        (remembered, as ``over``'s)."""
+        return _loop(tuple(shape), tuple(reads), None, reducing=True)
 
-    @property
+    @functools.cached_property
     def operands(self) -> tuple[Operand, ...]:
         return tuple(Operand(Stride.of(read.strides[-1]), read.box is not None) for read in self.reads)
 
     def meta(self) -> np.ndarray:
-        """The numbers of ``meta_names``, in its order."""
+        """The numbers of ``meta_names``, in its order (one array per loop, which kernels only read)."""
+        return self._meta
+
+    @functools.cached_property
+    def _meta(self) -> np.ndarray:
         named = {f"n{e}": length for e, length in enumerate(self.lengths)}
         for j, read in enumerate(self.reads):
             named |= {f"o{j}": read.offset, **{f"s{j}_{d}": step for d, step in enumerate(read.strides)}}
@@ -96,6 +101,18 @@ class Loop:
         zeros = [np.zeros(min(self.dims[-1], SEGMENT), flat.dtype)
                  for flat, read in zip(flats, self.reads, strict=True) if read.box is not None]
         return [kernel_array(out.reshape(self.out)), *map(kernel_array, flats), self.meta(), *map(kernel_array, zeros)]
+
+
+@functools.lru_cache(maxsize=LOOPS)
+def _loop(shape: tuple[int, ...], reads: tuple[Strided, ...], lengths: tuple[int, ...] | None,
+          reducing: bool = False) -> Loop:
+    """``Loop.over`` (``reducing``: ``Loop.reducing``) of these arguments."""
+    if reducing:
+        dims, merged = _collapse(reads[0].shape, (*contiguous_strides(shape), 0), reads, keep_last=True)
+        return Loop(dims, len(dims) - 1, dims[:-1], merged, (dims[-1],))
+    rows = lengths is not None
+    dims, merged = _collapse(shape, contiguous_strides(shape), reads, keep_last=rows)
+    return Loop(dims, len(dims) - rows, dims, merged, lengths or ())
 
 
 def meta_names(operands: Sequence[Operand], width: int, lengths: int = 0) -> list[str]:

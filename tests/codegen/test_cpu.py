@@ -110,6 +110,20 @@ def test_meta_holds_each_number_under_its_name() -> None:
     assert merged.dims == (20,) and merged.meta().tolist() == [2, 1]
 
 
+
+def test_a_loop_is_built_once_for_its_shape_and_reads() -> None:
+    """A plan for a new length builds again only the loops whose reads changed: the same shape and reads give the same
+    loop (and meta array), another read or the reducing form another."""
+    reads = [Strided(0, (6, 8), (8, 1)), Strided(3, (6, 8), (1, 6))]
+    loop = Loop.over((6, 8), reads)
+    again = Loop.over((6, 8), tuple(reads))
+    assert again is loop and again.meta() is loop.meta()
+    longer = Loop.over((6, 9), [Strided(0, (6, 9), (9, 1)), Strided(3, (6, 9), (1, 6))])
+    assert longer is not loop and longer.meta().tolist() == [0, 9, 1, 3, 1, 6]
+    reduced = Loop.reducing((6,), reads)
+    assert reduced is not loop and reduced.dims == (6, 8) and reduced.out == (6,) and reduced.lengths == (8,)
+
+
 @pytest.mark.parametrize("op", ["SumReduce", "MaxReduce"])
 @pytest.mark.parametrize("transposed", [False, True])
 def test_a_reduction_along_a_contiguous_or_strided_axis(op: str, transposed: bool, tmp_path: Path) -> None:
