@@ -24,7 +24,9 @@ seconds), so the warm figures are also measured in one more fresh process holdin
 after each's first generation and warm-up, ``ROUNDS`` rounds each generate once with every backend in turn (each
 backend's median decode counts), then ``PREFILLS`` rounds each prefill once with every backend, in an order shuffled
 each round (a backend that always ran after another's generation would always meet that one's caches), and each
-backend's median prefill counts, with its quartiles (``ttft_quartiles_ms``).
+backend's median prefill counts, with its quartiles (``ttft_quartiles_ms``); last each backend generates ``FRESH``
+steps further than before, and those steps, at cache lengths never run in the process, give
+``fresh_decode_tokens_per_s`` (the warm generations repeat their lengths; a user's next prompt does not).
 
 Ratios against eager and inductor: above 1, luminal_lab is faster (``interleaved_*``: from the one process).
 """
@@ -47,6 +49,7 @@ from benchmarks.common import devices_to_measure, in_fresh_process, there_and_ba
 CONFIG = {"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2, "num_attention_heads": 4,
           "num_key_value_heads": 2, "vocab_size": 1024, "max_position_embeddings": 128}
 PROMPT, STEPS, ROUNDS, PREFILLS = 64, 32, 5, 40
+FRESH = 16  # decode steps at cache lengths the process has not run before (``interleaved``)
 # prefills before the warm figures, past the calls after which luminal_lab builds a hot plan's native function in the
 # background: 64 ready calls of a static program (``dynamo.HOT_CALLS``), 8 runs of a dynamic one at one binding
 # (``native.HOT_RUNS``)
@@ -76,11 +79,12 @@ def prefill(model: torch.nn.Module, ids: torch.Tensor, sync) -> tuple[object, to
     return cache, token, time.perf_counter() - start
 
 
-def generate(model: torch.nn.Module, ids: torch.Tensor, sync) -> tuple[list[int], float, list[float]]:
-    """Greedy: the prefill, then ``STEPS`` decode steps; the tokens, the prefill's seconds and each step's."""
+def generate(model: torch.nn.Module, ids: torch.Tensor, sync,
+             count: int = STEPS) -> tuple[list[int], float, list[float]]:
+    """Greedy: the prefill, then ``count`` decode steps; the tokens, the prefill's seconds and each step's."""
     cache, token, first = prefill(model, ids, sync)
     tokens, steps = [int(token)], []
-    for _ in range(STEPS):
+    for _ in range(count):
         start = time.perf_counter()
         logits = model(input_ids=token, cache=cache, use_cache=True).logits
         token = logits[:, -1:].argmax(-1)
@@ -131,8 +135,10 @@ def measure(backend: str, device: str) -> dict:
 
 def interleaved(device: str) -> dict:
     """In this process: every backend's model compiled and run once, then ``ROUNDS`` rounds of one warm generation per
-    backend in turn, then ``PREFILLS`` rounds of one prefill per backend in a shuffled order; each backend's median
-    prefill (ms, with its quartiles) and decode rate, and whether its tokens equal eager's."""
+    backend in turn, then ``PREFILLS`` rounds of one prefill per backend in a shuffled order, then one generation per
+    backend ``FRESH`` steps longer; each backend's median prefill (ms, with its quartiles), its decode rate, its rate
+    over those ``FRESH`` steps at lengths it never ran before (``fresh_decode_tokens_per_s``: a real generation's
+    lengths are new), and whether its tokens equal eager's."""
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     models, tokens = {}, {}
     with torch.no_grad():
@@ -157,9 +163,11 @@ def interleaved(device: str) -> dict:
             shuffle(order)
             for backend in order:
                 prefills[backend].append(prefill(models[backend], ids, sync)[2])
+        fresh = {backend: generate(model, ids, sync, STEPS + FRESH)[2][STEPS:] for backend, model in models.items()}
     return {backend: {"ttft_ms": statistics.median(prefills[backend]) * 1e3,
                       "ttft_quartiles_ms": [q * 1e3 for q in statistics.quantiles(prefills[backend])[::2]],
                       "decode_tokens_per_s": STEPS / statistics.median(decodes[backend]),
+                      "fresh_decode_tokens_per_s": FRESH / sum(fresh[backend]),
                       "tokens_match_eager": all(t == tokens["eager"][0] for t in tokens[backend])}
             for backend in BACKENDS}
 
@@ -208,6 +216,9 @@ def main() -> dict:
         ttft = {backend: one[backend]["ttft_ms"] for backend in BACKENDS}
         ours["interleaved_decode_vs_eager"] = rate["luminal_lab"] / rate["eager"]
         ours["interleaved_decode_vs_inductor"] = rate["luminal_lab"] / rate["inductor"]
+        fresh = {backend: one[backend]["fresh_decode_tokens_per_s"] for backend in BACKENDS}
+        ours["interleaved_fresh_decode_vs_eager"] = fresh["luminal_lab"] / fresh["eager"]
+        ours["interleaved_fresh_decode_vs_inductor"] = fresh["luminal_lab"] / fresh["inductor"]
         ours["interleaved_ttft_vs_eager"] = ttft["eager"] / ttft["luminal_lab"]
         ours["interleaved_ttft_vs_inductor"] = ttft["inductor"] / ttft["luminal_lab"]
         result["devices"][device] = figures

@@ -10,6 +10,8 @@ the CPU runtime once per plan (its views then stay fixed).
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,9 +39,9 @@ class Contraction:
         return plan if plan.present_a[axis] and plan.present_b[axis] else None
 
     def _size(self, axes: list[int]) -> int:
-        return int(np.prod([self.shape[i] for i in axes], dtype=np.int64))
+        return math.prod(self.shape[i] for i in axes)
 
-    @property
+    @functools.cached_property
     def matmul_shape(self) -> tuple[int, int, int, int]:
         """``(batch, rows, k, cols)`` of the batched matmul."""
         return self._size(self.batch), self._size(self.rows), self.shape[self.axis], self._size(self.cols)
