@@ -39,7 +39,7 @@ from ..core.errors import DTypeBoundaryError, LuminalError, MemoryBudgetError, S
 from ..core.ops import IN_REGION
 from ..core.plans import PlanCache
 from ..core.shape_tracker import format_shape
-from ..llir.llir import LLIR
+from ..llir.llir import LLIR, Kernel
 
 Step = Callable[[], None]
 MEMORY_FRACTION = 0.5  # of the device's free memory a plan's buffers may take, by default
@@ -141,6 +141,12 @@ class Runtime(ABC, Generic[P]):
         self._weights: dict[str, np.ndarray] = {}
         self._weight_slots: dict[str, Slot] = {}  # a weight's slot, which every plan shares
         self._fills = 0  # weights copied or bound anew, by any plan
+        self._numeric = {k.id: tuple(d.value for d in k.shape) for k in llir.kernels if all(d.is_num for d in k.shape)}
+
+    def shape(self, kernel: Kernel, bindings: Mapping[str, int]) -> tuple[int, ...]:
+        """``kernel``'s shape at ``bindings`` (a shape of numbers only, found once)."""
+        numeric = self._numeric.get(kernel.id)
+        return numeric if numeric is not None else tuple(int(d.evaluate(bindings)) for d in kernel.shape)
 
     def weight_slot(self, name: str, dtype: DType, shape: tuple[int, ...], allocate: Callable[[], Any]) -> Slot:
         """The slot of weight ``name``, its buffer made by ``allocate`` the first time: every plan of this runtime
@@ -221,7 +227,7 @@ class Runtime(ABC, Generic[P]):
         """Bytes of each kernel's buffer for ``bindings`` (kernels inside a fused region have none; scratch copies
         of views are not counted)."""
         bindings = dict(bindings or {})
-        return {k.id: math.prod(int(d.evaluate(bindings)) for d in k.shape) * k.dtype.numpy.itemsize
+        return {k.id: math.prod(self.shape(k, bindings)) * k.dtype.numpy.itemsize
                 for k in self.llir.kernels if k.op not in IN_REGION}
 
     def _planned(self, bindings: dict[str, int]) -> P:

@@ -12,6 +12,12 @@ times a matrix strided along the contracted axis (a decode step's attention prob
 matrix's rows, scaled, so that its inner loop runs along contiguous rows.
 Inputs are read in place and outputs written straight into fresh arrays where every read or write of their buffers
 goes through a binder and they hold at least ``REBIND_BYTES``; smaller ones are copied.
+
+A generation binds a new length every step. The arena's layout is that of the length's bucket (``bucket``: sizes
+rounded up, a few buckets per doubling), so that within a bucket every buffer stays where it was, and a plan takes
+from the runtime each step that an earlier plan built for the same buffers and the same values of the symbols the step
+depends on (``_Planner._key``): only the steps the length reaches are built anew. A kept step's binders are shared by
+the plans taking it, and know where they point (``_Binders``).
 """
 
 from __future__ import annotations
@@ -57,6 +63,10 @@ REBIND_BYTES = 1 << 17
 # elements along a row below which a row times a strided matrix runs as dot products (``_scales_rows``)
 ROW_SCALED = 8
 LOWERED_READS = 1 << 14  # views' reads a runtime remembers (``lowered``), the oldest forgotten first
+KEPT_STEPS = 1 << 12  # steps a runtime keeps for the plans of other bindings (``_Planner._key``)
+LAYOUTS = 64  # arena layouts a runtime remembers, by bucket
+FIXED = 1 << 12  # constants' and iotas' buffers a runtime shares between plans
+BUCKETS = 4  # per doubling of a size: a layout's bucket rounds a symbol's size up to one of these steps (``bucket``)
 _HALF = (DType.F16, DType.BF16)
 
 
@@ -223,41 +233,58 @@ class _Matmul:
         return bind
 
 
-@dataclass
-class _Rebound:
-    """A buffer that the plan's kernels read (and, for an output, write) through ``binders``, so that each call can
-    put another array in its place: a caller's C-contiguous input or weight, read in place (any other is copied into
-    ``buffer`` first), or a fresh output array for the caller to keep."""
+@dataclass(slots=True)
+class _Binders:
+    """One step's binders of one buffer (its reads, or its write) and the address of the memory they point at now
+    (first the buffer's own): a step kept for other plans (``_Built``) keeps them, so every plan taking it knows where
+    they point."""
 
     binders: list[Binder]
+    address: int
+
+    def point(self, flat: np.ndarray, address: int) -> None:
+        """Point the binders at ``flat`` (whose memory starts at ``address``), unless they point there already."""
+        if address != self.address:
+            for bind in self.binders:
+                bind(flat)
+            self.address = address
+
+
+@dataclass
+class _Rebound:
+    """A buffer that the plan's kernels read (and, for an output, write) through binders (``groups``), so that each
+    call can put another array in its place: a caller's C-contiguous input or weight, read in place (any other is
+    copied into ``buffer`` first), or a fresh output array for the caller to keep."""
+
+    groups: list[_Binders]
     buffer: np.ndarray
     bound: np.ndarray | None = None  # the caller's array it holds (a weight is copied again only for another)
-    read: np.ndarray | None = None  # the array handed over last, whose memory the kernels read
-    address: int | None = None  # of that memory, when known (which the kernels keep alive)
+    address: int | None = None  # of the memory it pointed the kernels at last (which they keep alive)
 
     def bind(self, array: np.ndarray, held: np.ndarray | None = None) -> None:
-        """Point the kernels at ``array``, holding ``held`` (default: ``array``): nothing to do for the array handed
-        over last, or another view of the same memory (a tensor's, say)."""
+        """Point the kernels at ``array``, holding ``held`` (default: ``array``): each group of binders is moved only
+        if it points at other memory (another plan sharing the step may have moved it)."""
         self.bound = array if held is None else held
-        if array is self.read:
-            return
-        self.read = array
-        address = array.__array_interface__["data"][0]
-        if address != self.address:
-            self.address = address
-            self._point(array)
+        self.address = address = array.__array_interface__["data"][0]
+        flat = array.reshape(-1)
+        for group in self.groups:
+            group.point(flat, address)
 
     def fresh(self) -> None:
-        """A new array in the buffer's place (``bound``), for this call's kernels to write: new memory, so the
-        kernels are pointed at it without comparing addresses."""
-        self.bound = self.read = array = np.empty_like(self.buffer)
-        self.address = None
-        self._point(array)
+        """A new array in the buffer's place (``bound``), for this call's kernels to write."""
+        self.bind(np.empty_like(self.buffer))
 
-    def _point(self, array: np.ndarray) -> None:
-        flat = array.reshape(-1)
-        for bind in self.binders:
-            bind(flat)
+
+@dataclass(slots=True)
+class _Built:
+    """A kernel's step as a plan built it, and what building it told the planner: how many of its views read each
+    buffer (``uses``), its binders of each buffer's reads and of its write, and whether it computes with numpy."""
+
+    step: Step
+    uses: Counter[int]
+    reads: dict[int, _Binders]
+    writes: dict[int, _Binders]
+    warns: bool
 
 
 @dataclass
@@ -270,6 +297,7 @@ class CPUPlan(Plan):
     results: dict[int, np.ndarray] = field(default_factory=dict)
     in_place: dict[str, _Rebound] = field(default_factory=dict)
     direct: list[_Rebound] = field(default_factory=list)
+    pinned: list[_Rebound] = field(default_factory=list)  # buffers another plan may rebind, held to themselves here
     warns: bool = False  # whether a step computes with numpy (a cast, a scatter-add): a run silences its warnings
 
 
@@ -286,6 +314,10 @@ class CPURuntime(Runtime[CPUPlan]):
         self._lifetimes: dict[int, tuple[int, int]] | None = None
         self._symbols: dict[int, tuple[ShapeTracker, tuple[str, ...]]] = {}  # by id: a tracker's own symbols
         self._reads: dict[tuple, tuple[ShapeTracker, Strided | Nested | Gathered]] = {}  # lower's, remembered
+        self._step_inputs: dict[int, tuple[tuple[str, ...], tuple[int, ...]]] = {}  # by kernel id
+        self._kept: dict[tuple, _Built] = {}  # steps by ``_Planner._key``, the oldest forgotten first
+        self._layouts: dict[tuple, tuple[dict[int, int], dict[int, int], int]] = {}  # by bucket
+        self._fixed: dict[tuple, np.ndarray] = {}  # constants' and iotas' buffers, by kernel and values
 
     @staticmethod
     def load() -> None:
@@ -298,13 +330,18 @@ class CPURuntime(Runtime[CPUPlan]):
 
     def _build(self, bindings: dict[str, int]) -> CPUPlan:
         """The plan; when it needs kernels not yet compiled in this process, a first pass lists them, they are
-        compiled side by side (``KernelCache.compile_all``), and the plan is built again."""
+        compiled side by side (``KernelCache.compile_all``), and the plan is built again. Its new steps are kept for
+        the plans of other bindings."""
         listing = _Listing(self.cache)
-        plan = _Planner(self, bindings, listing).plan()
-        if not listing.requests:
-            return plan
-        self.cache.compile_all(listing.requests)
-        return _Planner(self, bindings).plan()
+        planner = _Planner(self, bindings, listing)
+        plan = planner.plan()
+        if listing.requests:
+            self.cache.compile_all(listing.requests)
+            planner = _Planner(self, bindings)
+            plan = planner.plan()
+        for key, built in planner.built.items():
+            self._remember(self._kept, key, built, KEPT_STEPS)
+        return plan
 
     def kernel_requests(self, weights: Mapping[str, np.ndarray],
                         bindings: Mapping[str, int] | None = None) -> list[Request]:
@@ -312,8 +349,71 @@ class CPURuntime(Runtime[CPUPlan]):
         touched), for another process to compile into the disk cache."""
         self._weights.update(weights)
         listing = _Listing(self.cache, every=True)
-        _Planner(self, dict(bindings or {}), listing).plan()
+        _Planner(self, dict(bindings or {}), listing, reuse=False).plan()
         return listing.requests
+
+    def kept(self, key: tuple) -> _Built | None:
+        """The step an earlier plan built for ``key`` (``_Planner._key``), if kept."""
+        return self._kept.get(key)
+
+    def step_inputs(self, kernel: Kernel) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """The symbols that ``kernel``'s step depends on (through its shape, its views, its sources' shapes, a region's
+        rows and extents) and the kernels whose buffers it touches (its own, the ones it reads), found once."""
+        found = self._step_inputs.get(kernel.id)
+        if found is None:
+            body = self.region_bodies().get(kernel.id) if kernel.op == "FusionEnd" else None
+            reads = [(source, tracker) for source, tracker, _ in body.inputs] if body else list(kernel.sources)
+            exprs = [*kernel.shape, *(body.shape if body else ()), *(body.rows or () if body else ()),
+                     *(e for e in (body.extents if body else ()) if e is not None)]
+            shapes = {k.id: k.shape for k in self.llir.kernels}
+            for source, tracker in reads:
+                exprs += [*shapes[source], *tracker.dims, *tracker.strides, *tracker.masks]
+            symbols = tuple(sorted(set().union(*(e.variables() for e in exprs))))
+            found = self._step_inputs[kernel.id] = (symbols, (kernel.id, *dict.fromkeys(s for s, _ in reads)))
+        return found
+
+    def layout(self, bindings: Mapping[str, int], nbytes: Mapping[int, int]) -> tuple[dict[int, int], int]:
+        """Offsets in the arena for the carved buffers of ``nbytes`` (by kernel id) at ``bindings``, and the arena's
+        size: those of the bucket of ``bindings`` (each symbol's size rounded up, ``bucket``), the same for every
+        binding in it, where that bucket's buffers are each at least as large; else ``pack``'s for these sizes."""
+        key = (tuple(sorted((name, bucket(size)) for name, size in bindings.items())), tuple(nbytes))
+        found = self._layouts.get(key)
+        if found is None:
+            top = {name: size for name, size in key[0]}
+            kernels = {k.id: k for k in self.llir.kernels}
+            room = {kid: math.prod(self.shape(kernels[kid], top)) * kernels[kid].dtype.numpy.itemsize for kid in nbytes}
+            found = self._remember(self._layouts, key, (*pack(room, self.lifetimes()), room), LAYOUTS)
+        offsets, size, room = found
+        if all(nbytes[kid] <= room[kid] for kid in nbytes):
+            return offsets, size
+        return pack(nbytes, self.lifetimes())
+
+    def fixed(self, kernel: Kernel, shape: tuple[int, ...], bindings: Mapping[str, int]) -> np.ndarray:
+        """The buffer of a constant or an iota at ``bindings``, written once and shared by every plan giving it the
+        same values (so that the steps reading it are kept for them)."""
+        if kernel.op == "Constant":
+            value = kernel.arg.evaluate(bindings) if isinstance(kernel.arg, Expr) else kernel.arg
+            values = np.asarray(value, dtype=kernel.dtype.numpy)
+        else:
+            expr, length = kernel.arg
+            n = int(length.evaluate(bindings))
+            values = np.broadcast_to(expr.evaluate(bindings, np.arange(n, dtype=np.int64)), (n,)).astype(np.int32)
+        key = (kernel.id, shape, values.tobytes())
+        buffer = self._fixed.get(key)
+        if buffer is None:
+            buffer = np.empty(shape, kernel.dtype.numpy)
+            buffer[...] = values
+            self._remember(self._fixed, key, buffer, FIXED)
+        return buffer
+
+    @staticmethod
+    def _remember(store: dict, key: tuple, value: Any, limit: int) -> Any:
+        """``value`` put in ``store`` under ``key``, the oldest entries forgotten past ``limit``."""
+        store.pop(key, None)
+        while len(store) >= limit:
+            del store[next(iter(store))]
+        store[key] = value
+        return value
 
     def region_bodies(self) -> dict[int, RegionBody]:
         """The body of each fused region of the LLIR, by its ``FusionEnd``'s id (found once for all plans)."""
@@ -414,6 +514,8 @@ class CPURuntime(Runtime[CPUPlan]):
     def _started(self, plan: CPUPlan) -> None:
         for output in plan.direct:
             output.fresh()
+        for place in plan.pinned:
+            place.bind(place.buffer)
 
     def _launch(self, plan: CPUPlan) -> None:
         if not plan.warns:
@@ -457,6 +559,13 @@ def _not_compiled(*args: object) -> None:
     raise AssertionError("a listing pass's plan is never run")
 
 
+def bucket(size: int) -> int:
+    """``size`` rounded up to the top of its bucket: ``BUCKETS`` (a power of two) even steps per doubling (sizes under
+    ``2 * BUCKETS`` exact), so that a bucket's buffers are at most a ``1 / BUCKETS`` part larger than needed."""
+    step = 1 << max(size.bit_length() - BUCKETS.bit_length(), 0)
+    return -(-size // step) * step
+
+
 def pack(nbytes: Mapping[int, int], lifetimes: Mapping[int, tuple[int, int]]) -> tuple[dict[int, int], int]:
     """Offsets in one arena (multiples of ``ALIGN``) for buffers of ``nbytes`` by kernel id, and the arena's size:
     buffers whose ``lifetimes`` (first and last step, inclusive) overlap never overlap in memory, and others may. The
@@ -477,21 +586,33 @@ def pack(nbytes: Mapping[int, int], lifetimes: Mapping[int, tuple[int, int]]) ->
 
 
 class _Planner:
-    """Builds one plan: buffers, views, compiled kernels and the steps that run them."""
+    """Builds one plan: buffers, views, compiled kernels and the steps that run them. A step whose buffers and numbers
+    a plan for an earlier binding left as they are is taken as that plan built it (``_Built``, kept by the runtime)."""
 
-    def __init__(self, runtime: CPURuntime, bindings: dict[str, int], cache: KernelCache | _Listing | None = None):
+    def __init__(self, runtime: CPURuntime, bindings: dict[str, int], cache: KernelCache | _Listing | None = None,
+                 reuse: bool = True):
         self.runtime = runtime
         self.llir = runtime.llir
         self.cache = cache or runtime.cache
         self.bindings = bindings
+        self.reuse = reuse
         self.kernels = {k.id: k for k in self.llir.kernels}
         self.bodies = runtime.region_bodies()
         self.buffers: dict[int, np.ndarray] = {}
-        # by kernel id: how many views read its buffer, the binders of those reads that can move to another array,
-        # and the binder of the kernel's write into it (loop kernels, and matmuls that write it straight)
+        self.tokens: dict[int, object] = {}  # by kernel id: what tells its buffer's memory from any other's
+        # of the step being built, by kernel id: how many of its views read a buffer, the binders of those reads that
+        # can move to another array, the binder of its write (loop kernels, matmuls that write straight); whether it
+        # computes with numpy (a cast, a scatter-add)
         self.uses: Counter[int] = Counter()
         self.reads: dict[int, list[Binder]] = defaultdict(list)
         self.writers: dict[int, Binder] = {}
+        self.warns = False
+        # the plan's, from every step: views, groups of read binders, write binders, by kernel id
+        self.viewed: Counter[int] = Counter()
+        self.read_groups: dict[int, list[_Binders]] = defaultdict(list)
+        self.write_groups: dict[int, _Binders] = {}
+        self.shared_groups: set[int] = set()  # kernels whose binders include a kept step's (another plan's too)
+        self.built: dict[tuple, _Built] = {}  # steps built now, kept by ``CPURuntime._build`` once the plan is final
         self.outputs: list[tuple[int, Kernel, _View]] = []  # Output steps, by position, that may write straight
         self.weight_names = set(runtime._weights)
         self.shared: set[int] = set()  # the weights' kernels, whose buffers are the runtime's slots
@@ -502,10 +623,11 @@ class _Planner:
 
     def _allocate(self) -> None:
         """Every kernel's buffer: a weight's is the runtime's own slot (``Runtime.weight_slot``); constants and
-        iotas, written once here, and a weight of symbolic shape get their own; every other buffer, which each run
-        rewrites (inputs copied in, kernels' outputs), is carved from the runtime's arena, the same memory for every
-        plan, so that a generation whose sizes grow by a token a step keeps its buffers in the cache; buffers alive
-        at no common step share memory there (``pack``), so that a run's working set is what is alive at once."""
+        iotas, written once, are shared by the plans that give them the same values (``CPURuntime.fixed``), and a
+        weight of symbolic shape gets its own; every other buffer, which each run rewrites (inputs copied in,
+        kernels' outputs), is carved from the runtime's arena, the same memory for every plan, at the offsets of the
+        binding's bucket (``CPURuntime.layout``), so that a generation whose sizes grow by a token a step keeps its
+        buffers where they were and, with them, every step its length leaves alone."""
         carved = []
         for kernel in self.llir.kernels:
             if kernel.op in IN_REGION or kernel.op == "Output":
@@ -519,52 +641,103 @@ class _Planner:
                 self.result.weights.append(slot)
                 self.shared.add(kernel.id)
                 continue
-            shape = tuple(self.size(d) for d in kernel.shape)
-            if weight or kernel.op in ("Constant", "Iota"):
+            shape = self.runtime.shape(kernel, self.bindings)
+            if kernel.op in ("Constant", "Iota"):
+                self.buffers[kernel.id] = self.runtime.fixed(kernel, shape, self.bindings)
+            elif weight:
                 self.buffers[kernel.id] = np.zeros(shape, kernel.dtype.numpy)
             else:
                 carved.append((kernel.id, shape, kernel.dtype.numpy))
         nbytes = {kid: math.prod(shape) * dtype.itemsize for kid, shape, dtype in carved}
-        offsets, size = pack(nbytes, self.runtime.lifetimes())
+        offsets, size = self.runtime.layout(self.bindings, nbytes)
         arena = self.runtime.arena(size)
         for kid, shape, dtype in carved:
             start = offsets[kid]
             self.buffers[kid] = arena[start:start + nbytes[kid]].view(dtype).reshape(shape)
+            self.tokens[kid] = (id(arena), start)
+        for kid, buffer in self.buffers.items():
+            self.tokens.setdefault(kid, id(buffer))  # a kept step holds its buffers: no other array has their ids
 
     def plan(self) -> CPUPlan:
         self._allocate()
         for kernel in self.llir.kernels:
             if kernel.op in IN_REGION or kernel.id in self.shared:
                 continue  # computed by its region's end; a weight's slot is the runtime's
-            step = self._step(kernel)
+            step = self._taken(kernel)
             if step is not None:
                 self.result.steps.append((kernel.id, step))
+        movable, rebound = set(), set()  # what a plan may rebind; what this one does
         for kernel in self.llir.kernels:
-            if kernel.op == "Input" and self._rebindable(kernel.id):
-                self.result.in_place[kernel.arg] = _Rebound(self.reads[kernel.id], self.buffers[kernel.id])
+            if kernel.op == "Input":
+                movable.add(kernel.id)
+                if self._rebindable(kernel.id):
+                    self.result.in_place[kernel.arg] = _Rebound(self.read_groups[kernel.id], self.buffers[kernel.id])
+                    rebound.add(kernel.id)
         for position, kernel, view in self.outputs:
-            self._direct(position, kernel, view)
+            movable.add(kernel.sources[0][0])
+            if self._direct(position, kernel, view):
+                rebound.add(kernel.sources[0][0])
+        for kid in sorted((self.shared_groups & movable) - rebound):  # kept steps another plan may have moved
+            groups = [*self.read_groups[kid], *([self.write_groups[kid]] if kid in self.write_groups else [])]
+            self.result.pinned.append(_Rebound(groups, self.buffers[kid]))
         return self.result
+
+    def _taken(self, kernel: Kernel) -> Step | None:
+        """``kernel``'s step: a kept one whose buffers and numbers are this plan's, else one built now; what building it
+        told the planner (views, binders, numpy's warnings) counted for the plan."""
+        key = self._key(kernel) if self.reuse else None
+        built = None if key is None else self.runtime.kept(key)
+        if built is None:
+            built = self._build_step(kernel)
+            if key is not None:
+                self.built[key] = built
+        if key is not None:
+            self.shared_groups.update(built.reads)
+            self.shared_groups.update(built.writes)
+        self.viewed.update(built.uses)
+        for kid, group in built.reads.items():
+            self.read_groups[kid].append(group)
+        self.write_groups.update(built.writes)
+        self.result.warns |= built.warns
+        return built.step
+
+    def _build_step(self, kernel: Kernel) -> _Built:
+        self.uses, self.reads, self.writers, self.warns = Counter(), defaultdict(list), {}, False
+        step = self._step(kernel)
+        address = {kid: self.buffers[kid].__array_interface__["data"][0] for kid in {*self.reads, *self.writers}}
+        return _Built(step, self.uses, {kid: _Binders(binders, address[kid]) for kid, binders in self.reads.items()},
+                      {kid: _Binders([bind], address[kid]) for kid, bind in self.writers.items()}, self.warns)
+
+    def _key(self, kernel: Kernel) -> tuple | None:
+        """What a kept step of ``kernel`` must have been built for to serve this plan: the values of the symbols its
+        shapes and views name, and its buffers' memory. None for the steps every plan builds (an input's slot, an
+        output's fresh array, a constant's or iota's values)."""
+        if kernel.op in ("Input", "Output", "Constant", "Iota"):
+            return None
+        symbols, buffers = self.runtime.step_inputs(kernel)
+        return (kernel.id, tuple(self.bindings[name] for name in symbols),
+                tuple(self.tokens[kid] for kid in buffers))
 
     def _rebindable(self, kid: int, others: int = 0) -> bool:
         """Whether ``kid``'s buffer holds ``REBIND_BYTES`` or more, is read, and every view of it but ``others`` reads
         it through a binder."""
-        return (self.buffers[kid].nbytes >= REBIND_BYTES and self.uses[kid] > 0
-                and len(self.reads[kid]) == self.uses[kid] - others)
+        return (self.buffers[kid].nbytes >= REBIND_BYTES and self.viewed[kid] > 0
+                and sum(len(group.binders) for group in self.read_groups[kid]) == self.viewed[kid] - others)
 
-    def _direct(self, position: int, kernel: Kernel, view: _View) -> None:
+    def _direct(self, position: int, kernel: Kernel, view: _View) -> bool:
         """Output ``kernel``, whose step is at ``position``, written straight into a fresh array of each call when
         the kernel computing it writes through a binder, the output reads its buffer as it is, and every other
-        read of that buffer goes through a binder too."""
+        read of that buffer goes through a binder too: whether it is."""
         source = kernel.sources[0][0]
         buffer = self.buffers[source]
         array = view.array
-        if (source not in self.writers or view.buffer != source or view.read.offset or array.size != buffer.size
+        if (source not in self.write_groups or view.buffer != source or view.read.offset or array.size != buffer.size
                 or not array.flags.c_contiguous or not self._rebindable(source, others=1)):
-            return
-        output = _Rebound([self.writers[source], *self.reads[source]], buffer)
+            return False
+        output = _Rebound([self.write_groups[source], *self.read_groups[source]], buffer)
         self.result.direct.append(output)
         self.result.steps[position] = (kernel.id, _Direct(self.result.results, kernel.id, output, array.shape))
+        return True
 
     # ---- views ----------------------------------------------------------------------
     def view(self, source: int, tracker: ShapeTracker, padded: bool = False) -> _View:
@@ -633,15 +806,7 @@ class _Planner:
             slot = Slot(kernel.arg, buffer, kernel.dtype, buffer.shape)
             (self.result.weights if kernel.arg in self.weight_names else self.result.inputs).append(slot)
             return None
-        if op == "Constant":
-            value = kernel.arg.evaluate(self.bindings) if isinstance(kernel.arg, Expr) else kernel.arg
-            self.buffers[kernel.id][...] = np.asarray(value, dtype=kernel.dtype.numpy)
-            return None
-        if op == "Iota":
-            expr, length = kernel.arg
-            n = self.size(length)
-            self.buffers[kernel.id][...] = np.broadcast_to(
-                expr.evaluate(self.bindings, np.arange(n, dtype=np.int64)), (n,)).astype(np.int32)
+        if op in ("Constant", "Iota"):  # written once (``CPURuntime.fixed``)
             return None
         if op == "Output":
             return self._output(kernel)
@@ -749,7 +914,7 @@ class _Planner:
             operand = _reshaped(compact, shape) if compact.dtype == compute else None
             if operand is None or not _blas_ready(operand):
                 scratch = np.empty(compact.shape, compute)
-                self.result.warns |= bool(compact.dtype != compute)  # a cast
+                self.warns |= bool(compact.dtype != compute)  # a cast
                 steps.append(_Copy(scratch, compact, "unsafe"))
                 operand, view = scratch.reshape(shape), None
             operands.append((operand, view))
@@ -767,8 +932,8 @@ class _Planner:
             product = np.empty((count, m, n), compute)
             matmul = _Matmul(lhs, rhs, product)
             arranged = contraction.arrange(product)
-            self.result.warns |= bool(out.dtype != compute)  # a cast
-        self.result.warns |= matmul.torch is None  # numpy's matmul
+            self.warns |= bool(out.dtype != compute)  # a cast
+        self.warns |= matmul.torch is None  # numpy's matmul
         for position, view in ((1, left_view), (2, right_view)):
             if view is not None and view.buffer is not None:
                 binder = matmul.binder(position, view.flat)
@@ -831,7 +996,7 @@ class _Planner:
         flat_out = out.reshape(-1)
         add = kernel.op == "ScatterAdd"
         if kernel.dtype in _HALF or kernel.dtype == DType.BOOL:  # numpy's (and ml_dtypes') arithmetic defines these
-            self.result.warns |= add
+            self.warns |= add
 
             def scatter() -> None:
                 np.copyto(out, dest)

@@ -260,8 +260,8 @@ def _program(runtime: CPURuntime, names: Sequence[str],
     for name, place in plan.in_place.items():
         if name not in weights:
             place.bind(place.buffer)  # copied in by the native function
-    for output in plan.direct:
-        output.bind(output.buffer)  # copied out by the native function
+    for place in (*plan.direct, *plan.pinned):
+        place.bind(place.buffer)  # copied out by the native function; held to the plan's own buffer
     source = _Source()
     for position, name in enumerate(names):
         buffer = slots[name].buffer

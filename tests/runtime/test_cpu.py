@@ -114,6 +114,56 @@ def test_symbolic_dimension_at_two_sizes_keeps_one_plan_each() -> None:
     assert len(runtime.plans) == 2
 
 
+@pytest.mark.usefixtures("rebind_any_size")
+def test_a_plan_for_another_length_takes_the_steps_its_length_leaves_alone() -> None:
+    """Plans of lengths in one bucket lay the arena out alike, so the plan of a new length builds only the steps the
+    length reaches (the cache's concat, the scores) and takes the others as an earlier plan built them; every output
+    equals the reference, also as plans alternate and an input that a shared step reads in place moves to other
+    memory in between (the shared step's binders follow it), and at a length in another bucket."""
+    g = ll.Graph()
+    cache, new, w = g.tensor((2, "s", 8), name="cache"), g.tensor((2, 1, 8), name="new"), g.tensor((8, 8), name="w")
+    keys = ll.concat([cache, new], 1)  # a KV cache's concat
+    keys.output("keys")
+    ((new @ w).exp() @ keys.permute((0, 2, 1))).softmax(-1).output("scores")
+    (w.exp() * 2.0).sum(0).output("w_sums")  # of no length
+    runtime = CPURuntime(llir_of(g))
+    rng = np.random.default_rng(3)
+    ws = [rng.standard_normal((8, 8), np.float32) for _ in range(2)]
+    new_rows = rng.standard_normal((2, 1, 8), np.float32)
+    for s, w_value in ((65, ws[0]), (66, ws[1]), (65, ws[0]), (67, ws[0]), (66, ws[1]), (65, ws[1]), (90, ws[0])):
+        check_graph(g, {"cache": rng.standard_normal((2, s, 8), np.float32), "new": new_rows, "w": w_value},
+                    {"s": s}, runtime=runtime)
+    steps = {s: dict(runtime.plan({"s": s}).steps) for s in (65, 66, 67)}
+    kernels = {k.id: k for k in runtime.llir.kernels}
+    sources = {kernels[kid].sources[0][0]: name for kid, name in zip(runtime.llir.outputs, ("keys", "scores", "w"))}
+    shared = {kid for kid, step in steps[65].items() if steps[66].get(kid) is step}
+    assert shared and shared == {kid for kid, step in steps[65].items() if steps[67].get(kid) is step}
+    assert {sources[kid] for kid in shared if kid in sources} == {"w"}  # the length's concat and scores: built anew
+    assert runtime.plan({"s": 66}).in_place["w"].bound is ws[1]
+
+
+def test_a_plan_that_copies_what_another_rebinds_holds_their_shared_steps_to_its_buffers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan that copies an input in and an output out, taking steps from a plan that reads that input in place and
+    writes that output straight, points those steps back at its own buffers on each run (``CPUPlan.pinned``)."""
+    g = ll.Graph()
+    x, w = g.tensor(("s", 8), name="x"), g.tensor((8, 8), name="w")
+    (x * 2.0).output("doubled")
+    (w.exp() * 2.0).output("w2")  # of no length: its steps are shared
+    runtime = CPURuntime(llir_of(g))
+    rng = np.random.default_rng(4)
+    ws = [rng.standard_normal((8, 8), np.float32) for _ in range(3)]
+    monkeypatch.setattr("luminal_lab.runtime.cpu.REBIND_BYTES", 0)
+    check_graph(g, {"x": np.ones((65, 8), np.float32), "w": ws[0]}, {"s": 65}, runtime=runtime)
+    monkeypatch.setattr("luminal_lab.runtime.cpu.REBIND_BYTES", 1 << 40)
+    for s, w_value in ((66, ws[1]), (65, ws[2]), (66, ws[0])):
+        check_graph(g, {"x": np.ones((s, 8), np.float32), "w": w_value}, {"s": s}, runtime=runtime)
+    first, second = runtime.plan({"s": 65}), runtime.plan({"s": 66})
+    assert set(first.in_place) == {"x", "w"} and not second.in_place and not second.direct
+    # x's, doubled's, w's and w2's buffers, each held to itself: another plan may take the steps kept for them
+    assert sorted(place.buffer.shape for place in second.pinned) == [(8, 8), (8, 8), (66, 8), (66, 8)]
+
+
 def test_a_plan_reads_boxed_views_from_their_expressions_as_from_every_index() -> None:
     """A strided or padded read is lowered from the tracker's expressions at the binding alone (``lower``, for a
     tracker with ``boxed_strides``): at every size it is the read found from the index of every element (``lower``
@@ -493,7 +543,7 @@ def test_inputs_and_outputs_under_rebind_bytes_are_copied_and_larger_ones_bound(
     assert set(plan.in_place) == {"big"}
     assert [output.buffer.shape for output in plan.direct] == [(rows, 32)]
     slots = {slot.name: slot.buffer for slot in plan.inputs}
-    assert plan.in_place["big"].read is inputs["big"]  # the caller's array read itself; the small one copied in
+    assert plan.in_place["big"].bound is inputs["big"]  # the caller's array read itself; the small one copied in
     assert not np.shares_memory(slots["big"], inputs["big"]) and not np.shares_memory(slots["small"], inputs["small"])
     assert all(not np.shares_memory(x, y) for x, y in zip(*outputs))  # each call's outputs are its own
     assert not any(np.shares_memory(x, buffer) for x in outputs[1] for buffer in plan.buffers.values())
@@ -712,7 +762,7 @@ def test_contiguous_inputs_are_read_in_place_and_outputs_written_straight_into_f
     second = runtime.run(inputs)
     plan = runtime.plan()
     assert set(plan.in_place) == {"a", "b"} and len(plan.direct) == 2
-    assert all(plan.in_place[name].read is inputs[name] for name in "ab")  # read in place, nothing copied in
+    assert all(plan.in_place[name].bound is inputs[name] for name in "ab")  # read in place, nothing copied in
     for got, name in zip(first, ("y", "s")):
         np.testing.assert_allclose(got, ll.ReferenceRuntime(g).run(inputs)[name], rtol=1e-6, atol=1e-6)
     assert all(not np.shares_memory(x, y) for x, y in zip(first, second))  # each call's outputs are its own
@@ -720,7 +770,8 @@ def test_contiguous_inputs_are_read_in_place_and_outputs_written_straight_into_f
     # a transposed (non-contiguous) input is copied in, and the result is the same
     transposed = {"a": np.ascontiguousarray(inputs["a"].T).T, "b": inputs["b"]}
     np.testing.assert_array_equal(runtime.run(transposed)[0], first[0])
-    assert plan.in_place["a"].read is plan.inputs[0].buffer and plan.in_place["b"].read is inputs["b"]  # a copied
+    assert plan.in_place["a"].address == plan.inputs[0].buffer.ctypes.data  # a copied in: its slot read
+    assert plan.in_place["b"].bound is inputs["b"] and plan.in_place["b"].address == inputs["b"].ctypes.data
 
 
 @pytest.mark.usefixtures("rebind_any_size")
@@ -733,14 +784,15 @@ def test_an_input_read_in_place_is_pointed_at_again_only_for_other_memory() -> N
     a = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
     runtime.run({"a": a})
     place, pointed = runtime.plan().in_place["a"], []
-    place.binders = [lambda flat, binders=list(place.binders): (pointed.append(flat), [b(flat) for b in binders])]
+    (group,) = place.groups
+    group.binders = [lambda flat, binders=list(group.binders): (pointed.append(flat), [b(flat) for b in binders])]
     for value in (a, a, a[...], np.copy(a), a):
         value += 0.5  # values changed in place between calls
         np.testing.assert_allclose(runtime.run({"a": value})[0], np.exp(value) * 2.0, rtol=1e-6)
     assert [np.shares_memory(flat, a) for flat in pointed] == [False, True]  # only the copy, then a again
     output = runtime.plan().direct[0]
     seen = [runtime.run({"a": a})[0] for _ in range(2)]
-    assert output.address is None and not np.shares_memory(*seen)
+    assert output.address == seen[1].ctypes.data and not np.shares_memory(*seen)
 
 
 @pytest.mark.usefixtures("rebind_any_size")
@@ -764,7 +816,7 @@ def test_matmul_operands_are_read_in_place_and_an_output_read_downstream_is_writ
         outputs.append(got)
     plan = runtime.plan()
     assert set(plan.in_place) == {"x", "w"} and len(plan.direct) == 3
-    assert all(plan.in_place[name].read is inputs[name] for name in ("x", "w"))  # read in place, nothing copied in
+    assert all(plan.in_place[name].bound is inputs[name] for name in ("x", "w"))  # read in place, nothing copied in
     h_kernel = next(k.sources[0][0] for k in runtime.llir.kernels if k.op == "Output" and k.arg == 0)
     assert any(output.buffer is plan.buffers[h_kernel] and np.shares_memory(output.bound, outputs[1][0])
                for output in plan.direct)  # h went straight into the caller's array, not through the plan's buffer
