@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..core.errors import LuminalError
-from ..core.shape_tracker import Axis, ShapeTracker
-from ..core.symbolic import Expr
+from ..core.shape_tracker import ShapeTracker
+from ..core.symbolic import Expr, evaluator
 
 Box = tuple[tuple[int, int], ...]  # per axis, the first valid index and the one past the last
 
@@ -85,12 +85,16 @@ def lower(tracker: ShapeTracker, bindings: Mapping[str, int], size: int, source:
     ``Strided`` (each axis steps evenly over one run of valid positions), ``Nested`` and ``Gathered``. With ``boxed``
     strides (``boxed_strides``, worked out once per tracker), from the expressions at the binding alone (a new length
     plans in milliseconds); else from the index and validity of every element."""
+    axes = _boxed_strides(tracker) if boxed else None
+    if axes is not None:
+        numbers = _numbers(tracker)(bindings)
+        dims = numbers[:len(axes)]
+        if 0 in dims:
+            return Strided(0, dims, (0,) * len(dims))
+        return _boxed(dims, numbers[len(axes):], size, source)
     dims = tuple(_int(d, bindings) for d in tracker.dims)
     if 0 in dims:
         return Strided(0, dims, (0,) * len(dims))
-    axes = _boxed_strides(tracker) if boxed else None
-    if axes is not None:
-        return _boxed(dims, axes, bindings, size, source)
     positions, valids = [], []
     for d, stride, mask in zip(dims, tracker.strides, tracker.masks):
         z = np.arange(d, dtype=np.int64)
@@ -103,6 +107,15 @@ def lower(tracker: ShapeTracker, bindings: Mapping[str, int], size: int, source:
 _boxed_strides = functools.lru_cache(maxsize=1 << 14)(ShapeTracker.boxed_strides)
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def _numbers(tracker: ShapeTracker) -> Callable[[Mapping[str, int]], tuple[int | None, ...]]:
+    """What gives a boxed tracker's numbers at a binding in one call: its dims, then each axis's low, high (None where
+    unbounded), step and offset."""
+    axes = _boxed_strides(tracker)
+    assert axes is not None
+    return evaluator([*tracker.dims, *(e for axis in axes for e in (axis.low, axis.high, axis.step, axis.offset))])
+
+
 def _int(expr: Expr, bindings: Mapping[str, int]) -> int:
     return int(expr.evaluate(bindings))
 
@@ -112,18 +125,19 @@ def _blank(dims: tuple[int, ...]) -> Strided:
     return Strided(0, dims, (0,) * len(dims), ((0, 0),) * len(dims))
 
 
-def _boxed(dims: tuple[int, ...], axes: list[Axis], bindings: Mapping[str, int], size: int, source: int) -> Strided:
-    """The strided or padded read of a tracker whose axes are each a linear stride over one run of valid indexes."""
+def _boxed(dims: tuple[int, ...], numbers: Sequence[int | None], size: int, source: int) -> Strided:
+    """The strided or padded read of a tracker whose axes are each a linear stride over one run of valid indexes,
+    from their numbers at the binding (``_numbers``: low, high, step and offset per axis)."""
     box, steps, start = [], [], 0
-    for d, axis in zip(dims, axes):
-        lo = 0 if axis.low is None else min(max(_int(axis.low, bindings), 0), d)
-        hi = d if axis.high is None else max(min(_int(axis.high, bindings), d), lo)
+    for axis, d in enumerate(dims):
+        low, high, step, offset = numbers[4 * axis:4 * axis + 4]
+        lo = 0 if low is None else min(max(low, 0), d)
+        hi = d if high is None else max(min(high, d), lo)
         if lo == hi:
             return _blank(dims)
-        step = _int(axis.step, bindings)
         box.append((lo, hi))
         steps.append(step if hi - lo > 1 else 0)  # as ``_strided`` finds it: a single index steps by 0
-        start += _int(axis.offset, bindings) + step * lo
+        start += offset + step * lo
     return _in_box(dims, tuple(steps), tuple(box), start, size, source)
 
 

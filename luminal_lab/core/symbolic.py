@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Union
 
@@ -229,6 +229,26 @@ class Expr:
         if op == "ceildiv":
             return f"(({parts[0]} + {parts[1]} - 1) / {parts[1]})"
         return "(" + f" {EXPR_OPS[op].c} ".join(parts) + ")"
+
+    def to_python(self) -> str:
+        """A Python expression of ints with ``evaluate``'s value, reading each variable from the mapping ``b``
+        (``evaluator``); it has no ``z``."""
+        op, args = self.op, self.args
+        if op == "num":
+            return f"({args[0]})"
+        if op == "var":
+            return f"b[{args[0]!r}]"
+        if op == "iter":
+            raise ValueError("an expression in z has no Python form of the binding alone")
+        parts = [a.to_python() for a in args]
+        if op in ("min", "max"):
+            return f"{op}({', '.join(parts)})"
+        if op == "ceildiv":
+            return f"(-(-{parts[0]} // {parts[1]}))"
+        if op in ("and", "or"):
+            return f"int({f' {op} '.join(f'{p} != 0' for p in parts)})"
+        text = "(" + f" {EXPR_OPS[op].python} ".join(parts) + ")"
+        return f"int{text}" if op in ("gte", "lt") else text
 
     def __str__(self) -> str:
         op, args = self.op, self.args
@@ -525,28 +545,36 @@ def lt(a: ExprLike, b: ExprLike) -> Expr:
 @dataclass(frozen=True)
 class ExprOp:
     """An expression op, declared once: its ``Expr.op``, its egglog constructor, how it is built, its C operator
-    (none for a call, ``name(a, b)``) and its operator in ``str()``. ``sub`` is egglog's alone: ``Expr`` adds a
-    negated term."""
+    (none for a call, ``name(a, b)``), its operator in ``str()`` and in Python (``to_python``; none for a call or
+    a logical op). ``sub`` is egglog's alone: ``Expr`` adds a negated term."""
 
     name: str
     egglog: str
     build: Callable[..., Expr]
     c: str = ""
     text: str = ""
+    python: str = ""
 
 
 EXPR_OPS = {op.name: op for op in (
-    ExprOp("add", "MAdd", add, "+"),
+    ExprOp("add", "MAdd", add, "+", python="+"),
     ExprOp("sub", "MSub", lambda a, b: add(a, mul(-1, b)), "-"),
-    ExprOp("mul", "MMul", mul, "*"),
-    ExprOp("div", "MDiv", div, "/", "/"),
-    ExprOp("mod", "MMod", mod, "%", "%"),
+    ExprOp("mul", "MMul", mul, "*", python="*"),
+    ExprOp("div", "MDiv", div, "/", "/", "//"),
+    ExprOp("mod", "MMod", mod, "%", "%", "%"),
     ExprOp("ceildiv", "MCeilDiv", ceil_div),
     ExprOp("min", "MMin", min_),
     ExprOp("max", "MMax", max_),
     ExprOp("and", "MAnd", and_, "&&", " & "),
     ExprOp("or", "MOr", or_, "||", " | "),
-    ExprOp("gte", "MGte", gte, ">=", " >= "),
-    ExprOp("lt", "MLt", lt, "<", " < "),
+    ExprOp("gte", "MGte", gte, ">=", " >= ", ">="),
+    ExprOp("lt", "MLt", lt, "<", " < ", "<"),
 )}
+
+
+def evaluator(exprs: Sequence[Expr | None]) -> Callable[[Mapping[str, int]], tuple[int | None, ...]]:
+    """One Python function of a binding giving each of ``exprs`` (None for None) at it, as ``evaluate`` does: the
+    trees are walked once, here, not at every call (a plan for a new length evaluates hundreds)."""
+    items = "".join(("None" if e is None else e.to_python()) + ", " for e in exprs)
+    return eval(f"lambda b: ({items})", {"__builtins__": {"min": min, "max": max, "int": int}})
 EGGLOG_EXPR_OPS = {op.egglog: op for op in EXPR_OPS.values()}  # egglog constructor -> its op

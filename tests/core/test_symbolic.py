@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from luminal_lab.core.symbolic import Expr, and_, ceil_div, div, gte, lt, max_, min_, or_
+from luminal_lab.core.symbolic import Expr, and_, ceil_div, div, evaluator, gte, lt, max_, min_, or_
 
 Z = Expr.z()
 S = Expr.var("s")
@@ -61,6 +61,18 @@ def expressions(draw, depth: int = 4):
 def test_simplification_preserves_value(pair, s: int, b: int, z: int) -> None:
     expr, value = pair
     assert expr.evaluate({"s": s, "b": b}, z) == value({"s": s, "b": b, "z": z})
+
+
+@settings(max_examples=300)
+@given(st.lists(expressions(), min_size=1, max_size=4), st.integers(1, 9), st.integers(1, 9), st.integers(0, 40))
+def test_an_evaluator_gives_each_expressions_value(pairs, s: int, b: int, z: int) -> None:
+    """``evaluator``'s one function of the binding equals each expression's ``evaluate`` (None kept)."""
+    exprs = [expr.substitute(z=z) for expr, _ in pairs]
+    values = evaluator([*exprs, None])({"s": s, "b": b})
+    assert values == (*(value({"s": s, "b": b, "z": z}) for _, value in pairs), None)
+    assert all(type(v) is int for v in values[:-1])
+    with pytest.raises(ValueError, match="in z has no Python form"):
+        evaluator([Z + S])
 
 
 @settings(max_examples=100)
