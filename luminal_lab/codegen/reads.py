@@ -11,11 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.errors import LuminalError
-from ..core.shape_tracker import Axis, ShapeTracker
+from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import Expr, evaluator
 
 Box = tuple[tuple[int, int], ...]  # per axis, the first valid index and the one past the last
-Numbers = Callable[[Mapping[str, int]], tuple[int | None, ...]]  # a tracker's numbers at a binding (``_form``)
+Numbers = Callable[[Mapping[str, int]], tuple[int | None, ...]]  # a tracker's numbers at a binding (``_numbers``)
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -85,13 +85,13 @@ def lower(tracker: ShapeTracker, bindings: Mapping[str, int], size: int, source:
     ``Strided`` (each axis steps evenly over one run of valid positions), ``Nested`` and ``Gathered``. With ``boxed``
     strides (``boxed_strides``, worked out once per tracker), from the expressions at the binding alone (a new length
     plans in milliseconds); else from the index and validity of every element."""
-    axes, numbered = _form(tracker) if boxed else (None, None)
-    if axes is not None and numbered is not None:
+    numbered = _numbers(tracker) if boxed else None
+    if numbered is not None:
         numbers = numbered(bindings)
-        dims = numbers[:len(axes)]
+        dims = numbers[:tracker.rank]
         if 0 in dims:
             return Strided(0, dims, (0,) * len(dims))
-        return _boxed(dims, numbers[len(axes):], size, source)
+        return _boxed(dims, numbers[tracker.rank:], size, source)
     dims = tuple(_int(d, bindings) for d in tracker.dims)
     if 0 in dims:
         return Strided(0, dims, (0,) * len(dims))
@@ -105,12 +105,12 @@ def lower(tracker: ShapeTracker, bindings: Mapping[str, int], size: int, source:
 
 
 FORMS = 1 << 14  # trackers whose boxed form ``lower`` remembers, the oldest forgotten first
-_forms: dict[int, tuple[ShapeTracker, list[Axis] | None, Numbers | None]] = {}
+_forms: dict[int, tuple[ShapeTracker, Numbers | None]] = {}
 
 
-def _form(tracker: ShapeTracker) -> tuple[list[Axis] | None, Numbers | None]:
-    """A tracker's boxed axes (``boxed_strides``) and what gives its numbers at a binding in one call: its dims, then
-    each axis's low, high (None where unbounded), step and offset; None, None without a boxed form. Found once per
+def _numbers(tracker: ShapeTracker) -> Numbers | None:
+    """What gives a tracker's numbers at a binding in one call, from its boxed axes (``boxed_strides``): its dims,
+    then each axis's low, high (None where unbounded), step and offset; None without a boxed form. Found once per
     tracker object, remembered by identity (hashing a tracker walks all its expressions)."""
     entry = _forms.get(id(tracker))
     if entry is None or entry[0] is not tracker:
@@ -119,8 +119,8 @@ def _form(tracker: ShapeTracker) -> tuple[list[Axis] | None, Numbers | None]:
             [*tracker.dims, *(e for axis in axes for e in (axis.low, axis.high, axis.step, axis.offset))])
         while len(_forms) >= FORMS:
             del _forms[next(iter(_forms))]
-        entry = _forms[id(tracker)] = (tracker, axes, numbers)
-    return entry[1], entry[2]
+        entry = _forms[id(tracker)] = (tracker, numbers)
+    return entry[1]
 
 
 def _int(expr: Expr, bindings: Mapping[str, int]) -> int:
@@ -134,7 +134,7 @@ def _blank(dims: tuple[int, ...]) -> Strided:
 
 def _boxed(dims: tuple[int, ...], numbers: Sequence[int | None], size: int, source: int) -> Strided:
     """The strided or padded read of a tracker whose axes are each a linear stride over one run of valid indexes,
-    from their numbers at the binding (``_form``: low, high, step and offset per axis)."""
+    from their numbers at the binding (``_numbers``: low, high, step and offset per axis)."""
     box, steps, start = [], [], 0
     for axis, d in enumerate(dims):
         low, high, step, offset = numbers[4 * axis:4 * axis + 4]

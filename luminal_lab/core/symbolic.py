@@ -571,10 +571,11 @@ EXPR_OPS = {op.name: op for op in (
     ExprOp("lt", "MLt", lt, "<", " < ", "<"),
 )}
 
+EGGLOG_EXPR_OPS = {op.egglog: op for op in EXPR_OPS.values()}  # egglog constructor -> its op
+
 
 def evaluator(exprs: Sequence[Expr | None]) -> Callable[[Mapping[str, int]], tuple[int | None, ...]]:
     """One Python function of a binding giving each of ``exprs`` (None for None) at it, as ``evaluate`` does: the
     trees are walked once, here, not at every call (a plan for a new length evaluates hundreds)."""
     items = "".join(("None" if e is None else e.to_python()) + ", " for e in exprs)
     return eval(f"lambda b: ({items})", {"__builtins__": {"min": min, "max": max, "int": int}})
-EGGLOG_EXPR_OPS = {op.egglog: op for op in EXPR_OPS.values()}  # egglog constructor -> its op

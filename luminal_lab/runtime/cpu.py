@@ -243,11 +243,10 @@ class _Binders:
     address: int
 
     def point(self, flat: np.ndarray, address: int) -> None:
-        """Point the binders at ``flat`` (whose memory starts at ``address``), unless they point there already."""
-        if address != self.address:
-            for bind in self.binders:
-                bind(flat)
-            self.address = address
+        """Point the binders at ``flat``, whose memory starts at ``address``."""
+        for bind in self.binders:
+            bind(flat)
+        self.address = address
 
 
 @dataclass
@@ -266,9 +265,11 @@ class _Rebound:
         if it points at other memory (another plan sharing the step may have moved it)."""
         self.bound = array if held is None else held
         self.address = address = array.__array_interface__["data"][0]
-        flat = array.reshape(-1)
+        flat = None
         for group in self.groups:
-            group.point(flat, address)
+            if group.address != address:
+                flat = array.reshape(-1) if flat is None else flat
+                group.point(flat, address)
 
     def fresh(self) -> None:
         """A new array in the buffer's place (``bound``), for this call's kernels to write."""
@@ -356,18 +357,18 @@ class CPURuntime(Runtime[CPUPlan]):
         """The step an earlier plan built for ``key`` (``_Planner._key``), if kept."""
         return self._kept.get(key)
 
-    def step_inputs(self, kernel: Kernel) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    def step_inputs(self, kernel: Kernel, kernels: Mapping[int, Kernel]) -> tuple[tuple[str, ...], tuple[int, ...]]:
         """The symbols that ``kernel``'s step depends on (through its shape, its views, its sources' shapes, a region's
-        rows and extents) and the kernels whose buffers it touches (its own, the ones it reads), found once."""
+        rows and extents) and the kernels whose buffers it touches (its own, the ones it reads), found once; ``kernels``
+        are the LLIR's by id."""
         found = self._step_inputs.get(kernel.id)
         if found is None:
             body = self.region_bodies().get(kernel.id) if kernel.op == "FusionEnd" else None
             reads = [(source, tracker) for source, tracker, _ in body.inputs] if body else list(kernel.sources)
             exprs = [*kernel.shape, *(body.shape if body else ()), *(body.rows or () if body else ()),
                      *(e for e in (body.extents if body else ()) if e is not None)]
-            shapes = {k.id: k.shape for k in self.llir.kernels}
             for source, tracker in reads:
-                exprs += [*shapes[source], *tracker.dims, *tracker.strides, *tracker.masks]
+                exprs += [*kernels[source].shape, *tracker.dims, *tracker.strides, *tracker.masks]
             symbols = tuple(sorted(set().union(*(e.variables() for e in exprs))))
             found = self._step_inputs[kernel.id] = (symbols, (kernel.id, *dict.fromkeys(s for s, _ in reads)))
         return found
@@ -714,7 +715,7 @@ class _Planner:
         output's fresh array, a constant's or iota's values)."""
         if kernel.op in ("Input", "Output", "Constant", "Iota"):
             return None
-        symbols, buffers = self.runtime.step_inputs(kernel)
+        symbols, buffers = self.runtime.step_inputs(kernel, self.kernels)
         return (kernel.id, tuple(self.bindings[name] for name in symbols),
                 tuple(self.tokens[kid] for kid in buffers))
 
