@@ -26,17 +26,21 @@ backend's median decode counts), then ``PREFILLS`` rounds each prefill once with
 each round (a backend that always ran after another's generation would always meet that one's caches), and each
 backend's median prefill counts, with its quartiles (``ttft_quartiles_ms``); last each backend generates ``FRESH``
 steps further than before, and those steps, at cache lengths never run in the process, give
-``fresh_decode_tokens_per_s`` (the warm generations repeat their lengths; a user's next prompt does not).
+``fresh_decode_tokens_per_s`` (the warm generations repeat their lengths; a user's next prompt does not), with each of
+those steps' milliseconds and the pauses of any full garbage collection among them (``fresh_full_collections_ms``).
 
 Ratios against eager and inductor: above 1, luminal_lab is faster (``interleaved_*``: from the one process).
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import random
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -133,6 +137,26 @@ def measure(backend: str, device: str) -> dict:
     return figures
 
 
+@contextlib.contextmanager
+def full_collections() -> Iterator[list[float]]:
+    """The seconds of each full garbage collection while inside (a pause of tenths of a second in a process holding
+    three compiled models), so that a figure it lands in can be told from the backend's own time."""
+    pauses: list[float] = []
+    started = [0.0]
+
+    def watch(phase: str, info: dict) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                pauses.append(time.perf_counter() - started[0])
+    gc.callbacks.append(watch)
+    try:
+        yield pauses
+    finally:
+        gc.callbacks.remove(watch)
+
+
 def interleaved(device: str) -> dict:
     """In this process: every backend's model compiled and run once, then ``ROUNDS`` rounds of one warm generation per
     backend in turn, then ``PREFILLS`` rounds of one prefill per backend in a shuffled order, then one generation per
@@ -163,11 +187,16 @@ def interleaved(device: str) -> dict:
             shuffle(order)
             for backend in order:
                 prefills[backend].append(prefill(models[backend], ids, sync)[2])
-        fresh = {backend: generate(model, ids, sync, STEPS + FRESH)[2][STEPS:] for backend, model in models.items()}
+        fresh, pauses = {}, {}
+        for backend, model in models.items():
+            with full_collections() as pauses[backend]:
+                fresh[backend] = generate(model, ids, sync, STEPS + FRESH)[2][STEPS:]
     return {backend: {"ttft_ms": statistics.median(prefills[backend]) * 1e3,
                       "ttft_quartiles_ms": [q * 1e3 for q in statistics.quantiles(prefills[backend])[::2]],
                       "decode_tokens_per_s": STEPS / statistics.median(decodes[backend]),
                       "fresh_decode_tokens_per_s": FRESH / sum(fresh[backend]),
+                      "fresh_step_ms": [step * 1e3 for step in fresh[backend]],
+                      "fresh_full_collections_ms": [pause * 1e3 for pause in pauses[backend]],
                       "tokens_match_eager": all(t == tokens["eager"][0] for t in tokens[backend])}
             for backend in BACKENDS}
 

@@ -68,6 +68,7 @@ LAYOUTS = 64  # arena layouts a runtime remembers, by bucket
 FIXED = 1 << 12  # constants' and iotas' buffers a runtime shares between plans
 BUCKETS = 4  # per doubling of a size: a layout's bucket rounds a symbol's size up to one of these steps (``bucket``)
 _HALF = (DType.F16, DType.BF16)
+_EVERY_PLAN = ("Input", "Output", "Constant", "Iota")  # kernels whose steps every plan builds (``_Planner._key``)
 
 
 @dataclass
@@ -289,6 +290,24 @@ class _Built:
 
 
 @dataclass
+class _Record:
+    """What the planner of a bucket's last plan found, from which the next plan in the bucket starts: its binding, the
+    arena and offsets its buffers were carved at, the buffers with their tokens and sizes, the weights' slots and
+    kernels, and the step each kernel took. The next plan finds again only the buffers whose shape or values depend on
+    the binding, and takes every other kernel's step as it is where its symbols and buffers did not change."""
+
+    bindings: dict[str, int]
+    arena: np.ndarray
+    offsets: dict[int, int]
+    nbytes: dict[int, int]
+    buffers: dict[int, np.ndarray]
+    tokens: dict[int, object]
+    weights: list[Slot]
+    shared: set[int]
+    steps: dict[int, _Built]
+
+
+@dataclass
 class CPUPlan(Plan):
     """A CPU plan: besides the slots and steps, the buffers by kernel id, the fresh arrays the Output steps make in a
     run, the inputs and weights read in place (by name), the outputs written straight into fresh arrays, and whether
@@ -319,6 +338,8 @@ class CPURuntime(Runtime[CPUPlan]):
         self._kept: dict[tuple, _Built] = {}  # steps by ``_Planner._key``, the oldest forgotten first
         self._layouts: dict[tuple, tuple[dict[int, int], dict[int, int], int]] = {}  # by bucket
         self._fixed: dict[tuple, np.ndarray] = {}  # constants' and iotas' buffers, by kernel and values
+        self._records: dict[tuple, _Record] = {}  # by bucket: its last plan's (``_Record``)
+        self._bound: set[int] | None = None  # kernels whose buffer depends on the binding (``bound_buffers``)
 
     @staticmethod
     def load() -> None:
@@ -342,6 +363,7 @@ class CPURuntime(Runtime[CPUPlan]):
             plan = planner.plan()
         for key, built in planner.built.items():
             self._remember(self._kept, key, built, KEPT_STEPS)
+        self.record(bindings, planner.recorded())
         return plan
 
     def kernel_requests(self, weights: Mapping[str, np.ndarray],
@@ -373,11 +395,33 @@ class CPURuntime(Runtime[CPUPlan]):
             found = self._step_inputs[kernel.id] = (symbols, (kernel.id, *dict.fromkeys(s for s, _ in reads)))
         return found
 
+    @staticmethod
+    def bucket_of(bindings: Mapping[str, int]) -> tuple:
+        """The bucket of ``bindings``: each symbol's size rounded up (``bucket``)."""
+        return tuple(sorted((name, bucket(size)) for name, size in bindings.items()))
+
+    def record(self, bindings: Mapping[str, int], record: _Record | None = None) -> _Record | None:
+        """The record of the last plan in the bucket of ``bindings``; with ``record``, that one remembered as it."""
+        key = self.bucket_of(bindings)
+        if record is None:
+            return self._records.get(key)
+        return self._remember(self._records, key, record, LAYOUTS)
+
+    def bound_buffers(self) -> set[int]:
+        """The kernels whose buffer depends on the binding: a shape naming a symbol, a constant's or an iota's values
+        naming one (found once)."""
+        if self._bound is None:
+            exprs = {k.id: [*k.shape, *(k.arg if k.op == "Iota" else (k.arg,) if k.op == "Constant" else ())]
+                     for k in self.llir.kernels}
+            self._bound = {kid for kid, found in exprs.items()
+                           if any(isinstance(e, Expr) and e.variables() for e in found)}
+        return self._bound
+
     def layout(self, bindings: Mapping[str, int], nbytes: Mapping[int, int]) -> tuple[dict[int, int], int]:
         """Offsets in the arena for the carved buffers of ``nbytes`` (by kernel id) at ``bindings``, and the arena's
         size: those of the bucket of ``bindings`` (each symbol's size rounded up, ``bucket``), the same for every
         binding in it, where that bucket's buffers are each at least as large; else ``pack``'s for these sizes."""
-        key = (tuple(sorted((name, bucket(size)) for name, size in bindings.items())), tuple(nbytes))
+        key = (self.bucket_of(bindings), tuple(nbytes))
         found = self._layouts.get(key)
         if found is None:
             top = {name: size for name, size in key[0]}
@@ -614,6 +658,12 @@ class _Planner:
         self.write_groups: dict[int, _Binders] = {}
         self.shared_groups: set[int] = set()  # kernels whose binders include a kept step's (another plan's too)
         self.built: dict[tuple, _Built] = {}  # steps built now, kept by ``CPURuntime._build`` once the plan is final
+        self.steps: dict[int, _Built] = {}  # the step each kernel with a ``_key`` took, for the next plan's record
+        self.record: _Record | None = None  # the bucket's last plan's, where this plan starts from it
+        self.changed: set[str] = set()  # the symbols whose sizes differ from the record's
+        self.moved: set[int] = set()  # the kernels whose buffers are other memory than in the record
+        self.arena, self.offsets, self.nbytes = np.zeros(0, np.uint8), {}, {}
+        self.slots: list[Slot] = []  # the weights' slots the allocation found
         self.outputs: list[tuple[int, Kernel, _View]] = []  # Output steps, by position, that may write straight
         self.weight_names = set(runtime._weights)
         self.shared: set[int] = set()  # the weights' kernels, whose buffers are the runtime's slots
@@ -628,36 +678,82 @@ class _Planner:
         weight of symbolic shape gets its own; every other buffer, which each run rewrites (inputs copied in,
         kernels' outputs), is carved from the runtime's arena, the same memory for every plan, at the offsets of the
         binding's bucket (``CPURuntime.layout``), so that a generation whose sizes grow by a token a step keeps its
-        buffers where they were and, with them, every step its length leaves alone."""
-        carved = []
+        buffers where they were and, with them, every step its length leaves alone. A plan in a bucket planned before
+        starts from the last one's buffers (``_Record``) and finds again only those the binding reaches."""
+        record = self.runtime.record(self.bindings) if self.reuse else None
+        if record is not None and self._allocate_from(record):
+            return
+        carved: dict[int, tuple[tuple[int, ...], np.dtype]] = {}
         for kernel in self.llir.kernels:
-            if kernel.op in IN_REGION or kernel.op == "Output":
-                continue
-            weight = kernel.op == "Input" and kernel.arg in self.weight_names
-            if weight and all(d.is_num for d in kernel.shape):
-                shape = tuple(d.value for d in kernel.shape)
-                slot = self.runtime.weight_slot(kernel.arg, kernel.dtype, shape,
-                                                functools.partial(np.zeros, shape, kernel.dtype.numpy))
-                self.buffers[kernel.id] = slot.buffer
-                self.result.weights.append(slot)
-                self.shared.add(kernel.id)
-                continue
-            shape = self.runtime.shape(kernel, self.bindings)
-            if kernel.op in ("Constant", "Iota"):
-                self.buffers[kernel.id] = self.runtime.fixed(kernel, shape, self.bindings)
-            elif weight:
-                self.buffers[kernel.id] = np.zeros(shape, kernel.dtype.numpy)
-            else:
-                carved.append((kernel.id, shape, kernel.dtype.numpy))
-        nbytes = {kid: math.prod(shape) * dtype.itemsize for kid, shape, dtype in carved}
+            self._place(kernel, carved)
+        nbytes = {kid: math.prod(shape) * dtype.itemsize for kid, (shape, dtype) in carved.items()}
+        offsets, size = self.runtime.layout(self.bindings, nbytes)
+        self._carve(carved, nbytes, offsets, self.runtime.arena(size))
+
+    def _allocate_from(self, record: _Record) -> bool:
+        """The buffers of ``record``'s plan, those depending on the binding found again: whether that bucket's layout
+        and arena still hold them (else nothing is taken)."""
+        bound = self.runtime.bound_buffers()
+        buffers = {kid: buffer for kid, buffer in record.buffers.items() if kid not in bound}
+        carved: dict[int, tuple[tuple[int, ...], np.dtype]] = {}
+        for kid in bound:
+            self._place(self.kernels[kid], carved)
+        nbytes = record.nbytes | {kid: math.prod(shape) * dtype.itemsize for kid, (shape, dtype) in carved.items()}
         offsets, size = self.runtime.layout(self.bindings, nbytes)
         arena = self.runtime.arena(size)
-        for kid, shape, dtype in carved:
+        if offsets is not record.offsets or arena is not record.arena:
+            self.buffers.clear()
+            self.result.weights.clear()
+            self.shared.clear()
+            return False
+        self.buffers.update(buffers)
+        self.tokens.update((kid, token) for kid, token in record.tokens.items() if kid not in bound)
+        self.result.weights.extend(record.weights)
+        self.shared.update(record.shared)
+        self._carve(carved, nbytes, offsets, arena)
+        self.record = record
+        self.changed = {name for name, size in self.bindings.items() if record.bindings.get(name) != size}
+        self.moved = {kid for kid in bound if self.tokens.get(kid) != record.tokens.get(kid)}
+        return True
+
+    def _place(self, kernel: Kernel, carved: dict[int, tuple[tuple[int, ...], np.dtype]]) -> None:
+        """``kernel``'s buffer (a weight's slot, a constant's, an iota's, a weight of symbolic shape's), or its shape
+        and dtype put in ``carved`` for the arena."""
+        if kernel.op in IN_REGION or kernel.op == "Output":
+            return
+        weight = kernel.op == "Input" and kernel.arg in self.weight_names
+        if weight and all(d.is_num for d in kernel.shape):
+            shape = tuple(d.value for d in kernel.shape)
+            slot = self.runtime.weight_slot(kernel.arg, kernel.dtype, shape,
+                                            functools.partial(np.zeros, shape, kernel.dtype.numpy))
+            self.buffers[kernel.id] = slot.buffer
+            self.result.weights.append(slot)
+            self.shared.add(kernel.id)
+            return
+        shape = self.runtime.shape(kernel, self.bindings)
+        if kernel.op in ("Constant", "Iota"):
+            self.buffers[kernel.id] = self.runtime.fixed(kernel, shape, self.bindings)
+        elif weight:
+            self.buffers[kernel.id] = np.zeros(shape, kernel.dtype.numpy)
+        else:
+            carved[kernel.id] = (shape, kernel.dtype.numpy)
+
+    def _carve(self, carved: Mapping[int, tuple[tuple[int, ...], np.dtype]], nbytes: Mapping[int, int],
+               offsets: Mapping[int, int], arena: np.ndarray) -> None:
+        """The ``carved`` buffers as views of ``arena`` at ``offsets``; every buffer's token."""
+        self.arena, self.offsets, self.nbytes = arena, offsets, nbytes
+        self.slots = list(self.result.weights)  # the runtime's (a weight of symbolic shape's is the plan's)
+        for kid, (shape, dtype) in carved.items():
             start = offsets[kid]
             self.buffers[kid] = arena[start:start + nbytes[kid]].view(dtype).reshape(shape)
             self.tokens[kid] = (id(arena), start)
         for kid, buffer in self.buffers.items():
             self.tokens.setdefault(kid, id(buffer))  # a kept step holds its buffers: no other array has their ids
+
+    def recorded(self) -> _Record:
+        """What this plan's planner found, for the next plan of its bucket (``_Record``)."""
+        return _Record(self.bindings, self.arena, self.offsets, self.nbytes, self.buffers, self.tokens,
+                       self.slots, self.shared, self.steps)
 
     def plan(self) -> CPUPlan:
         self._allocate()
@@ -686,13 +782,18 @@ class _Planner:
     def _taken(self, kernel: Kernel) -> Step | None:
         """``kernel``'s step: a kept one whose buffers and numbers are this plan's, else one built now; what building it
         told the planner (views, binders, numpy's warnings) counted for the plan."""
-        key = self._key(kernel) if self.reuse else None
-        built = None if key is None else self.runtime.kept(key)
+        built = self._unchanged(kernel)
+        keyed = built is not None
         if built is None:
-            built = self._build_step(kernel)
-            if key is not None:
-                self.built[key] = built
-        if key is not None:
+            key = self._key(kernel) if self.reuse else None
+            keyed = key is not None
+            built = None if key is None else self.runtime.kept(key)
+            if built is None:
+                built = self._build_step(kernel)
+                if key is not None:
+                    self.built[key] = built
+        if keyed:
+            self.steps[kernel.id] = built
             self.shared_groups.update(built.reads)
             self.shared_groups.update(built.writes)
         self.viewed.update(built.uses)
@@ -701,6 +802,16 @@ class _Planner:
         self.write_groups.update(built.writes)
         self.result.warns |= built.warns
         return built.step
+
+    def _unchanged(self, kernel: Kernel) -> _Built | None:
+        """The step the bucket's last plan took for ``kernel`` (``_Record``) where the symbols and buffers it depends
+        on are as they were then (so that its ``_key`` is the same); else None."""
+        if self.record is None or kernel.op in _EVERY_PLAN:
+            return None
+        symbols, buffers = self.runtime.step_inputs(kernel, self.kernels)
+        if self.changed.isdisjoint(symbols) and self.moved.isdisjoint(buffers):
+            return self.record.steps.get(kernel.id)
+        return None
 
     def _build_step(self, kernel: Kernel) -> _Built:
         self.uses, self.reads, self.writers, self.warns = Counter(), defaultdict(list), {}, False
@@ -713,7 +824,7 @@ class _Planner:
         """What a kept step of ``kernel`` must have been built for to serve this plan: the values of the symbols its
         shapes and views name, and its buffers' memory. None for the steps every plan builds (an input's slot, an
         output's fresh array, a constant's or iota's values)."""
-        if kernel.op in ("Input", "Output", "Constant", "Iota"):
+        if kernel.op in _EVERY_PLAN:
             return None
         symbols, buffers = self.runtime.step_inputs(kernel, self.kernels)
         return (kernel.id, tuple(self.bindings[name] for name in symbols),

@@ -142,6 +142,54 @@ def test_a_plan_for_another_length_takes_the_steps_its_length_leaves_alone() -> 
     assert runtime.plan({"s": 66}).in_place["w"].bound is ws[1]
 
 
+def test_a_plan_in_a_bucket_planned_before_starts_from_the_last_plan_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan of a new length in a bucket planned before starts from that bucket's last plan (``_Record``): it looks
+    up only the steps of the kernels whose symbols changed, and takes the others as they are; after the arena grew for
+    another bucket, that record is of memory no longer used, so the next plan there is planned in full. Every output
+    equals the reference."""
+    g = ll.Graph()
+    cache, new, w = g.tensor((2, "s", 8), name="cache"), g.tensor((2, 1, 8), name="new"), g.tensor((8, 8), name="w")
+    keys = ll.concat([cache, new], 1)
+    keys.output("keys")
+    ((new @ w).exp() @ keys.permute((0, 2, 1))).softmax(-1).output("scores")
+    (w.exp() * 2.0).sum(0).output("w_sums")
+    runtime = CPURuntime(llir_of(g))
+    looked_up: list[int] = []
+    key = _Planner._key
+    monkeypatch.setattr(_Planner, "_key", lambda planner, kernel: looked_up.append(kernel.id) or key(planner, kernel))
+    rng = np.random.default_rng(5)
+    w_value, new_rows = rng.standard_normal((8, 8), np.float32), rng.standard_normal((2, 1, 8), np.float32)
+    counts = {}
+    for s in (65, 66, 300, 67, 68):  # 300: another bucket, for which the arena grows
+        looked_up.clear()
+        check_graph(g, {"cache": rng.standard_normal((2, s, 8), np.float32), "new": new_rows, "w": w_value},
+                    {"s": s}, runtime=runtime)
+        counts[s] = set(looked_up)
+    kernels = {k.id: k for k in runtime.llir.kernels}
+    keyed = {kid for kid in counts[65] if kernels[kid].op not in ("Input", "Output", "Constant", "Iota")}
+    of_length = {kid for kid in keyed if "s" in runtime.step_inputs(kernels[kid], kernels)[0]}
+    assert of_length and keyed - of_length  # the concat and scores, and w's steps
+    assert counts[65] >= keyed and counts[300] >= keyed and counts[67] >= keyed  # planned in full
+    assert counts[66] & keyed == of_length and counts[68] & keyed == of_length
+
+
+def test_a_weight_of_symbolic_shape_is_each_plans_own_in_a_bucket_planned_before() -> None:
+    """A weight whose shape names a symbol (a cache handed over as a weight) gets a buffer and a slot of each plan's
+    own also where the plan starts from the bucket's last one: every output equals the reference."""
+    g = ll.Graph()
+    cache, w = g.tensor(("s", 8), name="cache"), g.tensor((8, 8), name="w")
+    (cache @ w).exp().output("out")
+    runtime = CPURuntime(llir_of(g))
+    rng = np.random.default_rng(6)
+    w_value = rng.standard_normal((8, 8), np.float32)
+    for s in (65, 66, 67, 66):
+        cache_value = rng.standard_normal((s, 8), np.float32)
+        (got,) = runtime.run({}, {"w": w_value, "cache": cache_value}, {"s": s})
+        (want,) = ll.ReferenceRuntime(g).run({"cache": cache_value, "w": w_value}, {"s": s}).values()
+        assert_matches(got, want, ll.DType.F32, 1.0, "out")
+        assert [slot.name for slot in runtime.plan({"s": s}).weights].count("cache") == 1
+
+
 def test_a_plan_that_copies_what_another_rebinds_holds_their_shared_steps_to_its_buffers(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A plan that copies an input in and an output out, taking steps from a plan that reads that input in place and
