@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import inspect
 import itertools
 import operator
@@ -402,15 +401,9 @@ class DynamoProgram:
         return where, device
 
     def choose_genomes(self) -> None:
-        """Choose the genome of each program compiled without one (``compile_for(args, genome=False)``), then collect
-        the garbage compiling left: the hundreds of thousands of objects an export, an e-graph and a search leave
-        would otherwise be swept by a full collection during the program's first runs (a pause of about 0.3 s, in a
-        generation one token's step)."""
-        if not self.unchosen:
-            return
+        """Choose the genome of each program compiled without one (``compile_for(args, genome=False)``)."""
         while self.unchosen:
             self.unchosen.pop(next(iter(self.unchosen)))()
-        gc.collect()
 
     def compile_for(self, args: Sequence[Any], genome: bool = True) -> tuple[tuple, Compiled]:
         """Compile (and cache) the program for concrete ``args``, with its genome (``genome=False``: chosen later, by
