@@ -15,7 +15,9 @@ def _crash() -> None:
     os.kill(os.getpid(), signal.SIGSEGV)
 
 
-def _hang(seconds: float) -> None:
+def _hang(seconds: float, started: str | None) -> None:
+    if started is not None:
+        open(started, "w").close()
     time.sleep(seconds)
 
 
@@ -27,13 +29,13 @@ class Crash:
 
 
 class Hang:
-    """Unpickled, sleeps ``seconds``."""
+    """Unpickled, sleeps ``seconds``, having first created the file ``started`` (if given)."""
 
-    def __init__(self, seconds: float):
-        self.seconds = seconds
+    def __init__(self, seconds: float, started: str | None = None):
+        self.seconds, self.started = seconds, started
 
     def __reduce__(self):
-        return _hang, (self.seconds,)
+        return _hang, (self.seconds, self.started)
 
 
 def sabotaged(llir: LLIR, sabotage: Crash | Hang) -> LLIR:

@@ -67,17 +67,28 @@ def test_a_measuring_process_imports_its_runtime_when_it_takes_the_job_before_an
     assert found.stdout.split("\n")[-2] == "[] ['luminal_lab.runtime.cpu', 'torch']"
 
 
-def test_an_interrupt_stops_the_measurement_with_its_process_and_the_next_one_runs(comp) -> None:
+def test_an_interrupt_stops_the_measurement_with_its_process_and_the_next_one_runs(comp, tmp_path) -> None:
     runner = LocalRunner(builders=0)
     try:
         runner.start(job_of(comp))
         llir = comp.llir(comp.choice_space().fused_genome())
         assert runner.measure(llir, None, None).outcome == "ok"
         process = runner._process
-        # Ctrl-C, as a notebook's "interrupt kernel" sends it, a second into a measurement that would take a minute
-        threading.Timer(1.0, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)).start()
+        # Ctrl-C, as a notebook's "interrupt kernel" sends it, once the measuring process is in a measurement that
+        # would take a minute (a fixed delay can pass before a loaded machine has even sent it the candidate)
+        started, returned = tmp_path / "hanging", threading.Event()
+
+        def interrupt() -> None:
+            while not started.exists() and not returned.wait(0.05):
+                pass
+            if not returned.is_set():
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+        threading.Thread(target=interrupt, daemon=True).start()
         with pytest.raises(KeyboardInterrupt):
-            runner.measure(sabotaged(llir, Hang(60)), None, None)
+            got = runner.measure(sabotaged(llir, Hang(60, str(started))), None, None)
+            returned.set()
+            pytest.fail(f"the measurement meant to be interrupted returned {got}")
         assert process.returncode == -signal.SIGKILL and runner._process is None  # stopped, by the runner
         fine = runner.measure(llir, None, None)
         assert fine.outcome == "ok" and fine.worker != f"{os.uname().nodename} pid {process.pid}"
