@@ -74,8 +74,8 @@ def test_an_interrupt_stops_the_measurement_with_its_process_and_the_next_one_ru
         llir = comp.llir(comp.choice_space().fused_genome())
         assert runner.measure(llir, None, None).outcome == "ok"
         process = runner._process
-        # Ctrl-C, as a notebook's "interrupt kernel" sends it, once the measuring process is in a measurement that
-        # would take a minute (a fixed delay can pass before a loaded machine has even sent it the candidate)
+        # Ctrl-C, as a notebook's "interrupt kernel" sends it, once the measuring process is inside a candidate that
+        # would hang for a minute (a timer of one second once met a measurement that returned, on a loaded CI machine)
         started, returned = tmp_path / "hanging", threading.Event()
 
         def interrupt() -> None:
@@ -86,8 +86,10 @@ def test_an_interrupt_stops_the_measurement_with_its_process_and_the_next_one_ru
 
         threading.Thread(target=interrupt, daemon=True).start()
         with pytest.raises(KeyboardInterrupt):
-            got = runner.measure(sabotaged(llir, Hang(60, str(started))), None, None)
-            returned.set()
+            try:
+                got = runner.measure(sabotaged(llir, Hang(60, str(started))), None, None)
+            finally:
+                returned.set()  # no interrupt after the measurement, however it ended
             pytest.fail(f"the measurement meant to be interrupted returned {got}")
         assert process.returncode == -signal.SIGKILL and runner._process is None  # stopped, by the runner
         fine = runner.measure(llir, None, None)
