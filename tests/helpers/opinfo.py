@@ -21,7 +21,9 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from torch.testing._internal import common_utils
 from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.opinfo import core
 from torch.testing._internal.opinfo.core import OpInfo
 
 from luminal_lab.compiler.compiled import Compiled
@@ -70,10 +72,23 @@ def tolerances(op: OpInfo) -> tuple[float, float]:
     return atol, rtol
 
 
+@contextlib.contextmanager
+def _no_test_lookup() -> Iterator[None]:
+    """``sample_inputs`` without torch's search of the stack for the running unittest method (``extract_test_fn``,
+    for its skips and error messages; here none is running): ``inspect.stack`` reads the source of every frame, which
+    made sampling 60 ops 60 frames deep take 1.7 s instead of 0.8 s."""
+    found = common_utils.extract_test_fn, core.extract_test_fn
+    common_utils.extract_test_fn = core.extract_test_fn = lambda: None
+    try:
+        yield
+    finally:
+        common_utils.extract_test_fn, core.extract_test_fn = found
+
+
 def samples(op: OpInfo, count: int) -> list:
     """The first ``count`` float32 CPU samples of ``op`` (deterministic: a fixed seed)."""
     torch.manual_seed(0)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _no_test_lookup():
         warnings.simplefilter("ignore")
         found = []
         for sample in op.sample_inputs("cpu", torch.float32, requires_grad=False):
