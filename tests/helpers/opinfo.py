@@ -18,6 +18,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
 import torch
 import torch.utils._pytree as pytree
@@ -72,17 +73,14 @@ def tolerances(op: OpInfo) -> tuple[float, float]:
     return atol, rtol
 
 
-@contextlib.contextmanager
-def _no_test_lookup() -> Iterator[None]:
+def _no_test_lookup() -> contextlib.ExitStack:
     """``sample_inputs`` without torch's search of the stack for the running unittest method (``extract_test_fn``,
     for its skips and error messages; here none is running): ``inspect.stack`` reads the source of every frame, which
     made sampling 60 ops 60 frames deep take 1.7 s instead of 0.8 s."""
-    found = common_utils.extract_test_fn, core.extract_test_fn
-    common_utils.extract_test_fn = core.extract_test_fn = lambda: None
-    try:
-        yield
-    finally:
-        common_utils.extract_test_fn, core.extract_test_fn = found
+    stack = contextlib.ExitStack()
+    for module in (common_utils, core):
+        stack.enter_context(mock.patch.object(module, "extract_test_fn", lambda: None))
+    return stack
 
 
 def samples(op: OpInfo, count: int) -> list:
