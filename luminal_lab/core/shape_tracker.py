@@ -21,6 +21,7 @@ from .symbolic import Expr, ExprLike, add, and_, as_expr, div, gte, lt, max_, mi
 
 Z = Expr.z()
 ONE = Expr.num(1)
+LINEAR_POINTS = 64  # indexes of a dimension whose stride ``_linear`` may check one by one
 
 
 def format_shape(dims: Sequence[Expr]) -> str:
@@ -42,13 +43,21 @@ class Axis:
     high: Expr | None
 
 
-def _linear(expr: Expr) -> tuple[Expr, Expr] | None:
-    """``(step, offset)`` when ``expr`` is ``z*step + offset`` with neither in ``z``, else None."""
+def _linear(expr: Expr, size: Expr | None = None) -> tuple[Expr, Expr] | None:
+    """``(step, offset)`` when ``expr`` is ``z*step + offset`` with neither in ``z``, else None. Given the ``size`` of
+    the dimension ``z`` indexes, a number of at most ``LINEAR_POINTS``, it is enough that each index's value is: over
+    ``z < 2``, ``(z/2)*a + (z%2)*b`` is ``z*b`` (a merged axis of two heads of a grouped-query cache)."""
     offset = expr.substitute(z=0)
     step = add(expr.substitute(z=1), mul(-1, offset))
-    if step.has_z or add(mul(Z, step), offset) != expr:
+    if step.has_z:
         return None
-    return step, offset
+    if add(mul(Z, step), offset) == expr:
+        return step, offset
+    if size is None or not size.is_num or size.value > LINEAR_POINTS:
+        return None
+    if all(expr.substitute(z=k) == add(offset, mul(k, step)) for k in range(2, size.value)):
+        return step, offset
+    return None
 
 
 def _run(mask: Expr) -> tuple[Expr | None, Expr | None] | None:
@@ -108,13 +117,13 @@ class ShapeTracker:
         """Per dimension ``(step, offset)`` when every stride is ``z*step + offset`` and nothing is masked."""
         if self.is_masked:
             return None
-        out = [_linear(stride) for stride in self.strides]
+        out = [_linear(stride, dim) for dim, stride in zip(self.dims, self.strides)]
         return None if any(linear is None for linear in out) else out
 
     def boxed_strides(self) -> list[Axis] | None:
         """Per dimension its stride as ``z*step + offset`` and its mask as one run ``low <= z < high``, when every
         dimension has that form (a strided read, or a padded one whose valid elements form one box); else None."""
-        pairs = [(_linear(stride), _run(mask)) for stride, mask in zip(self.strides, self.masks)]
+        pairs = [(_linear(stride, dim), _run(mask)) for dim, stride, mask in zip(self.dims, self.strides, self.masks)]
         if any(linear is None or run is None for linear, run in pairs):
             return None
         return [Axis(*linear, *run) for linear, run in pairs]

@@ -39,6 +39,7 @@ from ..core.errors import DTypeBoundaryError, LuminalError, MemoryBudgetError, S
 from ..core.ops import IN_REGION
 from ..core.plans import PlanCache
 from ..core.shape_tracker import format_shape
+from ..core.symbolic import evaluator
 from ..llir.llir import LLIR, Kernel
 
 Step = Callable[[], None]
@@ -142,11 +143,20 @@ class Runtime(ABC, Generic[P]):
         self._weight_slots: dict[str, Slot] = {}  # a weight's slot, which every plan shares
         self._fills = 0  # weights copied or bound anew, by any plan
         self._numeric = {k.id: tuple(d.value for d in k.shape) for k in llir.kernels if all(d.is_num for d in k.shape)}
+        self._shapes: dict[int, Callable[[Mapping[str, int]], tuple[int, ...]]] = {}  # symbolic ones' evaluators
+        self._buffered: list[Kernel] | None = None  # the kernels with buffers (``buffer_bytes``), found once
+        self._fixed_bytes: dict[int, int] = {}  # their bytes where their shapes are numbers
 
     def shape(self, kernel: Kernel, bindings: Mapping[str, int]) -> tuple[int, ...]:
-        """``kernel``'s shape at ``bindings`` (a shape of numbers only, found once)."""
+        """``kernel``'s shape at ``bindings`` (a shape of numbers only found once, a symbolic one's function of the
+        binding made once: ``evaluator``)."""
         numeric = self._numeric.get(kernel.id)
-        return numeric if numeric is not None else tuple(int(d.evaluate(bindings)) for d in kernel.shape)
+        if numeric is not None:
+            return numeric
+        shape = self._shapes.get(kernel.id)
+        if shape is None:
+            shape = self._shapes[kernel.id] = evaluator(kernel.shape)
+        return shape(bindings)
 
     def weight_slot(self, name: str, dtype: DType, shape: tuple[int, ...], allocate: Callable[[], Any]) -> Slot:
         """The slot of weight ``name``, its buffer made by ``allocate`` the first time: every plan of this runtime
@@ -227,8 +237,12 @@ class Runtime(ABC, Generic[P]):
         """Bytes of each kernel's buffer for ``bindings`` (kernels inside a fused region have none; scratch copies
         of views are not counted)."""
         bindings = dict(bindings or {})
-        return {k.id: math.prod(self.shape(k, bindings)) * k.dtype.numpy.itemsize
-                for k in self.llir.kernels if k.op not in IN_REGION}
+        if self._buffered is None:
+            self._buffered = [k for k in self.llir.kernels if k.op not in IN_REGION]
+            self._fixed_bytes = {k.id: math.prod(self._numeric[k.id]) * k.dtype.numpy.itemsize
+                                 for k in self._buffered if k.id in self._numeric}
+        return self._fixed_bytes | {k.id: math.prod(self.shape(k, bindings)) * k.dtype.numpy.itemsize
+                                    for k in self._buffered if k.id not in self._fixed_bytes}
 
     def _planned(self, bindings: dict[str, int]) -> P:
         """``_build``, once the buffers are known to fit the budget; a failed allocation is a ``MemoryBudgetError``."""

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from luminal_lab.codegen.reads import lower
 from luminal_lab.core.errors import ShapeError
 from luminal_lab.core.shape_tracker import ShapeTracker
 from luminal_lab.core.symbolic import Expr
@@ -119,6 +120,23 @@ def test_permutes_slices_pads_and_broadcasts_are_boxed_at_every_size() -> None:
         assert [a.step.evaluate(bindings) for a in axes] == [0, 8, 8 * size, 2]
         assert [a.offset.evaluate(bindings) for a in axes] == [0, 0, 0, 1]
     assert ShapeTracker.contiguous((4, 6)).permute((1, 0)).reshape((24,)).boxed_strides() is None  # a nest
+
+
+def test_a_stride_that_is_a_line_over_its_own_indexes_is_boxed() -> None:
+    """An axis of two heads (as a decode step's grouped-query cache has) stepping by ``(z/2)*a + (z%2)*b``: over its
+    two indexes that is ``z*b``, so the read is boxed (and lowered as the read of every index finds it); over four
+    indexes it is a line only where ``a`` is ``2*b``."""
+    s, z = Expr.var("s"), Expr.z()
+    a, b = (s + 1) * 192, (s + 1) * 64
+    heads = (z // 2) * a + (z % 2) * b
+    two = ShapeTracker((Expr.num(2), s + 1, Expr.num(64)), (heads, z * 64, z), (Expr.num(1),) * 3)
+    axes = two.boxed_strides()
+    assert axes is not None and [axis.step for axis in axes] == [b, Expr.num(64), Expr.num(1)]
+    for size in (1, 7):
+        flat = 4 * (size + 1) * 64
+        assert lower(two, {"s": size}, flat, 0) == lower(two, {"s": size}, flat, 0, boxed=False)
+    four = ShapeTracker((Expr.num(4), s + 1, Expr.num(64)), (heads, z * 64, z), (Expr.num(1),) * 3)
+    assert four.boxed_strides() is None
 
 
 def test_merge_of_contiguous_dims_stays_linear() -> None:
