@@ -45,8 +45,8 @@ class Axis:
 
 def _linear(expr: Expr, size: Expr | None = None) -> tuple[Expr, Expr] | None:
     """``(step, offset)`` when ``expr`` is ``z*step + offset`` with neither in ``z``, else None. Given the ``size`` of
-    the dimension ``z`` indexes, a number of at most ``LINEAR_POINTS``, it is enough that each index's value is: over
-    ``z < 2``, ``(z/2)*a + (z%2)*b`` is ``z*b`` (a merged axis of two heads of a grouped-query cache)."""
+    the dimension ``z`` indexes, a number of at most ``LINEAR_POINTS``, it is enough that ``expr`` has that form's
+    value at each index: over ``z < 2``, ``(z/2)*a + (z%2)*b`` is ``z*b`` (two heads of a grouped-query cache)."""
     offset = expr.substitute(z=0)
     step = add(expr.substitute(z=1), mul(-1, offset))
     if step.has_z:

@@ -105,12 +105,15 @@ class _Launch:
         return self.entry(*self.args)
 
     def binder(self, position: int, dims: tuple[int, ...] | None = None) -> Binder:
-        """What puts another buffer's flat array at ``position`` (as ``dims`` when given)."""
-        args = self.args
+        """What puts another buffer's flat array at ``position`` (as ``dims`` when given): a partial, which a plan
+        keeps as two objects where a closure is five (a new length's plan keeps dozens, and each full collection of
+        the garbage collector walks them all)."""
+        return functools.partial(_put_argument, self.args, position, dims)
 
-        def bind(flat: np.ndarray) -> None:
-            args[position] = kernel_array(flat if dims is None else flat.reshape(dims))
-        return bind
+
+def _put_argument(args: list, position: int, dims: tuple[int, ...] | None, flat: np.ndarray) -> None:
+    """``_Launch.binder``'s: put ``flat`` (as ``dims`` when given) at ``position`` of a launch's ``args``."""
+    args[position] = kernel_array(flat if dims is None else flat.reshape(dims))
 
 
 @dataclass(slots=True)
@@ -227,11 +230,12 @@ class _Matmul:
         if not np.may_share_memory(array, flat):
             return None
         offset = array.__array_interface__["data"][0] - flat.__array_interface__["data"][0]
-        shape, strides, dtype, operands = array.shape, array.strides, array.dtype, self.operands
+        return functools.partial(self._put_operand, position, (array.shape, array.dtype, offset, array.strides))
 
-        def bind(other: np.ndarray) -> None:
-            operands[position] = self._operand(np.ndarray(shape, dtype, other, offset, strides))
-        return bind
+    def _put_operand(self, position: int, layout: tuple, other: np.ndarray) -> None:
+        """Point operand ``position`` at the same place (``layout``: shape, dtype, offset, strides) in ``other``."""
+        shape, dtype, offset, strides = layout
+        self.operands[position] = self._operand(np.ndarray(shape, dtype, other, offset, strides))
 
 
 @dataclass(slots=True)
