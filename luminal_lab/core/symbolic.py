@@ -576,6 +576,14 @@ EGGLOG_EXPR_OPS = {op.egglog: op for op in EXPR_OPS.values()}  # egglog construc
 
 def evaluator(exprs: Sequence[Expr | None]) -> Callable[[Mapping[str, int]], tuple[int | None, ...]]:
     """One Python function of a binding giving each of ``exprs`` (None for None) at it, as ``evaluate`` does: the
-    trees are walked once, here, not at every call (a plan for a new length evaluates hundreds)."""
+    trees are walked once, here, not at every call (a plan for a new length evaluates hundreds). A binding without one
+    of their dimensions raises ``evaluate``'s KeyError, naming it."""
     items = "".join(("None" if e is None else e.to_python()) + ", " for e in exprs)
-    return eval(f"lambda b: ({items})", {"__builtins__": {"min": min, "max": max, "int": int}})
+    values = eval(f"lambda b: ({items})", {"__builtins__": {"min": min, "max": max, "int": int}})
+
+    def evaluated(bindings: Mapping[str, int]) -> tuple[int | None, ...]:
+        try:
+            return values(bindings)
+        except KeyError as missing:
+            raise KeyError(f"symbolic dimension {missing.args[0]!r} has no value") from None
+    return evaluated

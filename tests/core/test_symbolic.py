@@ -73,6 +73,8 @@ def test_an_evaluator_gives_each_expressions_value(pairs, s: int, b: int, z: int
     assert all(type(v) is int for v in values[:-1])
     with pytest.raises(ValueError, match="in z has no Python form"):
         evaluator([Z + S])
+    with pytest.raises(KeyError, match="symbolic dimension 's' has no value"):  # as evaluate says it
+        evaluator([S + 1])({"b": b})
 
 
 @settings(max_examples=100)

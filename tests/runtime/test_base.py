@@ -105,6 +105,8 @@ def test_missing_and_mismatched_values_are_named_before_anything_is_copied() -> 
         runtime.run({"x": inputs["x"].astype(np.float64)}, weights, {"s": 2})
     with pytest.raises(ll.ShapeError, match=r"'x' has shape \[3, 3\] but the plan expects \[2, 3\]"):
         runtime.run({"x": np.zeros((3, 3), np.float32)}, weights, {"s": 2})
+    with pytest.raises(KeyError, match="symbolic dimension 's' has no value"):
+        runtime.run(inputs, weights, {})
     assert runtime.copies == []
 
 
