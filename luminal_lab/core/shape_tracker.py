@@ -55,9 +55,8 @@ def _linear(expr: Expr, size: Expr | None = None) -> tuple[Expr, Expr] | None:
         return step, offset
     if size is None or not size.is_num or size.value > LINEAR_POINTS:
         return None
-    if all(expr.substitute(z=k) == add(offset, mul(k, step)) for k in range(2, size.value)):
-        return step, offset
-    return None
+    linear = all(expr.substitute(z=k) == add(offset, mul(k, step)) for k in range(2, size.value))
+    return (step, offset) if linear else None
 
 
 def _run(mask: Expr) -> tuple[Expr | None, Expr | None] | None:

@@ -144,8 +144,9 @@ class Runtime(ABC, Generic[P]):
         self._fills = 0  # weights copied or bound anew, by any plan
         self._numeric = {k.id: tuple(d.value for d in k.shape) for k in llir.kernels if all(d.is_num for d in k.shape)}
         self._shapes: dict[int, Callable[[Mapping[str, int]], tuple[int, ...]]] = {}  # symbolic ones' evaluators
-        self._buffered: list[Kernel] | None = None  # the kernels with buffers (``buffer_bytes``), found once
-        self._fixed_bytes: dict[int, int] = {}  # their bytes where their shapes are numbers
+        self._buffered = [k for k in llir.kernels if k.op not in IN_REGION]  # the kernels with buffers
+        self._fixed_bytes = {k.id: math.prod(self._numeric[k.id]) * k.dtype.numpy.itemsize
+                             for k in self._buffered if k.id in self._numeric}  # their bytes where shapes are numbers
 
     def shape(self, kernel: Kernel, bindings: Mapping[str, int]) -> tuple[int, ...]:
         """``kernel``'s shape at ``bindings`` (a shape of numbers only found once, a symbolic one's function of the
@@ -237,10 +238,6 @@ class Runtime(ABC, Generic[P]):
         """Bytes of each kernel's buffer for ``bindings`` (kernels inside a fused region have none; scratch copies
         of views are not counted)."""
         bindings = dict(bindings or {})
-        if self._buffered is None:
-            self._buffered = [k for k in self.llir.kernels if k.op not in IN_REGION]
-            self._fixed_bytes = {k.id: math.prod(self._numeric[k.id]) * k.dtype.numpy.itemsize
-                                 for k in self._buffered if k.id in self._numeric}
         return self._fixed_bytes | {k.id: math.prod(self.shape(k, bindings)) * k.dtype.numpy.itemsize
                                     for k in self._buffered if k.id not in self._fixed_bytes}
 
