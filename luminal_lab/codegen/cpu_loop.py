@@ -89,12 +89,9 @@ class Loop:
 
     @functools.cached_property
     def _meta(self) -> np.ndarray:
-        named = {f"n{e}": length for e, length in enumerate(self.lengths)}
-        for j, read in enumerate(self.reads):
-            named |= {f"o{j}": read.offset, **{f"s{j}_{d}": step for d, step in enumerate(read.strides)}}
-            named |= {f"{side}{j}_{d}": bound for d, box in enumerate(read.box or ()) for side, bound in zip("lh", box)}
-        names = meta_names(self.operands, len(self.dims), len(self.lengths))
-        return np.array([named[name] for name in names], np.int64)
+        numbers = [n for read in self.reads for n in (read.offset, *read.strides, *(b for box in read.box or ()
+                                                                                       for b in box))]
+        return np.array([*numbers, *self.lengths], np.int64)  # in ``meta_names``' order
 
     def arguments(self, out: np.ndarray, flats: Sequence[np.ndarray]) -> list[np.ndarray]:
         """The kernel's arguments (a take adds ``data``), for ``out`` and the operands' ``flats``."""

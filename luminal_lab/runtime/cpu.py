@@ -800,7 +800,9 @@ class _Planner:
             self.steps[kernel.id] = built
             self.shared_groups.update(built.reads)
             self.shared_groups.update(built.writes)
-        self.viewed.update(built.uses)
+        viewed = self.viewed
+        for kid, count in built.uses.items():  # Counter.update's checks cost more than these few additions
+            viewed[kid] += count
         for kid, group in built.reads.items():
             self.read_groups[kid].append(group)
         self.write_groups.update(built.writes)
