@@ -108,6 +108,9 @@ def test_meta_holds_each_number_under_its_name() -> None:
                      "l1_0": 1, "h1_0": 3, "l1_1": 0, "h1_1": 5}
     merged = Loop.over((4, 5), [Strided(2, (4, 5), (5, 1))])  # the two axes step alike: one axis of 20
     assert merged.dims == (20,) and merged.meta().tolist() == [2, 1]
+    rows = Loop.over((3, 6), [Strided(1, (3, 6), (6, 1)), Strided(0, (3, 6), (1, 0))], [6, 4])  # a row region's
+    named = dict(zip(meta_names(rows.operands, 2, 2), rows.meta().tolist(), strict=True))
+    assert named == {"o0": 1, "s0_0": 6, "s0_1": 1, "o1": 0, "s1_0": 1, "s1_1": 0, "n0": 6, "n1": 4}
 
 
 
