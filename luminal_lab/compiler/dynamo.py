@@ -78,7 +78,7 @@ from ..core.errors import ArgumentError, LuminalError, Refused
 from ..frontends.export import aot_decompositions, export_core_aten
 from ..frontends.translate import translate
 from ..hlir.graph import Graph
-from ..runtime import DEVICES, check_device
+from ..runtime import DEVICES, check_device, start_compilers
 from ..search.records import TuningRecords
 from .compiled import Compiled, Ready
 
@@ -503,12 +503,16 @@ class DynamoProgram:
 
     def choose_genome(self, program: Compiled, inputs: list[torch.Tensor], device: str) -> None:
         """The best genome of ``program`` in the tuning records, else the most-fused one: built first, then searched
-        from (every candidate recorded) with what the build left of the budget, else recorded unmeasured."""
+        from (every candidate recorded) with what the build left of the budget, else recorded unmeasured. For a program
+        the records lack, the kernel compilers start before its e-graph saturates, so their start-up overlaps it."""
         options = self.options
         program.records = records = None if options.cache_dir is False else TuningRecords(options.cache_dir)
-        space = program.choice_space()
         if records is not None:
             program.records_key = program.records_key_on(device)
+            if not records.rows(program.records_key):  # a new program: its kernels are likely new too, so the
+                start_compilers(device)  # compilers start up while its e-graph saturates
+        space = program.choice_space()
+        if records is not None:
             cached = records.best(program.records_key, space)
             if cached is not None:
                 program.genome = cached

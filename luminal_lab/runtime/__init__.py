@@ -4,7 +4,8 @@
 (numba kernels from ``luminal_lab.codegen.cpu``, BLAS matmuls), ``cuda`` (the generated CUDA C
 through numba-cuda on a GPU), ``cache`` (compiled CPU kernels in memory and on disk), ``native`` (a small CPU
 plan as one native function, for a hot call of fixed shapes).
-``new_runtime(llir, device)`` picks one (``load(device)`` imports its libraries ahead); ``check_device``
+``new_runtime(llir, device)`` picks one (``load(device)`` imports its libraries ahead, ``start_compilers(device)``
+starts its kernel compilers ahead); ``check_device``
 says why a device cannot run here; ``foreign_kernels`` are what a device's search leaves out.
 """
 
@@ -59,5 +60,15 @@ def load(device: str) -> None:
         CPURuntime.load()
 
 
+def start_compilers(device: str) -> None:
+    """Start what compiles ``device``'s kernels (the CPU's compile worker processes) now, for a compile that will need
+    it soon, so that its start-up overlaps the caller's work (an e-graph's saturation); returns at once."""
+    check_device(device)
+    if device == "cpu":
+        from .cache import start_workers
+
+        start_workers()
+
+
 __all__ = ["DEVICES", "CUDARuntime", "Profile", "Runtime", "check_device", "cuda_unavailable_reason", "foreign_kernels",
-           "load", "new_runtime"]
+           "load", "new_runtime", "start_compilers"]

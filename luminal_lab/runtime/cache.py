@@ -13,7 +13,8 @@ directory for this process (and those it starts) alone, and the first line of a 
 
 numba compiles one kernel at a time under a process-wide lock, most of a second each, so a new
 plan's kernels are compiled side by side in worker processes (``compile_all``): each worker
-compiles its share into the disk cache, which this process then loads from. There are as many
+compiles its share into the disk cache (the longest sources handed out first), which this process then loads
+from; ``start_workers`` starts them ahead of that, for a compile that will need them. There are as many
 workers as cores this process may use, or ``$LUMINAL_LAB_COMPILE_WORKERS`` (1: everything in process).
 Workers are fresh interpreters (``compile_worker``), not forks: they import nothing of the caller's.
 """
@@ -135,8 +136,8 @@ class KernelCache:
         compiles them here."""
         requests = list(dict.fromkeys(requests))
         cold = self._cold(requests)
-        if min(compile_workers(), len(cold)) > 1:
-            _WORKERS.compile(self.directory, cold)
+        if min(compile_workers(), len(cold)) > 1:  # the longest sources first: none is left to one worker at the end
+            _WORKERS.compile(self.directory, sorted(cold, key=lambda request: len(request[0]), reverse=True))
         for source, signature in requests:
             self.compile_signature(self.function(source), signature)
 
@@ -260,12 +261,17 @@ class _Workers:
         self.count, self.nice = count, nice
         self.processes: list[subprocess.Popen] = []
 
-    def compile(self, directory: Path, requests: Sequence[Request]) -> None:
-        """Compile ``requests`` (their signatures all of arrays) side by side, one per worker at a time."""
+    def start(self) -> None:
+        """Start the workers that are not running (each takes about two seconds to import numba before its first
+        answer); returns at once."""
         while len(self.processes) < self.count():
             self.processes.append(subprocess.Popen(
                 [sys.executable, "-m", "luminal_lab.runtime.compile_worker", str(self.nice)], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, text=True))
+
+    def compile(self, directory: Path, requests: Sequence[Request]) -> None:
+        """Compile ``requests`` (their signatures all of arrays) side by side, one per worker at a time."""
+        self.start()
         todo: queue.SimpleQueue[Request] = queue.SimpleQueue()
         for request in requests:
             todo.put(request)
@@ -304,6 +310,13 @@ class _Workers:
 
 
 _WORKERS = _Workers(compile_workers)
+
+
+def start_workers() -> None:
+    """Start the processes ``compile_all`` compiles in (when there is more than one) now, ahead of a compile that will
+    need them, so that their start-up overlaps the caller's work; returns at once."""
+    if compile_workers() > 1:
+        _WORKERS.start()
 
 
 class Builders:

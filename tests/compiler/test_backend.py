@@ -22,8 +22,9 @@ import luminal_lab as ll
 from luminal_lab.compiler import dynamo
 from luminal_lab.compiler.compiled import Ready
 from luminal_lab.compiler.dynamo import BackendOptions, DynamoProgram
+from luminal_lab.egraph import EGraph
 from luminal_lab.llir.regions import find_regions
-from luminal_lab.runtime import cuda_unavailable_reason
+from luminal_lab.runtime import cache, cuda_unavailable_reason
 from luminal_lab.runtime.cpu import CPURuntime
 from luminal_lab.search.records import TuningRecords
 from tests.helpers.models import MLP, mlp_inputs
@@ -143,6 +144,31 @@ def test_a_build_that_takes_the_budget_leaves_the_most_fused_genome_unmeasured(t
     roomy(a, b)
     (comp,) = ll.programs(roomy)
     assert comp.last_search is not None and comp.last_search.history[0].hash == comp.choice_space().fused_genome().hash
+
+
+def test_a_program_new_to_the_records_starts_the_compile_workers_before_its_e_graph_saturates(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Their start-up (importing numba) then overlaps the saturation; a program the records hold starts none."""
+    monkeypatch.setenv(cache.WORKERS_ENV, "2")
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "kernels"))
+    monkeypatch.setattr(cache, "_WORKERS", cache._Workers(cache.compile_workers))
+    running = []
+    saturate = EGraph.saturate
+    monkeypatch.setattr(EGraph, "saturate", lambda self, *a, **k: (
+        running.append([w.poll() for w in cache._WORKERS.processes]), saturate(self, *a, **k))[1])
+    options = {**QUICK, "cache_dir": tmp_path / "records"}
+    a, b = operands()
+    try:
+        torch.testing.assert_close(torch.compile(chain, backend="luminal_lab", options=options)(a, b), chain(a, b),
+                                   atol=1e-5, rtol=1e-5)
+        assert running == [[None, None]]  # both running when the saturation began
+        cache._WORKERS.close()
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(chain, backend="luminal_lab", options=options)(a, b), chain(a, b),
+                                   atol=1e-5, rtol=1e-5)
+        assert running == [[None, None], []] and cache._WORKERS.processes == []  # its kernels were on disk too
+    finally:
+        cache._WORKERS.close()
 
 
 def test_prepare_builds_the_plan_a_run_then_uses(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1055,6 +1055,26 @@ def test_worker_processes_compile_a_plans_kernels_into_the_disk_cache(tmp_path: 
     assert warm["y"] == cold["y"] == pytest.approx((2 ** (np.arange(24) / 24)).reshape(4, 6).sum(1).tolist())
 
 
+def test_workers_are_handed_the_longest_kernel_sources_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """So that no worker is left compiling a long kernel alone at the end; the caller then loads (here: compiles)
+    each one, and the plan runs."""
+    from luminal_lab.runtime import cache
+
+    monkeypatch.setenv(WORKERS_ENV, "2")
+    handed = []
+    monkeypatch.setattr(cache._WORKERS, "compile", lambda directory, requests: handed.extend(requests))
+    rows, cols = (ll.Expr.num(4),), (ll.Expr.num(4), ll.Expr.num(6))
+    llir = LLIR([Kernel(0, "Input", (), cols, ll.f32, "x"),
+                 Kernel(1, "Exp2", ((0, ShapeTracker.contiguous(cols)),), cols, ll.f32),
+                 Kernel(2, "SumReduce", ((1, ShapeTracker.contiguous(cols)),), rows, ll.f32),
+                 Kernel(3, "Output", ((2, ShapeTracker.contiguous(rows)),), rows, ll.f32, 0)], [3])
+    x = np.arange(24, dtype=np.float32).reshape(4, 6) / 24
+    (y,) = CPURuntime(llir, cache=KernelCache(tmp_path)).run({"x": x})
+    np.testing.assert_allclose(y, (2 ** x).sum(1), rtol=1e-6)
+    lengths = [len(source) for source, _ in handed]
+    assert len(lengths) == 2 and lengths == sorted(lengths, reverse=True) and lengths[0] > lengths[1]
+
+
 DAMAGE = {"module cut short": "lk_*.py", "numba's index cut short": "__pycache__/lk_*.nbi",
           "machine code cut short": "__pycache__/lk_*.nbc"}
 
