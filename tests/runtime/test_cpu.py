@@ -1061,6 +1061,7 @@ def test_workers_are_handed_the_longest_kernel_sources_first(tmp_path: Path, mon
     from luminal_lab.runtime import cache
 
     monkeypatch.setenv(WORKERS_ENV, "2")
+    monkeypatch.setattr(KernelCache, "_functions", {})  # as in a process that has compiled none of them yet
     handed = []
     monkeypatch.setattr(cache._WORKERS, "compile", lambda directory, requests: handed.extend(requests))
     rows, cols = (ll.Expr.num(4),), (ll.Expr.num(4), ll.Expr.num(6))
