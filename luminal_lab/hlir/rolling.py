@@ -17,16 +17,32 @@ the same dtype, which no rule fuses or rewrites. So the e-graph never fuses acro
 genome picks for copy 0 can be cut out at the markers and repeated for every copy (``luminal_lab.llir.unroll``).
 What the copies after the first read from their predecessor is copy 0's ``LoopOut``; a ``LoopOut`` that nothing
 after the run reads becomes an extra output of the rolled graph (after the program's own), so the e-graph keeps it.
+
+Dynamo names the size of each layer's own inputs apart (``s84`` for one layer's cached keys, ``s87`` for the next's),
+though they are equal at every call: copies whose ops are copy 0's with its symbolic sizes renamed roll too.
+``Rolling.renames`` holds each copy's renaming, which every kernel made for that copy takes (``Rolling.renamed``), so
+each copy computes with its own sizes. The renamed sizes may not shape what one copy carries to the next or to the ops
+after the run.
+
+A layer may also give outputs of its own, one set per copy (a causal LM's keys and values for its KV cache): where
+every copy's value at one position is a program output, read through one view, the rolled graph keeps copy 0's
+output only, and ``Rolling.output_copies`` says which copy's kernels give each of the program's outputs. Ops that
+only outputs read (the contiguous copy an output of a permuted view takes) are looked at right after what they read,
+so a layer's output copies count as the layer's ops wherever the graph put them.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..core.ops import Op
 from ..core.shape_tracker import ShapeTracker
+from ..core.symbolic import Expr
 from .graph import Graph, HLIRStage, Node
 
 MIN_LAYER_OPS = 16  # a run's copies hold at least this many ops each: smaller repeats are not worth a loop
@@ -46,7 +62,9 @@ class Rolling:
     copy 0's ops and ``nodes`` maps each to the full graph's ids of that op in every copy. ``params`` maps copy 0's
     parameter inputs to every copy's. ``loop_in`` maps each ``LoopIn`` marker to the ``LoopOut`` marker whose value
     later copies read instead (None for a shared value); ``loop_out`` maps each ``LoopOut`` to the copy 0 op it
-    marks. The rolled graph's first ``outputs`` outputs are the program's.
+    marks. The rolled graph's first ``outputs`` outputs are the program's; ``output_copies`` gives, for each of the
+    full graph's outputs in order, the rolled output that computes it and the copy whose kernels do (None for an
+    output the layer does not give per copy).
     """
 
     graph: Graph
@@ -58,6 +76,19 @@ class Rolling:
     loop_in: dict[int, int | None]
     loop_out: dict[int, int]
     outputs: int
+    output_copies: tuple[tuple[int, int | None], ...]
+    renames: tuple[dict[str, str], ...]
+
+    def renamed(self, value: Any, copy: int | None) -> Any:
+        """``value`` (an expression, a view, a tuple of them, or anything else, left as it is) as copy ``copy`` has
+        it: copy 0's symbolic sizes renamed to that copy's."""
+        names = self.renames[copy] if copy is not None else {}
+        return _renamed(value, functools.partial(_name_in, names)) if names else value
+
+    def sized_by_copy(self, value: Any) -> bool:
+        """Whether ``value`` (as ``renamed`` takes it) mentions a symbolic size that some copy renames."""
+        moved = {name for names in self.renames for name in names}
+        return bool(moved) and not moved.isdisjoint(_sizes(value))
 
     @property
     def markers(self) -> frozenset[int]:
@@ -79,27 +110,79 @@ class Rolling:
 def roll(graph: Graph, min_ops: int = MIN_LAYER_OPS) -> Rolling | None:
     """The graph with its longest run of identical layers rolled, or None when it repeats no layer of at least
     ``min_ops`` ops at least twice."""
-    ops = [n for n in graph.live_nodes() if n.op not in (*_LEAVES, Op.OUTPUT)]
+    order = _output_copies_sunk(graph.live_nodes())
+    ops = [n for n in order if n.op not in (*_LEAVES, Op.OUTPUT)]
     for start, period, copies in _candidates(ops, min_ops):
         try:
-            return _Roller(graph, ops[start:start + period * copies], period, copies).rolled()
+            return _Roller(graph, order, ops[start:start + period * copies], period, copies).rolled()
         except _NotALoop:
             continue
     return None
 
 
-def _key(node: Node) -> tuple:
+def _output_copies_sunk(nodes: list[Node]) -> list[Node]:
+    """``nodes`` (in id order, a topological order) with every op that only outputs read moved to right after the
+    latest node it reads: still a topological order."""
+    readers: dict[int, set[Op]] = {}
+    for node in nodes:
+        for src, _ in node.sources:
+            readers.setdefault(src.id, set()).add(node.op)
+    after: dict[int, list[Node]] = {}  # node id -> the ops placed right after it, in their order
+    for node in nodes:
+        if node.op not in (*_LEAVES, Op.OUTPUT) and node.sources and readers.get(node.id) == {Op.OUTPUT}:
+            after.setdefault(max(src.id for src, _ in node.sources), []).append(node)
+    moved = {n.id for followers in after.values() for n in followers}
+    return [n for node in nodes if node.id not in moved for n in (node, *after.get(node.id, ()))]
+
+
+def _renamed(value: Any, rename: Callable[[str], str]) -> Any:
+    """``value`` (an expression, a view, or a tuple of them) with each symbolic size ``s`` renamed ``rename(s)``."""
+    if isinstance(value, Expr):
+        names = value.variables()
+        return value.substitute(**{n: Expr.var(rename(n)) for n in names}) if names else value
+    if isinstance(value, ShapeTracker):
+        return ShapeTracker(*(_renamed(part, rename) for part in (value.dims, value.strides, value.masks)))
+    if isinstance(value, tuple):
+        return tuple(_renamed(item, rename) for item in value)
+    return value
+
+
+def _sizes(value: Any) -> set[str]:
+    """The symbolic sizes ``value`` (as ``_renamed`` takes it) mentions."""
+    if isinstance(value, Expr):
+        return value.variables()
+    if isinstance(value, ShapeTracker):
+        return _sizes((value.dims, value.strides, value.masks))
+    if isinstance(value, tuple):
+        return set().union(*map(_sizes, value))
+    return set()
+
+
+def _key(node: Node, rename: Callable[[str], str] | None = None) -> tuple:
     """What two copies' ops must share: the op, its argument, shape and dtype, and each operand's view (and, for a
-    constant, the constant itself)."""
+    constant, the constant itself), with the symbolic sizes renamed by ``rename`` where given."""
     reads = tuple((src.id if src.op == Op.CONSTANT else None, tracker) for src, tracker in node.sources)
-    return node.op, repr(node.arg), node.shape, node.dtype, reads
+    key = node.op, node.arg, node.shape, node.dtype, reads
+    op, arg, shape, dtype, reads = _renamed(key, rename) if rename else key
+    return op, repr(arg), shape, dtype, reads
+
+
+def _name_in(names: dict[str, str], name: str) -> str:
+    return names.get(name, name)
+
+
+def _anonymous(name: str) -> str:
+    """Every symbolic size as one: copies may differ by a renaming (``_Roller`` finds and checks it)."""
+    return "_"
 
 
 def _candidates(ops: list[Node], min_ops: int) -> list[tuple[int, int, int]]:
     """``(start, period, copies)`` of the periodic stretches of the ops' keys, most ops covered first (then the
     shorter period): for each period the longest stretch where every op's key equals the key ``period`` ops on."""
     codes: dict[tuple, int] = {}
-    keys = np.array([codes.setdefault(_key(n), len(codes)) for n in ops], dtype=np.int64)
+    symbolic = any(dim.variables() for n in ops for dim in n.shape)
+    keys = np.array([codes.setdefault(_key(n, _anonymous if symbolic else None), len(codes)) for n in ops],
+                    dtype=np.int64)
     found = []
     for period in range(min_ops, len(ops) // 2 + 1):
         same = np.concatenate(([0], (keys[:-period] == keys[period:]).astype(np.int8), [0]))
@@ -118,8 +201,8 @@ def _candidates(ops: list[Node], min_ops: int) -> list[tuple[int, int, int]]:
 class _Roller:
     """Checks that a candidate run's copies read alike and builds the rolled graph."""
 
-    def __init__(self, graph: Graph, run: list[Node], period: int, copies: int):
-        self.graph, self.period, self.copies = graph, period, copies
+    def __init__(self, graph: Graph, order: list[Node], run: list[Node], period: int, copies: int):
+        self.graph, self.order, self.period, self.copies = graph, order, period, copies
         self.run = run
         self.place = {n.id: divmod(i, period) for i, n in enumerate(run)}  # full id -> (copy, position)
         self.carried: dict[int, Node] = {}  # position carried to the next copy -> what copy 0 reads instead
@@ -127,7 +210,10 @@ class _Roller:
         self.shared: dict[int, Node] = {}  # id -> a node outside the run that every copy reads
         self.params: dict[int, tuple[Node, ...]] = {}  # copy 0's parameter input id -> every copy's
         self.read_after: set[int] = set()  # positions of the last copy that nodes after the run read
+        self.output_copy: dict[int, tuple[int, int]] = {}  # an output node the layer gives per copy -> (copy, k)
         self._classify_reads()
+        self.renames = self._renames()
+        self._check_outputs()
         self._check_readers()
 
     def _classify_reads(self) -> None:
@@ -171,16 +257,66 @@ class _Roller:
     def _parameters(self, nodes: tuple[Node, ...]) -> bool:
         first = nodes[0]
         inputs = self.graph.inputs
+        shape = _renamed(first.shape, _anonymous)
         return (len({n.id for n in nodes}) == len(nodes)
-                and all(n.op == Op.INPUT and n.shape == first.shape and n.dtype == first.dtype
+                and all(n.op == Op.INPUT and _renamed(n.shape, _anonymous) == shape and n.dtype == first.dtype
                         and inputs[n.arg].is_weight == inputs[first.arg].is_weight for n in nodes))
 
+    def _renames(self) -> tuple[dict[str, str], ...]:
+        """Each copy's renaming of copy 0's symbolic sizes, read off its parameters' shapes (a size that is one
+        symbol in both); every op of the copy must be copy 0's, renamed so. The renamed sizes may not shape a value
+        carried to the next copy or read after the run."""
+        renames: list[dict[str, str]] = [{} for _ in range(self.copies)]
+        for nodes in self.params.values():
+            for c, node in enumerate(nodes):
+                for mine, theirs in zip(nodes[0].shape, node.shape):
+                    if mine != theirs and mine.op == theirs.op == "var":
+                        if renames[c].setdefault(mine.args[0], theirs.args[0]) != theirs.args[0]:
+                            raise _NotALoop(f"copy {c} renames the size {mine} two ways")
+        for c, names in enumerate(renames):
+            rename = functools.partial(_name_in, names) if names else None
+            for j in range(self.period):
+                if _key(self.run[j], rename) != _key(self.run[c * self.period + j]):
+                    raise _NotALoop(f"copy {c} does at position {j} what copy 0 does with other sizes")
+        return tuple(renames)
+
+    def _renaming(self, copy: int) -> Callable[[str], str] | None:
+        return functools.partial(_name_in, self.renames[copy]) if self.renames[copy] else None
+
+    def _check_outputs(self) -> None:
+        """The outputs the layer gives per copy: copy 0's outputs read positions ``j`` through views ``t`` (its
+        *pattern*, in output order); every copy before the last must read exactly that pattern, and the last copy's
+        outputs read it in order too (its other outputs are reads after the run)."""
+        read: dict[int, list[tuple[Node, tuple[int, object]]]] = {}  # copy -> its outputs, each with (j, t)
+        for node in self.graph.outputs.values():
+            src, tracker = node.sources[0]
+            if src.id in self.place:
+                c, j = self.place[src.id]
+                read.setdefault(c, []).append((node, (j, tracker)))
+        first = [at for _, at in read.get(0, ())]
+        if not first:
+            return
+        for c in range(self.copies):
+            rename = self._renaming(c)
+            pattern = [(j, _renamed(tracker, rename) if rename else tracker) for j, tracker in first]
+            if c < self.copies - 1 and [at for _, at in read.get(c, ())] != pattern:
+                raise _NotALoop(f"copy {c}'s outputs are not copy 0's")
+            k = 0
+            for node, at in read.get(c, ()):
+                if k < len(pattern) and at == pattern[k]:
+                    self.output_copy[node.id] = (c, k)
+                    k += 1
+        if k < len(pattern):
+            raise _NotALoop("the last copy does not give the outputs the others give")
+
     def _check_readers(self) -> None:
-        """Only the run's last copy is read after the run (and the graph's outputs read nothing else of it); each
-        copy's parameters are read by that copy alone."""
+        """Only the run's last copy is read after the run (and the graph's outputs read nothing else of it, but for
+        the outputs every copy gives); each copy's parameters are read by that copy alone."""
         owner = {p.id: c for nodes in self.params.values() for c, p in enumerate(nodes)}
         last = self.copies - 1
         for node in self.graph.live_nodes():
+            if node.id in self.output_copy:
+                continue
             place = self.place.get(node.id)
             for src, _ in node.sources:
                 if src.id in owner and (place is None or place[0] != owner[src.id]):
@@ -190,6 +326,10 @@ class _Roller:
                     if c != last:
                         raise _NotALoop("a node after the run reads a copy before the last")
                     self.read_after.add(j)
+        moved = {name for names in self.renames for name in names}
+        for j in (*self.carried, *self.read_after):
+            if moved & _sizes(self.run[j].shape):
+                raise _NotALoop(f"position {j}, carried or read after the run, has a size that differs by copy")
 
     # ---- the rolled graph ------------------------------------------------------------------
     def rolled(self) -> Rolling:
@@ -214,8 +354,9 @@ class _Roller:
                                            node.dtype, node.dtype)
             return latest[node.id]
 
-        for node in full.live_nodes():
-            if node.id in later_params or (node.id in self.place and self.place[node.id][0] > 0):
+        for node in self.order:
+            if node.id in later_params or (node.id in self.place and self.place[node.id][0] > 0) or \
+                    self.output_copy.get(node.id, (0,))[0] > 0:
                 continue
             if node.id == first_id:
                 for position, init in sorted(self.carried.items()):
@@ -227,6 +368,12 @@ class _Roller:
             if node.id == last_id:
                 for position in sorted(set(self.carried) | self.read_after):
                     loop_out[position] = mark(new[self.run[position].id], f"LoopOut: carried out of {label}")
+        program_outputs = len(out.outputs)
+        index = {name: i for i, name in enumerate(out.outputs)}
+        given = {self.output_copy[n.id][1]: index[n.arg] for n in full.outputs.values()
+                 if self.output_copy.get(n.id, (None,))[0] == 0}  # k -> copy 0's output k, in the rolled graph
+        output_copies = tuple((given[self.output_copy[n.id][1]], self.output_copy[n.id][0]) if n.id in self.output_copy
+                              else (index[n.arg], None) for n in full.outputs.values())
         extra = sorted(set(self.carried) - self.read_after)
         for k, position in enumerate(extra):
             node = loop_out[position]
@@ -241,7 +388,7 @@ class _Roller:
             loop_in={**{m.id: loop_out[position].id for position, m in carried_in.items()},
                      **{m.id: None for m in shared_in.values()}},
             loop_out={m.id: new[self.run[position].id].id for position, m in loop_out.items()},
-            outputs=len(full.outputs))
+            outputs=program_outputs, output_copies=output_copies, renames=self.renames)
 
     def _copy(self, out: Graph, node: Node, new: dict[int, Node], carried_in: dict[int, Node],
               shared_in: dict[int, Node], loop_out: dict[int, Node]) -> Node:
@@ -254,7 +401,7 @@ class _Roller:
                 sources.append((carried_in[self.carry_reads[position, s]], tracker))
             elif position is not None and src.id in shared_in:
                 sources.append((shared_in[src.id], tracker))
-            elif position is None and src.id in self.place:
+            elif position is None and src.id in self.place and node.id not in self.output_copy:
                 sources.append((loop_out[self.place[src.id][1]], tracker))
             else:
                 sources.append((new[src.id], tracker))

@@ -4,9 +4,14 @@ A genome of a rolled graph picks kernels for one copy of the layer. ``unroll`` r
 copy* when it reads, directly or through other kernels, a carried ``LoopIn`` marker or one of the layer's
 parameters; every such kernel is made once per copy, copy ``c`` reading copy ``c``'s parameters and, where copy 0
 reads a carried ``LoopIn``, the value copy ``c - 1`` gives its ``LoopOut`` (copy 0 reads what the ``LoopIn`` reads).
+An output the layer gives per copy (``Rolling.output_copies``) is made once per copy too, each the program's output
+of that copy.
 A kernel of the layer that varies by nothing (a mask built from an Iota, a table from shared inputs) is made once
 and read by every copy. The loop markers themselves are dropped (each is a contiguous copy of its source, so a
 reader reads the source through its own view), and so are the rolled graph's extra outputs that kept them.
+
+A copy's kernels take its sizes where dynamo named them apart from copy 0's (``Rolling.renames``), and a kernel sized
+by such a size varies by copy.
 
 Kernels come out in a topological order: those before the layer and those it reads, then copy 0, copy 1, ..., then
 those after the layer. Each kernel of a copy has ``copy`` set (``Kernel.copy``); its e-class and HLIR nodes are
@@ -64,12 +69,16 @@ class _Unroll:
         if None in self.carry.values():
             raise LuminalError("unroll: a carried value's LoopOut has no kernel in this LLIR")
         self.loop_out = {kid for kid, mark in marker_of.items() if mark in rolling.loop_out}
+        # (rolled output index, copy or None) -> the program's output index
+        self.program_output = {at: i for i, at in enumerate(rolling.output_copies)}
+        per_copy = {index for index, copy in rolling.output_copies if copy is not None}
         params = rolling.params
         varies, after = set(), set()
         for k in kernels:  # kernels come in a topological order
             reads = [s for s, _ in k.sources]
-            if k.id in self.carry or (k.op == "Input" and k.arg in params) or \
-                    any(s in varies and s not in self.loop_out for s in reads):
+            if k.id in self.carry or (k.op == "Input" and k.arg in params) or (k.op == "Output" and k.arg in per_copy) \
+                    or any(s in varies and s not in self.loop_out for s in reads) or \
+                    (k.id not in marker_of and rolling.sized_by_copy((k.shape, k.sources, k.arg))):
                 varies.add(k.id)
             elif any(s in self.loop_out or s in after for s in reads):
                 after.add(k.id)
@@ -94,9 +103,14 @@ class _Unroll:
             return new_id[copy][kid] if kid in self.varies else shared[kid]
 
         def emit(k: Kernel, copy: int | None, sources_copy: int) -> int:
-            sources = tuple((resolve(s, sources_copy), tracker) for s, tracker in k.sources)
-            arg = self.rolling.params[k.arg][copy] if k.op == "Input" and k.arg in self.rolling.params else k.arg
-            out.append(dataclasses.replace(k, id=len(out), sources=sources, arg=arg, copy=copy))
+            sources = tuple((resolve(s, sources_copy), rolling.renamed(tracker, copy)) for s, tracker in k.sources)
+            arg = rolling.renamed(k.arg, copy)
+            if k.op == "Input" and k.arg in rolling.params:
+                arg = rolling.params[k.arg][copy]
+            elif k.op == "Output":
+                arg = self.program_output[k.arg, copy]
+            out.append(dataclasses.replace(k, id=len(out), sources=sources, shape=rolling.renamed(k.shape, copy),
+                                           arg=arg, copy=copy))
             return len(out) - 1
 
         kernels = [k for k in llir.kernels if not self.skipped(k)]
@@ -110,5 +124,6 @@ class _Unroll:
         for k in kernels:
             if k.id in self.after:
                 shared[k.id] = emit(k, None, rolling.copies - 1)
-        outputs = [shared[kid] for kid in llir.outputs[:rolling.outputs]]
+        outputs = [shared[llir.outputs[index]] if copy is None else new_id[copy][llir.outputs[index]]
+                   for index, copy in rolling.output_copies]
         return LLIR(out, outputs, llir.genome_hash)

@@ -19,7 +19,7 @@ from luminal_lab.llir.genome import extract
 from luminal_lab.llir.unroll import runs, unroll
 from luminal_lab.search.search import compare
 from tests.helpers.models import LlamaBlock, llama_inputs
-from tests.helpers.stacks import D, pairs, running_total, stack
+from tests.helpers.stacks import D, appending, caching, pairs, running_total, stack
 
 GRAPHS = {"stack": lambda: stack(6), "shared": lambda: stack(4, shared=True), "pairs": pairs,
           "running_total": running_total}
@@ -38,6 +38,43 @@ def test_a_rolled_program_gives_the_unrolled_programs_results(name: str) -> None
     fused.genome = fused.choice_space().fused_genome()
     assert fused.regions.regions, "the fused genome has regions"
     torch.testing.assert_close(fused(x), rolled.run_reference(x), rtol=1e-5, atol=1e-5)
+
+
+def _without(name: str) -> ll.Graph:
+    g = caching(4)
+    del g.outputs[name]
+    return g
+
+
+@pytest.mark.parametrize("build", [lambda: caching(4), lambda: _without("values1"), lambda: _without("keys3")],
+                         ids=["every layer", "one layer gives less", "the last gives less"])
+def test_outputs_each_layer_gives_come_from_their_own_copy(build) -> None:
+    """Each copy's own outputs (a KV cache's) are the unrolled program's, in the program's order, whichever copies
+    roll."""
+    x = torch.randn(4, D, generator=torch.Generator().manual_seed(0))
+    rolled, unrolled = ll.compile(build(), fusion=False), ll.compile(build(), fusion=False, rolling=False)
+    assert rolled.rolling is not None
+    got, expected = rolled(x), unrolled(x)
+    assert len(got) == len(expected) == len(build().outputs)
+    for a, b in zip(got, expected, strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(got, rolled.run_reference(x), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_each_copy_runs_at_its_own_sizes() -> None:
+    """Copies that differ by the names of their sizes (each layer's cache length) roll, and every copy's kernels run
+    at its own length: called with caches of three lengths, the results are the unrolled program's."""
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(1, D, generator=generator)
+    rolled, unrolled = ll.compile(appending(3), fusion=False), ll.compile(appending(3), fusion=False, rolling=False)
+    assert rolled.rolling is not None and rolled.rolling.copies == 3
+    for lengths in ((5, 5, 5), (2, 7, 4)):
+        pasts = [torch.randn(n, D, generator=generator) for n in lengths]
+        got, expected = rolled(x, *pasts), unrolled(x, *pasts)
+        assert [tuple(t.shape) for t in got[:3]] == [(n + 1, D) for n in lengths]
+        for a, b in zip(got, expected, strict=True):
+            assert torch.equal(a, b)
 
 
 def test_the_e_graph_holds_one_layer_whatever_the_depth() -> None:

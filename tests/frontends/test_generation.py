@@ -60,7 +60,10 @@ def greedy_matches_eager(model: nn.Module, ids: torch.Tensor, new_tokens: int, d
 def test_greedy_generation_matches_eager(name: str, fresh_dynamo: None) -> None:
     model = CAUSAL_LMS[name]()
     greedy_matches_eager(model, prompt(), 16)
-    assert len(ll.programs(model.forward)) == 2  # the prefill, and the decode steps' dynamic program
+    programs = ll.programs(model.forward)
+    assert len(programs) == 2  # the prefill, and the decode steps' dynamic program
+    # each rolls its layers to one, their caches' keys and values given per copy: depth costs the e-graph nothing
+    assert [p.rolling.copies if p.rolling else None for p in programs] == [model.config.num_hidden_layers] * 2
 
 
 @pytest.mark.gpu

@@ -8,7 +8,7 @@ import numpy as np
 import luminal_lab as ll
 from luminal_lab.core.ops import Op
 from luminal_lab.hlir.rolling import MIN_LAYER_OPS, roll
-from tests.helpers.stacks import D, layer, stack
+from tests.helpers.stacks import D, appending, caching, layer, stack
 
 
 def ops_of(g: ll.Graph) -> int:
@@ -55,6 +55,43 @@ def test_a_carried_value_nothing_after_the_run_reads_becomes_an_extra_output() -
     assert list(rolling.graph.outputs) == ["total", "layer ×3 carry 0"] and rolling.outputs == 1
     extra = rolling.graph.outputs["layer ×3 carry 0"]
     assert extra.sources[0][0].id in rolling.loop_out
+
+
+def test_outputs_every_layer_gives_are_kept_for_copy_0_and_mapped_to_each_copy() -> None:
+    """A layer's own outputs (a KV cache's keys and values) roll: the contiguous copies torch puts at the end of the
+    graph count as the layer's ops, the rolled graph gives copy 0's outputs only, and ``output_copies`` says which copy
+    gives each of the program's outputs."""
+    g = caching(3)
+    rolling = roll(g)
+    assert rolling is not None and rolling.copies == 3
+    assert len(rolling.layer) == (ops_of(caching(2)) - ops_of(caching(1)))
+    assert list(rolling.graph.outputs) == ["keys0", "values0", "y"] and rolling.outputs == 3
+    assert rolling.output_copies == ((0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, None))
+    for name in ("keys0", "values0"):  # copy 0's outputs read the layer's own ops, through no marker
+        source = rolling.graph.outputs[name].sources[0][0]
+        assert source.id in rolling.layer and source.id not in rolling.markers
+    assert rolling.graph.outputs["keys0"].sources[0][0].op == Op.CAST  # the contiguous copy, counted in the layer
+
+
+def test_layers_whose_sizes_are_named_apart_roll_with_each_copy_renaming_them() -> None:
+    """Each layer's cache has a length of its own (``p0``, ``p1``, ``p2``, as dynamo names them): the copies roll,
+    each renaming copy 0's length to its own."""
+    rolling = roll(appending(3))
+    assert rolling is not None and rolling.copies == 3
+    assert rolling.renames == ({}, {"p0": "p1"}, {"p0": "p2"})
+    assert rolling.output_copies == ((0, 0), (0, 1), (0, 2), (1, None))
+    cache = rolling.graph.outputs["cache0"]
+    assert cache.shape[0].variables() == {"p0"}
+    assert rolling.renamed(cache.shape, 2)[0].variables() == {"p2"}
+    assert rolling.renamed(cache.shape, None) == cache.shape
+    assert rolling.sized_by_copy(cache.sources[0][1]) and not rolling.sized_by_copy(rolling.graph.outputs["y"].shape)
+
+
+def test_a_size_renamed_by_copy_may_not_shape_what_is_read_after_the_run() -> None:
+    """The rolled graph's ops after the run read copy 0's value: it may not have a length that copy names otherwise
+    (the last layer's cache read after the run), or the rolled graph would read copy 0's length as the last's."""
+    assert roll(appending(3)) is not None
+    assert roll(appending(3, read_last=True)) is None
 
 
 def test_a_shared_computed_value_is_read_through_its_own_loop_in() -> None:
