@@ -50,7 +50,7 @@ def programs(compiled) -> list[Compiled]:
 
 
 def export_records(path, directory=None) -> int:
-    """Write the tuning records (in ``directory``, default ``search.records.default_directory()``) to ``path`` as
+    """Write the tuning records (in ``directory``, default ``core.storage.default_directory()``) to ``path`` as
     JSON lines, for another machine's ``import_records``; returns how many."""
     return TuningRecords(directory).export(path)
 

@@ -13,6 +13,7 @@ import copy
 import functools
 import math
 import platform
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..codegen.cuda_stage import CudaStage
-from ..core.arguments import fail, flag, function, integer, seconds
+from ..core.arguments import fail, flag, function, integer, one_of, seconds
 from ..core.arrays import to_torch
 from ..core.errors import ArgumentError, LuminalError, MemoryBudgetError, Refused
 from ..core.stage import Stage
@@ -34,7 +35,7 @@ from ..llir.genome import ChoiceSpace, Genome, extract
 from ..llir.llir import LLIR
 from ..llir.regions import Regions
 from ..llir.unroll import runs, unroll
-from ..runtime import Profile, Runtime, check_device, foreign_kernels, new_runtime
+from ..runtime import DEVICES, Profile, Runtime, check_device, foreign_kernels, new_runtime
 from ..runtime.base import MEMORY_FRACTION, format_bytes, host_memory_available
 from ..search.records import RecordsTable, TuningRecords, program_key
 from ..search.runners import Job, Runner, default_runner
@@ -102,7 +103,10 @@ class Compiled:
     @functools.cached_property
     def egraph(self) -> EGraph:
         """The e-graph stage, built (and its egglog worker started) on first access."""
-        return EGraph(self.compiled_graph, fusion=self.fusion, layer=self.hlir.layer, genome=lambda: self.genome)
+        # the e-graph asks for the program's genome through a weak reference: no cycle keeps a dropped program (and its
+        # e-graph's worker, which then goes back to the pool) alive until the cyclic collector runs
+        return EGraph(self.compiled_graph, fusion=self.fusion, layer=self.hlir.layer,
+                      genome=functools.partial(_current_genome, weakref.ref(self)))
 
     def __repr__(self) -> str:
         return f"<ll.Compiled {self.hlir}>"
@@ -111,8 +115,8 @@ class Compiled:
     def choice_space(self) -> ChoiceSpace:
         """The genomes' choices in the e-graph as it is now (saturated first if never run)."""
         egraph = self.egraph
-        if not egraph.history:
-            egraph.saturate()
+        if not egraph.history:  # saturated here, or as an earlier process kept it beside the tuning records
+            egraph.saturate_kept(self.records.directory if self.records is not None else None)
         if self._space is None or self._space.snapshot is not egraph.snapshot:
             self._space = ChoiceSpace(egraph.snapshot, self.compiled_graph)
             self._genome = None
@@ -400,14 +404,19 @@ class Compiled:
         raise Refused("no viable genome", f"every candidate that ran one copy of the rolled layer failed unrolled; the "
                       f"last: {reason}")
 
-    def tuning_records(self) -> RecordsTable:
-        """The tuning records of this program's last search (or of the genome torch.compile's backend chose for it)
-        as a table; raises ``LuminalError`` before any, or where records are off (``cache_dir=False``)."""
-        if self.records is None or self.records_key is None:
-            raise LuminalError("Compiled.tuning_records: this program has no records yet: they are written by a "
-                               "measured comp.search (not one under a cost function), or by torch.compile's backend "
-                               "unless cache_dir=False")
-        return RecordsTable(self.records.rows(self.records_key))
+    def tuning_records(self, device: str | None = None) -> RecordsTable:
+        """This program's tuning records on ``device`` as a table: those of its last search (or of the genome
+        torch.compile's backend chose for it), and those earlier searches of the same program left, in this process
+        or another, before it searched at all. ``device`` None: the last search's device, else the CPU. Raises
+        ``LuminalError`` where records are off (``cache_dir=False``)."""
+        if self.records is None:
+            raise LuminalError("Compiled.tuning_records: this program keeps no records (torch.compile's option "
+                               "cache_dir=False)")
+        if device is not None:
+            one_of("Compiled.tuning_records", "device", device, DEVICES)
+        key = self.records_key if device is None and self.records_key is not None else self.records_key_on(
+            device or "cpu")
+        return RecordsTable(self.records.rows(key))
 
     # ---- the notebook workbench ---------------------------------------------------------
     def profiler(self, **settings):
@@ -489,6 +498,11 @@ def compile(program, example_inputs: Sequence | None = None, *, fusion: bool = T
     from ..frontends.translate import from_torch  # torch loads only for torch programs
 
     return Compiled.of_torch(from_torch(program, example_inputs, **options), fusion=fusion, rolling=rolling)
+
+
+def _current_genome(program: weakref.ref[Compiled]) -> Genome | None:
+    compiled = program()
+    return compiled.genome if compiled is not None else None
 
 
 def _unrolled_cost(cost: Callable[[LLIR], float], rolling: Rolling, llir: LLIR) -> float:

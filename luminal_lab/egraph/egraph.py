@@ -18,6 +18,7 @@ limit. A stop leaves the e-graph usable: a killed worker is rebuilt by replaying
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import re
@@ -32,6 +33,7 @@ from ..core.errors import BudgetExceeded, EgglogError
 from ..core.stage import Stage
 from ..hlir.graph import Graph, Node
 from ..hlir.tensor import GraphTensor
+from . import saved
 from .fusion import FUSION_RULESETS
 from .ops import RULESETS, OpRegistry, default_registry
 from .schema import emit, rules, schema
@@ -130,7 +132,8 @@ class EGraph(Stage):
         self.graph = graph
         self.fusion = fusion
         self.registry = registry or default_registry()
-        self._initial_program = "\n".join((schema(self.registry), rules(self.registry), emit(graph)))
+        base = "\n".join((schema(self.registry), rules(self.registry)))  # the same for every e-graph of a registry
+        self._graph_text = emit(graph)
         self._user_rules: list[tuple[frozenset[str], str]] = []  # (the rulesets its rules join, the text)
         self._user_rulesets: list[str] = []
         self.history: list[StepReport] = []
@@ -138,18 +141,16 @@ class EGraph(Stage):
         self.layer = layer
         self._growth: dict[str, float] = {}  # each ruleset's growth factor in its last iteration, for the forecast
         self.status = "built"
-        self._worker = EgglogWorker(memory_limit or default_memory_limit())
-        try:
-            self._worker.run(self._initial_program)
-        except EgglogError as error:
-            raise EgglogError(f"egglog rejected the generated program: {error}") from error
-        self._snapshot = self._take_snapshot()
+        # the worker reads the graph when first asked for anything (a saturation kept on disk may need nothing of it)
+        self._worker = EgglogWorker(memory_limit or default_memory_limit(), base, [self._graph_text])
+        self._snapshot: Snapshot | None = None  # taken when first needed
+        self._serialized = ""  # egglog's serialized e-graph, of which the snapshot was taken
 
     # ---- the program --------------------------------------------------------------------
     @property
     def program(self) -> str:
         """The egglog text that defines this e-graph (schema, rules, the HLIR, user rules)."""
-        return "\n".join([self._initial_program, *self._user_texts])
+        return "\n".join([self._worker.base, self._graph_text, *self._user_texts])
 
     @property
     def _user_texts(self) -> list[str]:
@@ -176,7 +177,7 @@ class EGraph(Stage):
         """Write a ``.egg`` file that egglog runs on its own to reach this e-graph's state."""
         path = writable("EGraph.export", path)
         path.write_text(";; exported by luminal_lab: the program, then every command that ran, in order\n"
-                        + "\n".join(self._worker.log) + "\n")
+                        + "\n".join([self._worker.base, *self._worker.log]) + "\n")
         return path
 
     def add_rules(self, text: str, ruleset: str | None = None) -> None:
@@ -264,21 +265,48 @@ class EGraph(Stage):
                 saturated = True
                 break
         self.status = "saturated" if saturated else f"stopped: {stopped}" if stopped else "round limit"
-        return Saturation(saturated, rounds, self._snapshot.n_enodes, self._snapshot.n_eclasses,
+        return Saturation(saturated, rounds, self.snapshot.n_enodes, self.snapshot.n_eclasses,
                           time.monotonic() - start, stopped)
+
+    def saturate_kept(self, directory: Path | None) -> Saturation:
+        """``saturate()`` with the default budgets, as an earlier process kept it in ``directory`` where one did (then
+        egglog does nothing here until the e-graph is stepped further, which replays it), else run and kept there once
+        saturated (``luminal_lab.egraph.saved``). ``directory`` None, or an e-graph already run or given rules of the
+        user's: ``saturate()``."""
+        if directory is None or self.history or self._user_rules:
+            return self.saturate()
+        start = time.monotonic()
+        of = saved.key(self.program, self.rulesets, (DEFAULT_MAX_ENODES, DEFAULT_TIMEOUT, DEFAULT_MAX_ROUNDS))
+        entry = saved.load(directory, of)
+        if entry is not None:
+            self._worker.close()  # the worker (if one holds this e-graph as built) replays the saturation if needed
+            self._worker.log.extend(entry.commands)
+            self.history = [StepReport(**report) for report in entry.history]
+            self._snapshot = Snapshot(entry.serialized, self._functions)
+            self._serialized = entry.serialized
+            self.status = "saturated"
+            return Saturation(True, len(self.history), self._snapshot.n_enodes, self._snapshot.n_eclasses,
+                              time.monotonic() - start)
+        logged = len(self._worker.log)
+        saturation = self.saturate()
+        if saturation.saturated:
+            saved.store(directory, of, saved.Saved(self._worker.log[logged:],
+                                                   [dataclasses.asdict(report) for report in self.history],
+                                                   self._serialized))
+        return saturation
 
     def reset(self) -> None:
         """Back to the e-graph as built, with the rules added by ``add_rules`` (in their order): the
         history, the budgets' growth forecasts and the status are cleared."""
         self._worker.close()
-        self._worker.log = [self._initial_program, *self._user_texts]  # the next request replays just these
+        self._worker.log = [self._graph_text, *self._user_texts]  # the next request replays just these
         self.history = []
         self._growth.clear()
         self.status = "built"
         self._snapshot = self._take_snapshot()
 
     def _record(self, label: str, body, max_enodes: int, timeout: float) -> StepReport:
-        before = self._snapshot
+        before = self.snapshot
         budget = _Budget(self._worker, max_enodes, time.monotonic() + timeout, self._functions, growth=self._growth,
                          user_rulesets=frozenset(self._user_joined))
         start, logged = time.monotonic(), len(self._worker.log)
@@ -317,7 +345,7 @@ class EGraph(Stage):
                            f"this step{advice}\n  egglog said: {' / '.join(failed.message.splitlines())}")
 
     def _take_snapshot(self) -> Snapshot:
-        serialized = self._worker.serialize()
+        serialized = self._serialized = self._worker.serialize()
         # parsing allocates many small objects; the cyclic collector would scan the whole
         # (torch-sized) heap several times over without freeing anything of ours
         collecting = gc.isenabled()
@@ -331,20 +359,23 @@ class EGraph(Stage):
     # ---- inspection ---------------------------------------------------------------------
     @property
     def snapshot(self) -> Snapshot:
+        """The e-graph as it is now (taken from the worker when first asked for)."""
+        if self._snapshot is None:
+            self._snapshot = self._take_snapshot()
         return self._snapshot
 
     @property
     def eclasses(self) -> list[EClass]:
-        return list(self._snapshot.classes.values())
+        return list(self.snapshot.classes.values())
 
     def eclass(self, cid: str) -> EClass:
         """One e-class, with its e-nodes, parents, HLIR nodes and best term."""
-        return self._snapshot.eclass(cid)
+        return self.snapshot.eclass(cid)
 
     def eclass_of(self, node: Node | GraphTensor | int) -> EClass:
         """The e-class an HLIR node (a ``Node``, the ``GraphTensor`` it made, or its id) landed in."""
         node_id = node.node.id if isinstance(node, GraphTensor) else node.id if isinstance(node, Node) else node
-        return self.eclass(self._snapshot.eclass_of_hlir(node_id))
+        return self.eclass(self.snapshot.eclass_of_hlir(node_id))
 
     @property
     def total_matches(self) -> dict[str, int]:
@@ -360,7 +391,7 @@ class EGraph(Stage):
         return self._worker.peak_memory()
 
     def close(self) -> None:
-        """Stop the egglog worker (a later call starts it again and replays the history)."""
+        """Give the egglog worker back to the pool (a later call takes one again and replays the history)."""
         self._worker.close()
 
     # ---- the stage object (summary, to_json, to_svg: luminal_lab.egraph.view) -----------

@@ -16,9 +16,12 @@ peak of the same commands varies with how the threads interleave, and a state re
 limit may need a little more to be rebuilt. A replay that outgrows even that raises a named
 ``EgglogError``.
 
-Starting a worker (a Python process importing egglog) takes about half a second, so each start
-leaves one spare started in the background for the next e-graph under the same settings
-(``_Spare``): compiling a graph then waits only for egglog itself. The spare is killed at exit.
+Every e-graph of a process starts from the same *base*, the schema and the rules (0.3 s of egglog's time to read),
+and differs only by its graph. A worker reads a base once and saves it (egglog's ``push``); an e-graph done with its
+worker (``close``) hands it back to a pool, which takes it back to the base (``pop``, then ``push`` again) for the next
+e-graph. Starting a worker (a Python process importing egglog) takes about half a second more, so each start leaves a
+spare, started and reading the base in the background, for the next e-graph under the same settings (``_Pool``):
+compiling a graph then waits only for egglog to read the graph. Idle workers are killed at exit.
 """
 
 from __future__ import annotations
@@ -32,8 +35,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..core.errors import EgglogError
 from ..core.pipes import reap, receive, send
@@ -166,6 +170,19 @@ def _run_text(egraph, text: str) -> list[Any]:
     return outputs
 
 
+@contextlib.contextmanager
+def _headroom() -> Iterator[None]:
+    """Rebuilding a state (the base, a replay) runs under the hard limit, then the limit applies again."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 def serve() -> None:
     """The worker process: answer requests on stdin until told to exit or the pipe closes."""
     import resource
@@ -189,21 +206,23 @@ def serve() -> None:
         except EOFError:
             return
         try:
-            if request == "run":
+            if request == "base":  # the schema and rules every e-graph starts from, kept to come back to
+                with _headroom():
+                    _run_text(egraph, payload)
+                    egraph.run_program(*egraph.parse_program("(push)"))
+                reply = None
+            elif request == "to-base":  # drop this e-graph: back to the base, kept again
+                egraph.run_program(*egraph.parse_program("(pop) (push)"))
+                reply = None
+            elif request == "run":
                 reply = _run_text(egraph, payload)
-            elif request == "replay":  # the log of a dead worker, under the hard limit, then the limit again
-                soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-                resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
-                try:
+            elif request == "replay":  # the log of a dead worker
+                with _headroom():
                     for text in payload:
                         _run_text(egraph, text)
-                finally:
-                    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
                 reply = None
             elif request == "serialize":
                 reply = egraph.serialize([], **payload).to_json()
-            elif request == "exit":
-                return
             else:
                 raise ValueError(f"unknown request {request!r}")
             send(stdout, ("ok", reply))
@@ -223,38 +242,111 @@ class WorkerDied(Exception):
         super().__init__(reason)
 
 
-class _Spare:
-    """One worker process started ahead of need, with the environment it was started with."""
+@dataclass
+class _Idle:
+    """A worker process holding nothing but its base, or about to (``pending``: requests whose replies are unread)."""
 
-    _lock = threading.Lock()
-    _process: subprocess.Popen | None = None
-    _env: dict[str, str] | None = None
+    process: subprocess.Popen
+    env: dict[str, str]
+    base: str
+    pending: int
+
+
+class _Pool:
+    """Every worker process: those lent to e-graphs, and idle ones holding only their base, for the next e-graph under
+    the same settings (environment and base): the spare each start leaves, and the workers e-graphs gave back. At most
+    ``MAX_IDLE`` are kept idle. The pool holds each process while it runs, so an e-graph collected as garbage never
+    takes its worker's pipes with it (the collector finalizes, and so closes, every file of the garbage it finds, even
+    one a finalizer gave back)."""
+
+    MAX_IDLE = 2
+    _lock = threading.RLock()  # an e-graph collected while the pool works gives its worker back in the same thread
+    _idle: ClassVar[list[_Idle]] = []
+    _lent: ClassVar[set[subprocess.Popen]] = set()
 
     @classmethod
-    def take(cls, env: dict[str, str]) -> subprocess.Popen:
-        """A running worker for ``env`` (the spare where it is alive and was started so, else a new one), leaving
-        a new spare started for the next caller."""
+    def take(cls, env: dict[str, str], base: str) -> subprocess.Popen:
+        """A running worker for ``env`` that holds ``base`` and nothing else (an idle one where one is alive, else a new
+        one), leaving a spare started for the next caller."""
         with cls._lock:
-            process, cls._process = cls._process, None
-            if process is None or process.poll() is not None or cls._env != env:
-                if process is not None:
-                    reap(process)
-                process = _spawn(env)
-            cls._process, cls._env = _spawn(env), env
-            return process
+            taken = None
+            for idle in [i for i in cls._idle if i.env == env and i.base == base]:
+                cls._idle.remove(idle)
+                if cls._ready(idle):
+                    taken = idle
+                    break
+            if taken is None:
+                taken = _Idle(_spawn(env), env, base, 0)
+                if not cls._sent(taken, ("base", base)) or not cls._ready(taken):
+                    raise WorkerDied("memory")  # the base alone outgrew the memory limit
+            if not any(i.env == env and i.base == base for i in cls._idle):
+                cls._keep(_Idle(_spawn(env), env, base, 0), ("base", base))
+            cls._lent.add(taken.process)
+            return taken.process
+
+    @classmethod
+    def give(cls, process: subprocess.Popen, env: dict[str, str], base: str) -> None:
+        """Take ``process`` back to its base and keep it idle (or end it where enough are idle)."""
+        with cls._lock:
+            cls._lent.discard(process)
+            cls._keep(_Idle(process, env, base, 0), ("to-base", None))
+
+    @classmethod
+    def end(cls, process: subprocess.Popen) -> None:
+        """End a lent process (it died, or ran past a deadline)."""
+        with cls._lock:
+            cls._lent.discard(process)
+        reap(process)
+
+    @classmethod
+    def _keep(cls, idle: _Idle, request: tuple) -> None:
+        """Send ``idle`` its request and keep it, ending the oldest idle worker where ``MAX_IDLE`` are kept."""
+        if cls._sent(idle, request):
+            cls._idle.append(idle)
+            while len(cls._idle) > cls.MAX_IDLE:
+                reap(cls._idle.pop(0).process)
+
+    @staticmethod
+    def _sent(idle: _Idle, request: tuple) -> bool:
+        """Send ``request`` to ``idle`` (its reply read later, by ``_ready``); False where it died (it is ended)."""
+        try:
+            send(idle.process.stdin, request)
+        except BrokenPipeError:
+            reap(idle.process)
+            return False
+        idle.pending += 1
+        return True
+
+    @staticmethod
+    def _ready(idle: _Idle) -> bool:
+        """Read ``idle``'s pending replies: True when it answered them all, else (it died, or egglog refused the
+        base) it is ended, and False."""
+        try:
+            for _ in range(idle.pending):
+                status, reply = receive(idle.process.stdout)
+                if status != "ok":
+                    raise EgglogError(reply[0] if status == "egglog" else reply)
+        except (EOFError, BrokenPipeError):
+            reap(idle.process)
+            return False
+        except EgglogError:
+            reap(idle.process)
+            raise
+        idle.pending = 0
+        return True
 
     @classmethod
     def discard(cls) -> None:
         with cls._lock:
-            if cls._process is not None:
-                reap(cls._process)
-            cls._process = None
+            for process in [*(idle.process for idle in cls._idle), *cls._lent]:
+                reap(process)
+            cls._idle.clear()
+            cls._lent.clear()
 
 
-def spare_pid() -> int | None:
-    """The process id of the spare worker (started, holding no e-graph), if one runs."""
-    process = _Spare._process
-    return process.pid if process is not None and process.poll() is None else None
+def idle_pids() -> list[int]:
+    """The process ids of the idle workers (holding only their base), oldest first."""
+    return [i.process.pid for i in _Pool._idle if i.process.poll() is None]
 
 
 def _spawn(env: dict[str, str]) -> subprocess.Popen:
@@ -262,21 +354,32 @@ def _spawn(env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
 
-atexit.register(_Spare.discard)
+atexit.register(_Pool.discard)
 
 
 @dataclass
 class EgglogWorker:
-    """A handle on an egglog worker process: run text, serialize, survive crashes by replay."""
+    """A handle on an egglog worker process: run text, serialize, survive crashes by replay. The process holds
+    ``base`` (read once per process, see the module docstring) and then ``log``, every command that ran since."""
 
     memory_limit: int
+    base: str = ""
     log: list[str] = field(default_factory=list)
     restarts: int = 0
     _process: subprocess.Popen | None = None
 
+    @property
+    def _env(self) -> dict[str, str]:
+        return dict(os.environ, LUMINAL_LAB_EGGLOG_MEMORY=str(self.memory_limit), MALLOC_ARENA_MAX="1")
+
     def _start(self) -> None:
-        self._process = _Spare.take(dict(os.environ, LUMINAL_LAB_EGGLOG_MEMORY=str(self.memory_limit),
-                                         MALLOC_ARENA_MAX="1"))
+        try:
+            self._process = _Pool.take(self._env, self.base)
+        except WorkerDied:
+            limit = self.memory_limit / 10**6
+            raise EgglogError(f"starting an egglog worker ran out of memory: reading the schema and rules needed more "
+                              f"than {limit * (1 + REPLAY_HEADROOM):,.0f} MB (memory_limit {limit:,.0f} MB plus "
+                              f"{REPLAY_HEADROOM:.0%})") from None
 
     @property
     def pid(self) -> int | None:
@@ -354,15 +457,18 @@ class EgglogWorker:
 
     def _kill(self) -> None:
         if self._process is not None:
-            reap(self._process)
+            _Pool.end(self._process)
         self._process = None
 
     def close(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            with contextlib.suppress(BrokenPipeError, subprocess.TimeoutExpired):
-                send(self._process.stdin, ("exit", None))
-                self._process.wait(timeout=5)
-        self._kill()
+        """Give the process back to the pool, which takes it back to its base (a later request takes a worker again
+        and replays ``log``)."""
+        process, self._process = self._process, None
+        if process is not None:
+            if process.poll() is None:
+                _Pool.give(process, self._env, self.base)
+            else:
+                _Pool.end(process)
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # interpreter shutdown: nothing left to clean up with

@@ -35,11 +35,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..core.arguments import write_error
+from ..core.storage import CACHE_ENV as CACHE_ENV
+from ..core.storage import default_directory
 from ..core.version import __version__
 from ..llir.genome import ChoiceSpace, Genome
 from .search import Candidate
 
-CACHE_ENV = "LUMINAL_LAB_GENOME_CACHE"
 T = TypeVar("T")
 UNMEASURED = "unmeasured"
 FIELDS = ("key", "hash", "choices", "device", "seconds", "outcome", "reason", "version", "machine", "recorded")
@@ -50,10 +51,6 @@ _CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")  # sqlite's names of a damaged fi
 
 class _Stale(Exception):
     """The database holds a records table of another version (other columns)."""
-
-
-def default_directory() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or "~/.cache/luminal_lab").expanduser()
 
 
 def program_key(program: str, rulesets: Iterable[str], signature: Iterable, device: str, version: str) -> str:

@@ -670,31 +670,61 @@ def test_torch_model_program_is_deterministic() -> None:
     assert hashlib.sha256(programs[0].encode()).hexdigest() == hashlib.sha256(programs[1].encode()).hexdigest()
 
 
+def _sin_graph() -> ll.Graph:
+    g = ll.Graph()
+    g.tensor((4,), "x").sin().output("y")
+    return g
+
+
 def test_each_egraph_takes_the_spare_worker_and_leaves_another() -> None:
     """Starting a worker leaves a spare for the next e-graph under the same settings, which takes it (no import
     wait); other settings (a memory limit) get a worker of their own."""
-    from luminal_lab.egraph.worker import EgglogWorker, spare_pid
+    from luminal_lab.egraph.worker import EgglogWorker, idle_pids
 
-    def sin_graph() -> ll.Graph:
-        g = ll.Graph()
-        g.tensor((4,), "x").sin().output("y")
-        return g
-
-    first = ll.compile(sin_graph())
+    first = ll.compile(_sin_graph())
     assert first.egraph.summary()  # the e-graph (and its worker) is built on first use
-    spare = spare_pid()
-    second = ll.compile(sin_graph())
+    idle = idle_pids()
+    second = ll.compile(_sin_graph())
     try:
-        assert spare is not None and second.egraph._worker.pid == spare
-        assert spare_pid() not in (None, spare, first.egraph._worker.pid)
+        assert second.egraph.summary()
+        taken = second.egraph._worker.pid
+        assert taken in idle
+        assert idle_pids() and taken not in idle_pids() and first.egraph._worker.pid not in idle_pids()
         other = EgglogWorker(256 * 2**20)
         other.run("(datatype Nothing (Thing))")
-        assert other.pid not in (None, spare_pid())
+        assert other.pid not in (None, *idle_pids())
         other.close()
         assert second.egraph.saturate() is not None and second.run(torch.ones(4)).allclose(torch.ones(4).sin())
     finally:
         first.egraph.close()
         second.egraph.close()
+
+
+def test_a_worker_given_back_serves_the_next_egraph_from_its_base_alone() -> None:
+    """An e-graph done with its worker (closed, or dropped) gives it back: the next e-graph takes it, holding the schema
+    and rules it read once and nothing of the e-graph before (its terms, its user rules and rulesets)."""
+    from luminal_lab.egraph.worker import idle_pids
+
+    rule = "(rule ((= ?e (Op (KernelSin ?s ?x ?o ?dt) ?ins))) ((set (dtype ?e) ?dt)) :name \"mine\")"
+    first = ll.compile(_sin_graph())
+    first.egraph.add_rules(rule, ruleset="mine")
+    first.egraph.saturate()
+    used = first.egraph._worker.pid
+    del first  # dropped: its e-graph's worker goes back to the pool
+    assert used in idle_pids()
+    fresh = ll.compile(_sin_graph())
+    assert fresh.egraph.summary()
+    fresh.egraph.close()
+    g = ll.Graph()
+    (g.tensor((4,), "x") * 2.0).output("y")
+    second = ll.compile(g)
+    assert second.egraph.summary() and second.egraph._worker.pid == used
+    second.egraph.add_rules(rule, ruleset="mine")  # its name and ruleset are free again
+    second.egraph.saturate()
+    ops = {node.op for eclass in second.egraph.eclasses for node in eclass.nodes}
+    assert "KernelMul" in ops and "KernelSin" not in ops and "Sin" not in ops
+    assert torch.equal(second.run(torch.ones(4)), torch.full((4,), 2.0))
+    second.egraph.close()
 
 
 def test_rule_terms_name_every_field_of_their_declaration() -> None:

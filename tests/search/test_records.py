@@ -184,8 +184,28 @@ def test_the_backend_records_its_search_and_shows_it_as_a_table(tmp_path: Path) 
     assert [r["hash"] for r in table] == [f"{c.hash:016x}" for c in comp.last_search.history]
     assert "<th>outcome</th>" in table._repr_html_() and f"{len(table)} records" in repr(table)
     unrecorded = ll.compile(MLP().eval(), mlp_inputs())
-    with pytest.raises(ll.LuminalError, match=r"Compiled\.tuning_records: this program has no records yet"):
+    unrecorded.records = None
+    with pytest.raises(ll.LuminalError, match=r"Compiled\.tuning_records: this program keeps no records"):
         unrecorded.tuning_records()
+
+
+def test_a_program_shows_the_records_earlier_searches_left_before_it_searches(tmp_path: Path) -> None:
+    """A second compile of a program (as in a fresh process: the records are read from disk) shows the records the
+    first left before any search of its own; another device's records are apart."""
+    first = ll.compile(MLP().eval(), mlp_inputs())
+    first.records = TuningRecords(tmp_path)
+    result = first.search(generations=0, seed=0, progress=False)
+    second = ll.compile(MLP().eval(), mlp_inputs())
+    second.records = TuningRecords(tmp_path)
+    assert second.last_search is None
+    assert [r["hash"] for r in second.tuning_records()] == [f"{c.hash:016x}" for c in result.history]
+    assert [r["hash"] for r in second.tuning_records("cpu")] == [f"{c.hash:016x}" for c in result.history]
+    assert len(second.tuning_records("cuda")) == 0
+    fresh = ll.compile(MLP().eval(), mlp_inputs())
+    fresh.records = TuningRecords(tmp_path / "elsewhere")
+    assert len(fresh.tuning_records()) == 0
+    for comp in (first, second, fresh):
+        comp.egraph.close()
 
 
 def test_a_measured_search_is_recorded_and_a_costed_one_is_not(tmp_path: Path) -> None:
