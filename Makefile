@@ -9,7 +9,7 @@ LABEXT := luminal_lab/labextension
 # an editable install leaves out the wheel's data files, so setup links the built extension where JupyterLab looks
 LABEXT_LINK := $(VENV)/share/jupyter/labextensions/luminal-lab
 
-.PHONY: setup system extension wheel lab tour notebooks test lint bench clean
+.PHONY: setup system extension wheel lab tour notebooks test test-all lint bench clean
 
 setup: system $(VENV)/.installed extension
 
@@ -69,6 +69,11 @@ test: setup
 	$(BIN)/python scripts/gpu-check
 	$(BIN)/ruff check luminal_lab tests benchmarks scripts scripts/gpu-check
 
+## The whole test suite with every exhaustive sweep whole (OpInfo ops with and without gradients, fuzzed graphs), of which
+## `make test` runs a fixed third (tests/helpers/sweeps.py): what an issue's resolution needs to pass.
+test-all: export LUMINAL_LAB_SWEEPS = all
+test-all: test
+
 lint: setup
 	$(BIN)/ruff check luminal_lab tests benchmarks scripts scripts/gpu-check
 
@@ -80,6 +85,7 @@ bench: setup
 	$(BIN)/python benchmarks/fuzz.py
 	$(BIN)/python benchmarks/fusion.py
 	$(BIN)/python benchmarks/row_fusion.py
+	$(BIN)/python benchmarks/compile.py
 	$(BIN)/python benchmarks/torch_compile.py
 	$(BIN)/python benchmarks/call.py
 	$(BIN)/python benchmarks/generate.py

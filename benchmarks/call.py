@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 import luminal_lab as ll  # noqa: E402
 from benchmarks.common import write_result  # noqa: E402
 from luminal_lab.compiler import dynamo  # noqa: E402
+from luminal_lab.compiler.calls import HOT_CALLS  # noqa: E402
 
 SIZE, CALLS, ROUNDS = 64, 3000, 15
 
@@ -41,7 +42,7 @@ def main() -> dict:
     calls = {"eager": lambda: f(a, b), "inductor": lambda: inductor(a, b), "compiled_run": lambda: program.run(a, b),
              "backend": lambda: backend(a, b), "dynamo_floor": lambda: floor(a, b)}
     for call in calls.values():
-        for _ in range(dynamo.HOT_CALLS + 2):
+        for _ in range(HOT_CALLS + 2):
             call()
     (made,) = [p for p in dynamo._MADE if p.only is not None and p.only.program is ll.programs(backend)[0]]
     if made.only.building is not None:

@@ -55,7 +55,7 @@ CONFIG = {"hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2, 
 PROMPT, STEPS, ROUNDS, PREFILLS = 64, 32, 5, 40
 FRESH = 16  # decode steps at cache lengths the process has not run before (``interleaved``)
 # prefills before the warm figures, past the calls after which luminal_lab builds a hot plan's native function in the
-# background: 64 ready calls of a static program (``dynamo.HOT_CALLS``), 8 runs of a dynamic one at one binding
+# background: 64 ready calls of a static program (``calls.HOT_CALLS``), 8 runs of a dynamic one at one binding
 # (``native.HOT_RUNS``)
 WARMUP = 80
 BACKENDS = ("eager", "inductor", "luminal_lab")

@@ -20,25 +20,26 @@ memory, or an in-place update that moved torch's version counter, which one thro
 tensors, and a buffer the graph mutates in place (so that the mutation is written back to it), are the program's
 inputs.
 
-Each program gets its genome once: the best genome in the tuning records for it (``search.records``: keyed by the
-e-graph, the input signature with its dynamic sizes symbolic, the device and the library version), else the most-fused
-genome, built, then improved by a short measured search (``BackendOptions``: its budget counts the build) on the first
-call's inputs, whose every candidate is then recorded (with no search, or none left of the budget, the most-fused
-genome is recorded as chosen unmeasured). The
-device follows the inputs: CPU tensors run on the CPU runtime, CUDA tensors on the CUDA runtime (device-resident), and
-results come back on the inputs' device. A graph dynamo compiles again for a frame it compiled before for the same
-module (``_owner``: an input's shape, dtype or int changed) runs in torch on its first call and is compiled on its
-second (another module's first call is compiled at once, though transformers' models share one frame): sizes that
-changed once often change again at once, and dynamo then makes them dynamic (a generation's first decode step, whose
-cache length dynamo has seen once, is followed by steps with one more token each, which the dynamic program serves),
-so compiling at once would compile a program that runs once. Once a graph holds one program and its export pinned
-no size, every later call goes straight to it (``_Call``): dynamo's guards already hold the arguments to what it
-serves, so no key is built and no device looked up. A static one (CPU tensors, no dynamic size) takes its program's
-ready call (``Ready``) from its second call, and once called ``HOT_CALLS`` times, its native function (the plan as one
-numba ``cfunc``, ``runtime.native``), built in the background meanwhile; a dynamic one's runs at a binding seen
-``native.HOT_RUNS`` times take that plan's native function (``native.Hot``), through a generated call of it once built
-(``Ready.natively``). ``programs(compiled)`` finds the
-``Compiled`` programs behind a compiled module or function.
+Each program starts with the best genome in the tuning records for it (``search.records``: keyed by the e-graph, the
+input signature with its dynamic sizes symbolic, the device and the library version), else with the most-fused
+genome, which the first call runs at once while a short measured search (``BackendOptions``) on its inputs goes on
+in the background, whose best genome later calls take once it ends (``compiler.background``); every candidate is
+recorded (with no search, the most-fused genome is recorded as chosen unmeasured). With ``background=False`` the
+search ends before the first call runs (its budget counting the build of the most-fused genome's kernels). The
+device follows the inputs: CPU tensors run on the CPU runtime, CUDA tensors on the CUDA runtime (device-resident),
+and results come back on the inputs' device. A graph dynamo compiles again for a frame it compiled before for the
+same module (``_owner``: an input's shape, dtype or int changed) runs in torch on its first call and is compiled on
+its second (another module's first call is compiled at once, though transformers' models share one frame): sizes
+that changed once often change again at once, and dynamo then makes them dynamic (a generation's first decode step,
+whose cache length dynamo has seen once, is followed by steps with one more token each, which the dynamic program
+serves), so compiling at once would compile a program that runs once. Once a graph holds one program and its export
+pinned no size, every later call goes straight to it (``Call``, ``compiler.calls``): dynamo's guards already hold
+the arguments to what it serves, so no key is built and no device looked up. A static one (CPU tensors, no dynamic
+size) takes its program's ready call (``Ready``) from its second call, and once called ``HOT_CALLS`` times, its
+native function (the plan as one numba ``cfunc``, ``runtime.native``), built in the background meanwhile; a dynamic
+one's runs at a binding seen ``native.HOT_RUNS`` times take that plan's native function (``native.Hot``), through a
+generated call of it once built (``Ready.natively``). ``programs(compiled)`` finds the ``Compiled`` programs behind
+a compiled module or function.
 
 Training: in grad mode, when an input or parameter requires grad, the graph goes through AOTAutograd (traced with
 ``aot_decompositions``: core aten, backward ops included), and its forward and backward graphs each become a
@@ -55,44 +56,38 @@ import contextlib
 import functools
 import inspect
 import itertools
-import operator
 import os
 import time
 import warnings
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, fields
 from typing import Any
 
-import numpy as np
 import torch
 import torch.fx.traceback as fx_traceback
-import torch.utils._pytree as pytree
-from torch._subclasses.fake_tensor import FakeTensor
 from torch.export.graph_signature import InputKind
 
 from ..core.arguments import fail, flag, integer, one_of, seconds
-from ..core.arrays import to_numpy
 from ..core.errors import ArgumentError, LuminalError, Refused
-from ..frontends.export import aot_decompositions, export_core_aten
+from ..core.phases import phase
+from ..frontends.export import export_core_aten
 from ..frontends.translate import translate
 from ..hlir.graph import Graph
 from ..runtime import DEVICES, check_device, start_compilers
 from ..search.records import TuningRecords
-from .compiled import Compiled, Ready
-
-# a static program's ready calls before its native function is built (in the background): one called this often is
-# hot, and the seconds numba takes over it are paid back in microseconds a call
-HOT_CALLS = 64
+from .calls import Call, Feed
+from .compiled import Compiled
+from .training import is_concrete, same_shapes, stand_ins, through_aot
 
 
 @dataclass(frozen=True)
 class BackendOptions:
     """The backend's ``options``: the search each new program gets (``generations`` of ``generation_size`` children,
-    within ``budget`` seconds, from ``seed``; ``generations=0``: the most-fused genome, unmeasured; the budget counts
-    the build of that genome's kernels, which running it needs anyway, and a program whose build takes all of it runs
-    that genome unmeasured too), the ``device``
+    within ``budget`` seconds, from ``seed``; ``generations=0``: the most-fused genome, unmeasured), which goes on
+    behind the program's calls unless ``background`` is False (then the first call waits for it, and the budget counts
+    the build of the most-fused genome's kernels, which running it needs anyway: a program whose build takes all of it
+    runs that genome unmeasured too), the ``device``
     (``None``: the inputs' device), ``fusion`` (whether the e-graph offers fused regions), ``rolling`` (whether
     repeated layers are rolled to one, ``luminal_lab.hlir.rolling``) and ``cache_dir`` (the directory of the tuning
     records, ``search.records``; ``None``: the default directory, ``False``: none kept or read)."""
@@ -101,6 +96,7 @@ class BackendOptions:
     generation_size: int = 8
     budget: float = 5.0
     seed: int = 0
+    background: bool = True
     device: str | None = None
     fusion: bool = True
     rolling: bool = True
@@ -122,6 +118,7 @@ class BackendOptions:
         seconds(where, "budget", made.budget)
         if made.device is not None:
             one_of(where, "device", made.device, DEVICES)
+        flag(where, "background", made.background)
         flag(where, "fusion", made.fusion)
         flag(where, "rolling", made.rolling)
         if made.cache_dir is not None and made.cache_dir is not False \
@@ -214,93 +211,6 @@ def _symbol(size: Any) -> str | int:
     return int(node.hint) if node.hint is not None else int(size)  # an expression of symbols: taken as a size
 
 
-@dataclass
-class _Feed:
-    """How one program is fed from dynamo's arguments: the positions of its inputs, the position of each of its
-    weights by name, and the weights' tensors as last handed over (the tensors, their ``data_ptr()`` and
-    ``_version``, in ``weights`` order)."""
-
-    inputs: list[int]
-    weights: dict[str, int]
-    seen: tuple[list, list, list] = ([], [], [])
-
-    def refresh(self, weights: dict[str, np.ndarray], args: Sequence[Any]) -> None:
-        """Put into ``weights`` (the program's graph's) a new array for each weight whose tensor changed since the
-        last call, which the runtime then copies in; an unchanged weight keeps its array, so it is not copied. All
-        unchanged (every call but the first, outside training) is three passes in C."""
-        tensors = [args[position] for position in self.weights.values()]
-        pointers, versions = list(map(_DATA_PTR, tensors)), list(map(_VERSION, tensors))
-        last = self.seen
-        if pointers == last[1] and versions == last[2] and all(map(operator.is_, tensors, last[0])):
-            return
-        old = zip(*last) if last[0] else itertools.repeat(None)
-        for name, tensor, pointer, version, was in zip(self.weights, tensors, pointers, versions, old):
-            if was is None or was[0] is not tensor or was[1] != pointer or was[2] != version:
-                weights[name] = to_numpy(tensor)  # a CPU tensor's memory, shared; a CUDA one's, copied
-        self.seen = (tensors, pointers, versions)
-
-
-_DATA_PTR = torch.Tensor.data_ptr
-_VERSION = operator.attrgetter("_version")
-
-
-class _Call:
-    """One program called with dynamo's arguments: its weights refreshed, its inputs picked out (and brought to the
-    CPU for the CPU runtime), and its results brought back to the inputs' device ``where``."""
-
-    def __init__(self, program: Compiled, feed: _Feed, where: torch.device, device: str) -> None:
-        self.program, self.feed, self.where, self.device = program, feed, where, device
-        self.weights = program.graph.weights
-        self.to_host = device == "cpu" and where.type != "cpu"  # inputs copied to the CPU runtime
-        self.in_place = where.type == device == "cpu"  # results stay where they are
-        self.ready: Ready | None = None  # the program's ready call of the one signature dynamo's guards let through
-        self.static = 0  # calls left that look for it (DynamoProgram sets them for a static program)
-        self.native: Callable[[Sequence[Any]], Any] | None = None  # the ready call as a native function, once built
-        self.building: Future | None = None  # of that function (``Ready.native``)
-        self.hot = 0  # ready calls left before it is built
-
-    def __call__(self, args: Sequence[Any]) -> Any:
-        feed = self.feed
-        if feed.weights:
-            feed.refresh(self.weights, args)
-        native = self.native
-        if native is not None:
-            result = native(args)
-            if result is not None:
-                return result
-        ready = self.ready
-        if ready is not None and ready.current():
-            result = ready(args)
-            if result is not None:
-                if self.hot:
-                    self._heat(ready, args)
-                return result
-        inputs = [args[position] for position in feed.inputs]
-        if self.to_host:
-            inputs = [t.cpu() if isinstance(t, torch.Tensor) else t for t in inputs]
-        result = self.program.run(*inputs, device=self.device)
-        if self.static:
-            self.static -= 1
-            ready = self.program.ready(*inputs)
-            if ready is not None:
-                self.ready, self.static, self.hot = ready.through(feed.inputs), 0, HOT_CALLS
-        if self.in_place:
-            return result
-        return pytree.tree_map_only(torch.Tensor, lambda t: t.to(self.where) if t.device != self.where else t, result)
-
-    def _heat(self, ready: Ready, args: Sequence[Any]) -> None:
-        """Count a ready call: the ``HOT_CALLS``-th starts building its native function in the background, and the
-        first after that finds it built takes it from then on."""
-        if self.building is not None:
-            if self.building.done():
-                self.native, self.building, self.hot = self.building.result(), None, 0
-            return
-        self.hot -= 1
-        if self.hot == 0:
-            self.building = ready.native(args)
-            self.hot = int(self.building is not None)  # the calls after look for it while it builds
-
-
 class DynamoProgram:
     """What the backend returns to dynamo: runs the graph through luminal_lab.
 
@@ -318,7 +228,7 @@ class DynamoProgram:
         self.core_aten = core_aten  # whether gm is core aten already (AOTAutograd's graphs): exported undecomposed
         self.options = options or BackendOptions()
         self.programs: dict[tuple, Compiled] = {}
-        self.feeds: dict[tuple, _Feed] = {}
+        self.feeds: dict[tuple, Feed] = {}
         self.pins: dict[tuple, list[tuple[tuple[int, int | None], ...]]] = {}
         self.input_names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
         self.from_module = {n.name for n in gm.graph.nodes if n.op == "placeholder" and _read_from_module(n)}
@@ -326,7 +236,7 @@ class DynamoProgram:
         self.dynamism = _Dynamism.of(gm)
         self.code, self.owner = frame or _compiling_frame()
         self.serial = next(_SERIAL)
-        self.only: _Call | None = None
+        self.only: Call | None = None
         self.only_floats: tuple = ()  # the baked floats' values that the one program serves
         self.per_shape: str | None = None  # why a dynamic graph is compiled per input shape (None: it is not)
         self.first_eager = False  # whether the next call runs the graph in torch instead of compiling it
@@ -362,6 +272,11 @@ class DynamoProgram:
         """The graph's results, without the inputs it returns unchanged (``passed``)."""
         if self.only is not None and self.floats(args) == self.only_floats:
             return self.only(args)  # dynamo's guards hold the other arguments to what the one program serves
+        return self._look_up_and_run(args)
+
+    @phase("run")
+    def _look_up_and_run(self, args: Sequence[Any]) -> Any:
+        """``_run`` past the one program's call: the program of ``args`` found (or compiled) and run."""
         if self.first_eager:  # a recompile runs in torch once, and is compiled if it is called again
             self.first_eager = False
             return self.gm(*args)
@@ -371,7 +286,7 @@ class DynamoProgram:
         if program is None:
             key, program = self.compile_for(args)
         self.choose_genomes()
-        call = _Call(program, self.feeds[key], where, device)
+        call = Call(program, self.feeds[key], where, device)
         result = call(args)
         # the genome is chosen: the idle egglog worker goes (it restarts, replaying, if the e-graph is used again)
         program.egraph.close()
@@ -380,7 +295,7 @@ class DynamoProgram:
             self.only = call  # one program, no size its export pinned: every call dynamo makes goes to it
             self.only_floats = self.floats(args)
             if call.in_place and not self.dynamism.dynamic:  # dynamo's guards hold every call to one signature
-                call.static = 2  # its ready call is made by the program's second run
+                call.static = call.static_calls = 2  # its ready call is made by the program's second run
         return result
 
     def device_of(self, args: Sequence[Any]) -> tuple[torch.device, str]:
@@ -456,7 +371,7 @@ class DynamoProgram:
                 self.pins.setdefault(open_key, []).append(pins)
             program = Compiled.of_torch(translated, fusion=self.options.fusion, rolling=self.options.rolling)
         position = {name: i for i, name in enumerate(self.input_names)}
-        feed = _Feed([position[name] for name in program.signature.inputs],
+        feed = Feed([position[name] for name in program.signature.inputs],
                      {name: position[name] for name, spec in program.graph.inputs.items()
                       if spec.is_weight and name in position})
         example = [args[i].detach().cpu() if isinstance(args[i], torch.Tensor) else args[i] for i in feed.inputs]
@@ -519,6 +434,10 @@ class DynamoProgram:
                 return
         with contextlib.suppress(Refused):  # the smallest-term genome stays
             program.genome = space.fused_genome()
+        if options.generations and options.background:  # comp.search records every candidate
+            program.search_in_background(options.generations, options.generation_size, options.budget,
+                                         options.seed, device, inputs)
+            return
         if options.generations:
             started = time.monotonic()
             program.prepare(*inputs, device=device)  # its kernels compiled: the search's first candidate loads them
@@ -696,12 +615,7 @@ def _key(args: Sequence[Any]) -> tuple:
     return tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else (type(a), a) for a in args)
 
 
-def _is_concrete(value: Any) -> bool:
-    if isinstance(value, torch.Tensor):
-        return not isinstance(value, FakeTensor)
-    return isinstance(value, (int, float, bool)) or value is None
-
-
+@phase("backend")
 def luminal_lab_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                         options: Mapping[str, Any] | None = None) -> Callable[..., Any]:
     """TorchDynamo backend: compile ``gm`` with luminal_lab (``options``: ``BackendOptions``); unsupported ops raise
@@ -726,7 +640,7 @@ def _program(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: B
     program = DynamoProgram(gm, options, frame, core_aten)
     if again:
         program.first_eager = True
-    elif all(_is_concrete(a) for a in example_inputs):
+    elif all(is_concrete(a) for a in example_inputs):
         program.compile_for(example_inputs, genome)
     _MADE.add(program)
     return program
@@ -748,7 +662,7 @@ def _training(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: 
 
     def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any], forward: bool) -> Callable[..., Any]:
         with unset_fake_temporarily():
-            given = example_inputs if forward and _same_shapes(example_inputs, inputs) else _stand_ins(inputs)
+            given = example_inputs if forward and same_shapes(example_inputs, inputs) else stand_ins(inputs)
             program = _program(graph, given, options, frame, again, genome=not forward, core_aten=True)
             if forward:
                 forwards.append(program)
@@ -759,52 +673,3 @@ def _training(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: 
 
     return through_aot(gm, example_inputs, functools.partial(compiler, forward=True),
                        functools.partial(compiler, forward=False))
-
-
-def through_aot(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], fw_compiler: Callable[..., Any],
-                bw_compiler: Callable[..., Any]) -> Callable[..., Any]:
-    """``gm``'s forward and backward as the training path traces them, handed to the two compilers (the backward's
-    at once, not on the first ``backward()``): AOTAutograd with ``aot_decompositions`` and the min-cut partitioner,
-    attention as its math (matmuls, softmax), whose backward is those ops' own: the CPU flash kernel's backward is
-    one fused op with no translation."""
-    from torch._functorch import config as functorch_config
-    from torch._functorch.aot_autograd import aot_module_simplified
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    with functorch_config.patch(force_non_lazy_backward_lowering=True), sdpa_kernel([SDPBackend.MATH]):
-        return aot_module_simplified(gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
-                                     decompositions=aot_decompositions(),
-                                     partition_fn=min_cut_rematerialization_partition)
-
-
-def _same_shapes(given: Sequence[Any], traced: Sequence[Any]) -> bool:
-    """Whether ``given`` are concrete values of the ``traced`` inputs, one for one (AOTAutograd may drop or merge
-    some)."""
-    return len(given) == len(traced) and all(
-        _is_concrete(g) and (not isinstance(t, torch.Tensor) or (
-            isinstance(g, torch.Tensor) and tuple(g.shape) == _hints(t.shape) and g.dtype == t.dtype))
-        for g, t in zip(given, traced, strict=True))
-
-
-def _hints(sizes: Sequence[Any]) -> tuple[int, ...]:
-    """Sizes as numbers, a symbolic one as its example value, without the guard that ``int()`` would add."""
-    from torch.fx.experimental.symbolic_shapes import optimization_hint
-
-    return tuple(optimization_hint(size) for size in sizes)
-
-
-def _stand_ins(inputs: Sequence[Any]) -> list[Any]:
-    """Concrete values of the shapes and dtypes of (fake) ``inputs``: seeded normal floats, zeros of other dtypes
-    (valid indices, false masks); a size as its value."""
-    generator = torch.Generator().manual_seed(0)
-
-    def stand_in(value: Any) -> Any:
-        if not isinstance(value, torch.Tensor):
-            return _hints([value])[0] if isinstance(value, torch.SymInt) else value
-        shape = _hints(value.shape)
-        if value.dtype.is_floating_point:
-            return torch.randn(shape, generator=generator).to(value.dtype)
-        return torch.zeros(shape, dtype=value.dtype)
-
-    return [stand_in(value) for value in inputs]

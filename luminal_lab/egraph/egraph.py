@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..core.arguments import fail, integer, one_of, seconds, writable
 from ..core.errors import BudgetExceeded, EgglogError
+from ..core.phases import phase
 from ..core.stage import Stage
 from ..hlir.graph import Graph, Node
 from ..hlir.tensor import GraphTensor
@@ -244,6 +245,7 @@ class EGraph(Stage):
         label = f"{ruleset or 'round'} x{iterations}" if iterations != 1 else (ruleset or "round")
         return self._record(label, body, max_enodes, timeout)
 
+    @phase("saturation")
     def saturate(self, max_enodes: int = DEFAULT_MAX_ENODES, timeout: float = DEFAULT_TIMEOUT,
                  max_rounds: int = DEFAULT_MAX_ROUNDS) -> Saturation:
         """Rounds until one changes nothing, ``max_rounds`` pass, or a budget stops it."""
@@ -268,6 +270,7 @@ class EGraph(Stage):
         return Saturation(saturated, rounds, self.snapshot.n_enodes, self.snapshot.n_eclasses,
                           time.monotonic() - start, stopped)
 
+    @phase("saturation")
     def saturate_kept(self, directory: Path | None) -> Saturation:
         """``saturate()`` with the default budgets, as an earlier process kept it in ``directory`` where one did (then
         egglog does nothing here until the e-graph is stepped further, which replays it), else run and kept there once

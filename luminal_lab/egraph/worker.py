@@ -43,6 +43,7 @@ from ..core.errors import EgglogError
 from ..core.pipes import reap, receive, send
 
 REPLAY_HEADROOM = 0.25  # a replay may use the memory limit plus this fraction of it
+MAX_IDLE = 2  # idle workers the pool keeps
 
 
 # ---- the worker's side -------------------------------------------------------------------------
@@ -259,7 +260,6 @@ class _Pool:
     takes its worker's pipes with it (the collector finalizes, and so closes, every file of the garbage it finds, even
     one a finalizer gave back)."""
 
-    MAX_IDLE = 2
     _lock = threading.RLock()  # an e-graph collected while the pool works gives its worker back in the same thread
     _idle: ClassVar[list[_Idle]] = []
     _lent: ClassVar[set[subprocess.Popen]] = set()
@@ -303,7 +303,7 @@ class _Pool:
         """Send ``idle`` its request and keep it, ending the oldest idle worker where ``MAX_IDLE`` are kept."""
         if cls._sent(idle, request):
             cls._idle.append(idle)
-            while len(cls._idle) > cls.MAX_IDLE:
+            while len(cls._idle) > MAX_IDLE:
                 reap(cls._idle.pop(0).process)
 
     @staticmethod

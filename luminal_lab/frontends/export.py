@@ -29,6 +29,7 @@ import torch
 from torch.fx.proxy import TracerBase
 
 from ..core.errors import ExportError, LuminalError
+from ..core.phases import phase
 from .fast_paths import DECOMPOSITIONS
 
 # ops translated as they are (``aten``), more cheaply than through torch's decomposition: ``_safe_softmax`` (attention's
@@ -38,6 +39,7 @@ UNDECOMPOSED = (torch.ops.aten._safe_softmax.default,)
 TRAINING = [torch.ops.aten._native_batch_norm_legit_functional, torch.ops.aten.max_pool2d_with_indices_backward]
 
 
+@phase("export")
 def export_core_aten(module: torch.nn.Module, example_inputs: tuple, strict: bool = False,
                      dynamic_shapes: Any = None, decompose: bool = True) -> torch.export.ExportedProgram:
     """``torch.export`` on tensor inputs (and int inputs, with ``dynamic_shapes``), decomposed to core aten, with every

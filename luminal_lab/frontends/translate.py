@@ -33,6 +33,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from ..core.arguments import fail
 from ..core.arrays import to_numpy
 from ..core.errors import ArgumentError, LuminalError, UnsupportedOpError
+from ..core.phases import phase
 from ..core.symbolic import Expr, as_expr
 from ..hlir.graph import Graph, Signature
 from ..hlir.tensor import GraphTensor
@@ -88,6 +89,7 @@ def from_torch(program: torch.nn.Module | Callable, example_inputs: Sequence, **
     return translate(exported, module, names, example_inputs)
 
 
+@phase("translation")
 def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None = None,
               input_names: Sequence[str] | None = None, example_inputs: Sequence | None = None, *,
               weights: Collection[str] = (), symbols: dict[str, str] | None = None,

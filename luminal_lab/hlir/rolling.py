@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..core.ops import Op
+from ..core.phases import phase
 from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import Expr
 from .graph import Graph, HLIRStage, Node
@@ -107,6 +108,7 @@ class Rolling:
                 f"{len(self.full.nodes)} nodes rolled to {len(self.graph.nodes)}>")
 
 
+@phase("rolling")
 def roll(graph: Graph, min_ops: int = MIN_LAYER_OPS) -> Rolling | None:
     """The graph with its longest run of identical layers rolled, or None when it repeats no layer of at least
     ``min_ops`` ops at least twice."""

@@ -23,6 +23,7 @@ from ..core.arguments import fail, integer
 from ..core.dtypes import DType
 from ..core.errors import NoEClassError, Refused
 from ..core.ops import END_MARKERS, FUSED_OPS, GPU_KERNELS, IN_REGION, KERNELS, MARKERS, Group
+from ..core.phases import phase
 from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import EGGLOG_EXPR_OPS, Expr
 from ..core.tiling import MmaTiling, Tiling
@@ -86,12 +87,14 @@ class ChoiceSpace:
         weights = {n.id: rng.random() + 0.01 if len(options) > 1 else 0.0 for options in self.options for n in options}
         return self.genome(self._cheapest(weights, rng, frozenset(without)))
 
+    @phase("extraction")
     def smallest_genome(self, without: Iterable[str] = ()) -> Genome:
         """The genome of the smallest terms (every e-node weighs 1) that picks no kernel op in ``without``
         (LLIR op names, e.g. ``("Matmul",)`` for every contraction as a product and a sum). Like every default
         genome it runs each contraction through the library (no ``GPU_KERNELS``)."""
         return self.genome(self._cheapest({}, random.Random(0), frozenset((*without, *GPU_KERNELS))))
 
+    @phase("extraction")
     def fused_genome(self, without: Iterable[str] = ()) -> Genome:
         """The genome that fuses most, picking no kernel op in ``without``: each kernel that computes weighs one (a
         region's end for its region), while inputs, constants, the other markers, fused ops and operand lists weigh
@@ -287,6 +290,7 @@ def _reads_allowed(reader: str, source: str) -> bool:
     return source not in IN_REGION
 
 
+@phase("extraction")
 def extract(genome: Genome) -> LLIR:
     """The LLIR of a genome, walking from the root through its picks; raises ``Refused``."""
     return _Extraction(genome).run()

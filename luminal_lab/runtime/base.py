@@ -37,6 +37,7 @@ import numpy as np
 from ..core.dtypes import DType
 from ..core.errors import DTypeBoundaryError, LuminalError, MemoryBudgetError, ShapeError
 from ..core.ops import IN_REGION
+from ..core.phases import phase
 from ..core.plans import PlanCache
 from ..core.shape_tracker import format_shape
 from ..core.symbolic import evaluator
@@ -258,7 +259,8 @@ class Runtime(ABC, Generic[P]):
                 f"{format_bytes(sizes[kid])}: the plan's buffers need {format_bytes(total)} in all, over the "
                 f"{self.device} memory budget of {format_bytes(budget)}{of}")
         try:
-            return self._build(bindings)
+            with phase("planning"):
+                return self._build(bindings)
         except Exception as error:
             if self._out_of_memory(error):
                 raise MemoryBudgetError(f"allocating the plan's buffers ({format_bytes(total)}) failed on the "

@@ -46,6 +46,7 @@ import numpy as np
 from numba.core.ccallback import CFunc
 
 from ..core.arguments import write_error
+from ..core.phases import phase
 
 CACHE_ENV = "LUMINAL_LAB_KERNEL_CACHE"
 WORKERS_ENV = "LUMINAL_LAB_COMPILE_WORKERS"
@@ -130,6 +131,7 @@ class KernelCache:
         function = self._functions.get(source)
         return (function if function is not None and signature in function.overloads else None), (source, signature)
 
+    @phase("kernel compilation")
     def compile_all(self, requests: Sequence[Request]) -> None:
         """Compile the kernels of ``requests`` side by side in worker processes into the disk cache (those it holds
         already are only loaded there), so that ``compile`` then loads each; with one worker, or one request, it
@@ -158,6 +160,7 @@ class KernelCache:
         self.function(source)
         return any((self.directory / "__pycache__").glob(f"{_module_name(source)}.kernel-*.nbi"))
 
+    @phase("kernel compilation")
     def compile(self, source: str, args: Sequence[np.ndarray]):
         """The dispatcher of ``source``, compiled (or loaded from disk) for the types of ``args``."""
         function = self.function(source)

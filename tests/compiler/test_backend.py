@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
@@ -19,9 +20,10 @@ import pytest
 import torch
 
 import luminal_lab as ll
-from luminal_lab.compiler import dynamo
-from luminal_lab.compiler.compiled import Ready
+from luminal_lab.compiler import calls, dynamo
+from luminal_lab.compiler.compiled import Compiled
 from luminal_lab.compiler.dynamo import BackendOptions, DynamoProgram
+from luminal_lab.compiler.ready import Ready
 from luminal_lab.egraph import EGraph
 from luminal_lab.llir.regions import find_regions
 from luminal_lab.runtime import cache, cuda_unavailable_reason
@@ -30,7 +32,7 @@ from luminal_lab.search.records import TuningRecords
 from tests.helpers.models import MLP, mlp_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
-QUICK = {"generations": 1, "generation_size": 2, "budget": 30.0}
+QUICK = {"generations": 1, "generation_size": 2, "budget": 30.0, "background": False}  # searched before the first call
 GPU = cuda_unavailable_reason() is None
 
 
@@ -59,6 +61,7 @@ def operands() -> tuple[torch.Tensor, torch.Tensor]:
     ({"seed": 1.5}, ValueError, "seed=1.5"),
     ({"device": "tpu"}, ValueError, "device='tpu'"),
     ({"fusion": "yes"}, ValueError, "fusion='yes'"),
+    ({"background": 1}, ValueError, "background=1"),
     ({"cache_dir": 3}, ValueError, "cache_dir=3"),
 ])
 def test_bad_options_are_named(options: dict, error: type, named: str) -> None:
@@ -81,6 +84,40 @@ def test_default_searches_from_the_most_fused_genome_and_caches_the_best(tmp_pat
     assert comp.genome.hash == search.best.hash
     rows = TuningRecords(tmp_path).rows(comp.records_key)  # every candidate, as measured
     assert [(r["hash"], r["seconds"]) for r in rows] == [(f"{c.hash:016x}", c.seconds) for c in search.history]
+
+
+def test_the_first_call_runs_the_most_fused_genome_while_the_search_goes_on_behind_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default the first call does not wait for the search: it runs the most-fused genome while the search goes on
+    in the background (held here until the call returned), and the calls after it ends run its best genome, through
+    ready calls of their own."""
+    gate, search = threading.Event(), Compiled.search
+    monkeypatch.setattr(Compiled, "search", lambda self, *a, **k: (gate.wait(60), search(self, *a, **k))[1])
+    ran = []
+    runtime = Compiled._runtime
+    monkeypatch.setattr(Compiled, "_runtime", lambda self, genome, device: (ran.append(genome.hash),
+                                                                            runtime(self, genome, device))[1])
+    options = {"generations": 1, "generation_size": 2, "budget": 30.0, "cache_dir": tmp_path}
+    compiled = torch.compile(chain, backend="luminal_lab", options=options)
+    a, b = operands()
+    torch.testing.assert_close(compiled(a, b), chain(a, b), atol=1e-5, rtol=1e-5)
+    (comp,) = ll.programs(compiled)
+    state, fused = comp.search_state, comp.choice_space().fused_genome().hash
+    assert state.running and comp.last_search is None and comp.genome.hash == fused and set(ran) == {fused}
+    assert repr(state).startswith("<SearchState running: 0 candidates measured")
+    gate.set()
+    assert state.wait(120) and state.status == "done" and state.error is None
+    best = state.result.best
+    assert comp.last_search is state.result and comp.genome.hash == best.hash and state.best.hash == best.hash
+    assert [c.hash for c in state.candidates] == [c.hash for c in state.result.history]
+    assert "<th>outcome</th>" in state._repr_html_()
+    for _ in range(4):
+        torch.testing.assert_close(compiled(a, b), chain(a, b), atol=1e-5, rtol=1e-5)
+    assert ran[-1] == best.hash
+    (made,) = [p for p in dynamo._MADE if p.only is not None and p.only.program is comp]
+    assert made.only.ready is not None and made.only.ready.current() and made.only.ready.genome is comp.genome
+    rows = TuningRecords(tmp_path).rows(comp.records_key)  # every candidate, recorded
+    assert [r["hash"] for r in rows] == [f"{c.hash:016x}" for c in state.result.history]
 
 
 def test_a_second_process_starts_with_the_cached_genome(tmp_path: Path) -> None:
@@ -148,7 +185,8 @@ def test_a_build_that_takes_the_budget_leaves_the_most_fused_genome_unmeasured(t
 
 def test_a_program_new_to_the_records_starts_the_compile_workers_before_its_e_graph_saturates(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Their start-up (importing numba) then overlaps the saturation; a program the records hold starts none."""
+    """Their start-up (importing numba) then overlaps the saturation; a program the records hold starts none (and
+    reads the saturation the first kept, saturating nothing)."""
     monkeypatch.setenv(cache.WORKERS_ENV, "2")
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "kernels"))
     monkeypatch.setattr(cache, "_WORKERS", cache._Workers(cache.compile_workers))
@@ -166,7 +204,7 @@ def test_a_program_new_to_the_records_starts_the_compile_workers_before_its_e_gr
         torch._dynamo.reset()
         torch.testing.assert_close(torch.compile(chain, backend="luminal_lab", options=options)(a, b), chain(a, b),
                                    atol=1e-5, rtol=1e-5)
-        assert running == [[None, None], []] and cache._WORKERS.processes == []  # its kernels were on disk too
+        assert running == [[None, None]] and cache._WORKERS.processes == []  # its kernels were on disk too
     finally:
         cache._WORKERS.close()
 
@@ -334,7 +372,7 @@ def test_a_hot_static_program_is_called_as_its_native_function(monkeypatch: pyte
     background, and the calls after take it (neither the ready call nor ``Compiled.run``): they still see each
     input's values and each parameter changed in place or replaced, as eager does. A genome changed after it gives the
     calls back to ``Compiled.run``."""
-    monkeypatch.setattr(dynamo, "HOT_CALLS", 3)
+    monkeypatch.setattr(calls, "HOT_CALLS", 3)
     model, twin = MLP().eval(), MLP().eval()
     compiled = torch.compile(model, backend="luminal_lab", options={"generations": 0, "cache_dir": False})
     changes = [lambda m: m.fc1.weight.mul_(-1.0), lambda m: setattr(m.fc2, "bias", torch.nn.Parameter(torch.ones(16)))]

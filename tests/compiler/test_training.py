@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import luminal_lab as ll
-from luminal_lab.compiler.dynamo import DynamoProgram, through_aot
+from luminal_lab.compiler.dynamo import DynamoProgram
+from luminal_lab.compiler.training import through_aot
 from luminal_lab.frontends.aten import TABLE
 from luminal_lab.frontends.export import export_core_aten
 from tests.helpers.causal_lms import llama, prompt

@@ -28,7 +28,7 @@ from torch.testing._internal.opinfo import core
 from torch.testing._internal.opinfo.core import OpInfo
 
 from luminal_lab.compiler.compiled import Compiled
-from luminal_lab.compiler.dynamo import through_aot
+from luminal_lab.compiler.training import through_aot
 from luminal_lab.core.errors import ExportError, LuminalError, UnsupportedOpError
 from luminal_lab.frontends import from_torch, translate
 from luminal_lab.frontends.export import FunctionModule, export_core_aten
@@ -486,7 +486,7 @@ def _translatable(graph: torch.fx.GraphModule, _inputs: Sequence[Any]) -> Callab
 
 def _traces(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
     """A dynamo backend that traces the forward and backward graphs as luminal_lab's training path does
-    (``dynamo.through_aot``) and runs them in torch, refusing any the frontend would not translate."""
+    (``training.through_aot``) and runs them in torch, refusing any the frontend would not translate."""
     return through_aot(gm, example_inputs, _translatable, _translatable)
 
 

@@ -1,6 +1,7 @@
 """Fuzzing: random HLIR graphs x random genomes (tests/helpers/fuzz.py); every viable genome's kernels compute what
-the reference runtime computes, at each binding of a symbolic dimension, and none crashes. CI runs a slice (36
-graphs x up to 10 genomes, about 500 runs); benchmarks/fuzz.py runs 1,000 graphs."""
+the reference runtime computes, at each binding of a symbolic dimension, and none crashes. ``make test-all`` runs 36
+graphs x up to 10 genomes (about 500 runs) and 10 narrow-int graphs, ``make test`` a third of them
+(``tests.helpers.sweeps``); benchmarks/fuzz.py runs 1,000 graphs."""
 
 from __future__ import annotations
 
@@ -15,19 +16,20 @@ import luminal_lab as ll
 from luminal_lab.runtime.cpu import CPURuntime
 from tests.helpers import fuzz
 from tests.helpers.fuzz import Case, check_genomes, graphs
+from tests.helpers.sweeps import examples
 
 
-@settings(max_examples=36, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(36), suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(graphs())
 def test_every_viable_genome_matches_the_reference(case: Case) -> None:
-    """36 graphs x up to 10 genomes (about 290: a small graph has fewer distinct ones); a genome of a symbolic graph
-    runs at three sizes (about 500 runs in all; 50 graphs made 700)."""
+    """36 graphs (a third under ``make test``) x up to 10 genomes (about 290: a small graph has fewer distinct ones); a
+    genome of a symbolic graph runs at three sizes (about 500 runs in all; 50 graphs made 700)."""
     tally = check_genomes(case, genomes=10)
     assert not tally.failures, "\n\n".join(tally.failures)
     assert tally.runs >= 1  # random genomes are built to be viable
 
 
-@settings(max_examples=10, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(10), suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.sampled_from([ll.i8, ll.u8, ll.i16]).flatmap(lambda dtype: graphs(dtype=dtype)))
 def test_every_viable_genome_of_a_narrow_int_graph_matches_the_reference(case: Case) -> None:
     """Wrapping arithmetic, reductions (sums widened to i64), contractions and views: fused or not, each value as

@@ -176,7 +176,8 @@ def test_the_backend_records_its_search_and_shows_it_as_a_table(tmp_path: Path) 
         return (a * b + 1).sin().exp()
 
     compiled = torch.compile(chain, backend="luminal_lab",
-                             options={"generations": 1, "generation_size": 2, "cache_dir": tmp_path})
+                             options={"generations": 1, "generation_size": 2, "background": False,
+                                      "cache_dir": tmp_path})
     a, b = torch.randn(8, 4), torch.randn(8, 4)
     torch.testing.assert_close(compiled(a, b), chain(a, b), atol=1e-5, rtol=1e-5)
     (comp,) = ll.programs(compiled)
