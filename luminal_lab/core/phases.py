@@ -2,12 +2,14 @@
 
 ``phase(name)`` times a block as one phase; a phase inside another counts as its own, not its parent's (its time is
 taken out of the parent's), so the totals add up to the time spent in any of them. Phases run in any thread; each
-thread nests its own. ``totals()`` gives the seconds of each phase so far in this process. The pipeline's phases:
+thread nests and counts its own. ``totals()`` gives the seconds of each phase so far in the calling thread (a search
+behind the calls, in a thread of its own, is not the first call's time). The pipeline's phases:
 ``export`` (torch.export and the core aten decompositions), ``translation`` (aten to HLIR), ``rolling``,
 ``saturation`` (the e-graph built and saturated, or read from disk), ``extraction`` (the genomes' choices and the
 LLIR of a genome), ``planning`` (a runtime's plan for a binding, its kernels' code generated), ``kernel compilation``,
-``search`` (one that the first call waits for) and ``backend`` (the rest of the torch.compile backend's work,
-running the programs included). ``benchmarks/compile.py`` draws them for a first call.
+``search`` (one that the first call waits for), ``backend`` (the rest of the torch.compile backend's work when dynamo
+hands it a graph) and ``run`` (a call of dynamo's past its fast path: its program found or compiled, then run).
+``benchmarks/compile.py`` draws them for a first call.
 """
 
 from __future__ import annotations
@@ -17,9 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-_totals: dict[str, float] = {}
-_lock = threading.Lock()
-_local = threading.local()  # .stack: this thread's open phases, each [name, time charged from]
+_local = threading.local()  # .stack: this thread's open phases, each [name, time charged from]; .totals: its seconds
 
 
 @contextlib.contextmanager
@@ -40,12 +40,11 @@ def phase(name: str) -> Iterator[None]:
 
 def _charge(entry: list, now: float) -> None:
     name, since = entry
-    with _lock:
-        _totals[name] = _totals.get(name, 0.0) + now - since
+    spent = _local.__dict__.setdefault("totals", {})
+    spent[name] = spent.get(name, 0.0) + now - since
     entry[1] = now
 
 
 def totals() -> dict[str, float]:
-    """Seconds per phase so far in this process."""
-    with _lock:
-        return dict(_totals)
+    """Seconds per phase so far in the calling thread."""
+    return dict(_local.__dict__.get("totals", {}))

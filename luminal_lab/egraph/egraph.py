@@ -133,7 +133,7 @@ class EGraph(Stage):
         self.graph = graph
         self.fusion = fusion
         self.registry = registry or default_registry()
-        base = "\n".join((schema(self.registry), rules(self.registry)))  # the same for every e-graph of a registry
+        base = _base(self.registry)  # the same for every e-graph of a registry
         self._graph_text = emit(graph)
         self._user_rules: list[tuple[frozenset[str], str]] = []  # (the rulesets its rules join, the text)
         self._user_rulesets: list[str] = []
@@ -423,6 +423,11 @@ class EGraph(Stage):
         if genome is not None and not hasattr(genome, "choices"):
             fail("EGraph.inspector", "genome", genome, "a Genome of this e-graph (comp.genome) or None")
         return EClassInspector(self, genome)
+
+
+def _base(registry: OpRegistry) -> str:
+    """What every e-graph of ``registry`` starts from: the schema and the rules."""
+    return "\n".join((schema(registry), rules(registry)))
 
 
 # ---- budgets -------------------------------------------------------------------------------------

@@ -279,10 +279,16 @@ class _Pool:
                 taken = _Idle(_spawn(env), env, base, 0)
                 if not cls._sent(taken, ("base", base)) or not cls._ready(taken):
                     raise WorkerDied("memory")  # the base alone outgrew the memory limit
-            if not any(i.env == env and i.base == base for i in cls._idle):
-                cls._keep(_Idle(_spawn(env), env, base, 0), ("base", base))
+            cls.warm(env, base)
             cls._lent.add(taken.process)
             return taken.process
+
+    @classmethod
+    def warm(cls, env: dict[str, str], base: str) -> None:
+        """Start a spare for ``env`` and ``base`` (reading it in the background) unless one is idle already."""
+        with cls._lock:
+            if not any(i.env == env and i.base == base for i in cls._idle):
+                cls._keep(_Idle(_spawn(env), env, base, 0), ("base", base))
 
     @classmethod
     def give(cls, process: subprocess.Popen, env: dict[str, str], base: str) -> None:
