@@ -11,7 +11,11 @@ graph, fused regions), ``codegen`` (CPU and CUDA kernel source), ``runtime`` (ru
 ``torch.compile``) and ``notebook`` (widgets, report, magics). Each imports only from earlier ones.
 """
 
-from .compiler.compiled import Compiled, compile
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .core.dtypes import DType, bf16, f16, f32, f64, i8, i16, i32, i64, u8
 from .core.dtypes import bool_ as bool
 from .core.errors import (
@@ -34,11 +38,39 @@ from .core.ops import Op
 from .core.shape_tracker import ShapeTracker
 from .core.symbolic import Expr
 from .core.version import __version__ as __version__
-from .hlir.graph import Graph, Node, Signature
-from .hlir.reference import ReferenceRuntime
-from .hlir.tensor import GraphTensor, concat, embedding, maximum, minimum, stack, where
-from .search.records import TuningRecords
-from .search.runners import InProcessRunner, LocalRunner, RayRunner
+from .layers import LAYERS
+
+if TYPE_CHECKING:
+    from .compiler.compiled import Compiled, compile
+    from .hlir.graph import Graph, Node, Signature
+    from .hlir.reference import ReferenceRuntime
+    from .hlir.tensor import GraphTensor, concat, embedding, maximum, minimum, stack, where
+    from .search.records import TuningRecords
+    from .search.runners import InProcessRunner, LocalRunner, RayRunner
+
+# the names of the later stages, imported when first used: a process that needs one stage (an egglog worker, a kernel
+# compiler) starts without importing the rest
+_LAZY = {**dict.fromkeys(("Compiled", "compile"), ".compiler.compiled"),
+         **dict.fromkeys(("Graph", "Node", "Signature"), ".hlir.graph"), "ReferenceRuntime": ".hlir.reference",
+         **dict.fromkeys(("GraphTensor", "concat", "embedding", "maximum", "minimum", "stack", "where"),
+                         ".hlir.tensor"),
+         "TuningRecords": ".search.records",
+         **dict.fromkeys(("InProcessRunner", "LocalRunner", "RayRunner"), ".search.runners")}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    elif name in LAYERS:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module 'luminal_lab' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def programs(compiled) -> list[Compiled]:
@@ -52,12 +84,16 @@ def programs(compiled) -> list[Compiled]:
 def export_records(path, directory=None) -> int:
     """Write the tuning records (in ``directory``, default ``core.storage.default_directory()``) to ``path`` as
     JSON lines, for another machine's ``import_records``; returns how many."""
+    from .search.records import TuningRecords
+
     return TuningRecords(directory).export(path)
 
 
 def import_records(path, directory=None) -> int:
     """Add the tuning records of a file ``export_records`` wrote (those already here are skipped); returns how
     many were added."""
+    from .search.records import TuningRecords
+
     return TuningRecords(directory).import_(path)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from luminal_lab.compiler import background
 from luminal_lab.runtime.cache import CACHE_ENV, WORKERS_ENV
 from luminal_lab.search.records import CACHE_ENV as GENOME_CACHE_ENV
 from tests.helpers.fused import Fused, compile_fused
@@ -50,6 +51,14 @@ def genome_directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(GENOME_CACHE_ENV, str(directory))
         yield directory
+
+
+@pytest.fixture(autouse=True)
+def no_search_outlives_its_test() -> Iterator[None]:
+    """A search the backend runs behind a program's calls (its default) is stopped when the test that started it ends,
+    so that it neither races nor slows the next test."""
+    yield
+    background.stop_all()
 
 
 @pytest.fixture(scope="module")

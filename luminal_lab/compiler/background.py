@@ -93,8 +93,8 @@ _RUNNING: weakref.WeakSet[SearchState] = weakref.WeakSet()
 
 
 @atexit.register
-def _stop_all() -> None:
-    """Stop the searches still running (their runners' processes end with them)."""
+def stop_all(timeout: float = 10.0) -> None:
+    """Stop the searches still running, each waited for at most ``timeout`` seconds (at exit, and between tests)."""
     for state in list(_RUNNING):
         if state.running:
-            state.stop(timeout=10)
+            state.stop(timeout)

@@ -1,4 +1,7 @@
-"""Element types, with their names in numpy, torch, egglog and C."""
+"""Element types, with their names in numpy, torch, egglog and C.
+
+numpy has no bf16: ``ml_dtypes`` gives it, imported when a dtype's numpy form is first needed (its import takes half a
+second, which a process that never needs one, an egglog worker say, does not pay)."""
 
 from __future__ import annotations
 
@@ -6,7 +9,6 @@ import enum
 import functools
 import math
 
-import ml_dtypes
 import numpy as np
 
 
@@ -39,7 +41,10 @@ class DType(enum.Enum):
 
     @property
     def numpy(self) -> np.dtype:
-        return _NUMPY[self]
+        try:
+            return _NUMPY[self]
+        except KeyError:
+            return _numpy_types()[self]
 
     @property
     def egglog(self) -> str:
@@ -68,6 +73,8 @@ class DType(enum.Enum):
     @property
     def finite(self) -> tuple[float, float]:
         """A float dtype's lowest finite value and its smallest positive normal one."""
+        import ml_dtypes
+
         info = ml_dtypes.finfo(self.numpy)
         return float(info.min), float(info.smallest_normal)
 
@@ -77,20 +84,33 @@ class DType(enum.Enum):
         return (value - self.lowest) % span + self.lowest
 
 
-# each dtype's numpy dtype, egglog constructor, C type, and rank in torch's type-promotion lattice (``promote``)
+# each dtype's numpy dtype (by name: bf16's is ml_dtypes'), egglog constructor, C type, and rank in torch's
+# type-promotion lattice (``promote``)
 _TABLE = {
-    DType.F32: (np.float32, "F32", "float", 6),
-    DType.F16: (np.float16, "F16", "half", 5),
-    DType.BF16: (ml_dtypes.bfloat16, "Bf16", "__nv_bfloat16", 5),
-    DType.I8: (np.int8, "Int8", "signed char", 1),
-    DType.U8: (np.uint8, "UInt8", "unsigned char", 1),
-    DType.I16: (np.int16, "Int16", "short", 2),
-    DType.I32: (np.int32, "Int", "int", 3),
-    DType.I64: (np.int64, "Int64", "long long", 4),
-    DType.F64: (np.float64, "F64", "double", 7),
-    DType.BOOL: (np.bool_, "Bool", "unsigned char", 0),
+    DType.F32: ("float32", "F32", "float", 6),
+    DType.F16: ("float16", "F16", "half", 5),
+    DType.BF16: ("bfloat16", "Bf16", "__nv_bfloat16", 5),
+    DType.I8: ("int8", "Int8", "signed char", 1),
+    DType.U8: ("uint8", "UInt8", "unsigned char", 1),
+    DType.I16: ("int16", "Int16", "short", 2),
+    DType.I32: ("int32", "Int", "int", 3),
+    DType.I64: ("int64", "Int64", "long long", 4),
+    DType.F64: ("float64", "F64", "double", 7),
+    DType.BOOL: ("bool", "Bool", "unsigned char", 0),
 }
-_NUMPY = {dtype: np.dtype(row[0]) for dtype, row in _TABLE.items()}
+_NUMPY: dict[DType, np.dtype] = {}  # filled by ``_numpy_types`` when first needed
+
+
+def _numpy_types() -> dict[DType, np.dtype]:
+    """Each dtype's numpy dtype (``ml_dtypes`` imported for bf16's)."""
+    if not _NUMPY:
+        import ml_dtypes
+
+        _NUMPY.update({dtype: np.dtype(ml_dtypes.bfloat16 if row[0] == "bfloat16" else row[0])
+                       for dtype, row in _TABLE.items()})
+    return _NUMPY
+
+
 _EGGLOG = {dtype: row[1] for dtype, row in _TABLE.items()}
 _C = {dtype: row[2] for dtype, row in _TABLE.items()}
 
@@ -131,7 +151,7 @@ def convert(array: np.ndarray, source: DType, target: DType, out: np.ndarray | N
 
 
 def from_numpy(dtype: np.dtype) -> DType:
-    for ours, theirs in _NUMPY.items():
+    for ours, theirs in _numpy_types().items():
         if theirs == dtype:
             return ours
     raise TypeError(f"numpy dtype {dtype} has no luminal_lab dtype")
@@ -141,7 +161,7 @@ def from_numpy(dtype: np.dtype) -> DType:
 def _torch_table() -> dict:
     import torch
 
-    return {getattr(torch, numpy.name): dtype for dtype, numpy in _NUMPY.items()}  # torch names each as numpy does
+    return {getattr(torch, numpy.name): dtype for dtype, numpy in _numpy_types().items()}  # torch names each as numpy
 
 
 def from_torch(dtype) -> DType:

@@ -98,6 +98,7 @@ class KernelCache:
     """Generated kernel sources -> numba dispatchers, in memory and as modules in ``directory``."""
 
     _functions: ClassVar[dict[str, Any]] = {}  # source -> dispatcher, shared by every cache of the process
+    _lock: ClassVar[threading.RLock] = threading.RLock()  # its threads (a search behind the calls) write and import
 
     def __init__(self, directory: str | os.PathLike):
         self.directory = _writable(Path(directory).expanduser().resolve())
@@ -109,20 +110,23 @@ class KernelCache:
         written again."""
         if source in self._functions:
             return self._functions[source]
-        name = _module_name(source)
-        path = self.directory / f"{name}.py"
-        if not path.exists() or path.read_text(errors="replace") != source:
-            if path.exists():
-                self._discard(name, "its module is not the kernel's source")
-            partial = path.with_suffix(f".{os.getpid()}.tmp")
-            partial.write_text(source)
-            os.replace(partial, path)  # atomic: a concurrent process sees all of it or nothing
-            importlib.invalidate_caches()
-        if str(self.directory) not in sys.path:
-            sys.path.append(str(self.directory))
-        function = importlib.import_module(name).kernel
-        self._functions[source] = function
-        return function
+        with self._lock:
+            if source in self._functions:
+                return self._functions[source]
+            name = _module_name(source)
+            path = self.directory / f"{name}.py"
+            if not path.exists() or path.read_text(errors="replace") != source:
+                if path.exists():
+                    self._discard(name, "its module is not the kernel's source")
+                partial = path.with_suffix(f".{os.getpid()}.tmp")
+                partial.write_text(source)
+                os.replace(partial, path)  # atomic: a concurrent process sees all of it or nothing
+                importlib.invalidate_caches()
+            if str(self.directory) not in sys.path:
+                sys.path.append(str(self.directory))
+            function = importlib.import_module(name).kernel
+            self._functions[source] = function
+            return function
 
     def lookup(self, source: str, args: Sequence[np.ndarray]) -> tuple[Any, Request]:
         """The dispatcher of ``source`` where it is compiled in this process for the types of ``args`` (else None),
