@@ -5,7 +5,8 @@ tier their code (``BackendOptions.background``). The search is ``Compiled.search
 candidates built and measured in the runner's processes, as any search's); when it ends its best genome is the
 program's, which the next call takes (the ready calls made for the genome before are then no longer current).
 ``SearchState`` is what a notebook sees of it: running, done, stopped or failed, the candidates measured so far and the
-best of them, and the error that ended it. A search still running at exit is stopped.
+best of them, and the error that ended it; ``watch`` calls back on each candidate and at the end (the workbench's search
+tab follows it so). A search still running at exit is stopped.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class SearchState:
         self.ended: float | None = None
         self.stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._watchers: list[Callable[[SearchState], None]] = []
 
     @property
     def running(self) -> bool:
@@ -55,13 +57,29 @@ class SearchState:
         _RUNNING.add(self)
         self._thread.start()
 
+    def watch(self, callback: Callable[[SearchState], None]) -> None:
+        """Call ``callback(self)`` (in the search's thread) after each candidate measured and when the search ends (at
+        once, where it has ended already)."""
+        self._watchers.append(callback)
+        if not self.running:
+            callback(self)
+
+    def _changed(self) -> None:
+        for callback in list(self._watchers):
+            callback(self)
+
+    def _measured(self, candidate: Candidate) -> None:
+        self.candidates.append(candidate)
+        self._changed()
+
     def _run(self, search: Callable[[Callable[[Candidate], None], threading.Event], SearchResult]) -> None:
         try:
-            self.result = search(self.candidates.append, self.stopping)
+            self.result = search(self._measured, self.stopping)
             self.status = "stopped" if self.result.interrupted else "done"
         except BaseException as error:  # what ended it is shown (``error``), never raised into a later call
             self.error, self.status = error, "failed"
         self.ended = time.monotonic()
+        self._changed()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the search to end (at most ``timeout`` seconds); True once it has."""
@@ -81,10 +99,16 @@ class SearchState:
         return (f"<SearchState {self.status}{error}: {len(self.candidates)} candidates measured{fastest}, "
                 f"{self.seconds:.1f} s>")
 
+    def rows(self) -> list[dict]:
+        """The candidates measured so far as data: index, generation, outcome, ms (None unless timed) and reason."""
+        return [{"index": c.index, "generation": c.generation, "outcome": c.outcome,
+                 "ms": None if c.seconds is None else c.seconds * 1e3, "reason": c.reason or ""}
+                for c in list(self.candidates)]
+
     def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><td>{c.index}</td><td>{c.generation}</td><td>{html.escape(c.outcome)}</td>"
-                       f"<td>{'' if c.seconds is None else f'{c.seconds * 1e3:.3f}'}</td>"
-                       f"<td>{html.escape(c.reason or '')}</td></tr>" for c in self.candidates)
+        cells = ((str(r["index"]), str(r["generation"]), r["outcome"], "" if r["ms"] is None else f"{r['ms']:.3f}",
+                  r["reason"]) for r in self.rows())
+        rows = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in cells)
         return (f"<p>{html.escape(repr(self))}</p><table><tr><th>#</th><th>generation</th><th>outcome</th><th>ms</th>"
                 f"<th>reason</th></tr>{rows}</table>")
 

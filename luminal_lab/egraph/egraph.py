@@ -1,10 +1,10 @@
 """The e-graph stage: the HLIR as an egglog program, stepped rule by rule under budgets.
 
 A *round* of the default schedule runs ``expr`` and then ``dtype_prop`` to saturation,
-then one pass each of ``early``, ``kernel_lower``, ``algebra`` and ``fusion_pair``, then
-``fusion_grow`` and ``fusion_merge`` together until neither adds anything (regions grow one
-op per iteration), then one pass of any user rulesets and of ``cleanup``. With
-``fusion=False`` the three fusion rulesets are left out of the schedule.
+then one pass each of ``early``, ``kernel_lower``, ``algebra``, ``fusion_facts`` and
+``fusion_pair``, then ``fusion_grow`` and ``fusion_merge`` together until neither adds anything
+(regions grow one op per iteration), then one pass of any user rulesets and of ``cleanup``. With
+``fusion=False`` the four fusion rulesets are left out of the schedule.
 
 ``step()`` runs one round, ``run(ruleset, n)`` one ruleset n times, ``saturate()`` rounds
 until nothing changes or a budget is hit. Every one of them

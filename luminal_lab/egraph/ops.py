@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from ..core.ops import KERNEL_OPS, LOG2_E, MARKERS, Field, KernelOp
 from ..core.tiling import MMA_DTYPES, MMA_TILINGS, TILINGS, MmaTiling, Tiling
 
-RULESETS = ("expr", "dtype_prop", "early", "kernel_lower", "algebra", "fusion_pair", "fusion_grow", "fusion_merge",
-            "cleanup")
+RULESETS = ("expr", "dtype_prop", "early", "kernel_lower", "algebra", "fusion_facts", "fusion_pair", "fusion_grow",
+            "fusion_merge", "cleanup")
 # every OpKind constructor's fields: the HLIR ops', the kernel ops' and the fusion markers'
 CONSTRUCTORS: dict[str, tuple[Field, ...]] = {**{op.name: op.fields for op in KERNEL_OPS if op.hlir},
                                                **{op.kernel: op.kernel_fields for op in KERNEL_OPS}, **MARKERS}

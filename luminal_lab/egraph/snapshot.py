@@ -26,7 +26,8 @@ GENOME_SORTS = frozenset({"IR", "IList"})
 T = TypeVar("T")
 # the program's functions and relations: they annotate e-classes, they are not e-nodes
 PROGRAM_FUNCTIONS = frozenset({"dtype", "largest-plain", "plain-region", "largest-rows", "rows-region", "fused-origin",
-                               "init-of", "last3", "row-shape", "on-rows", "contracts"})
+                               "init-of", "last3", "row-shape", "on-rows", "contracts", "ew", "reads", "starts",
+                               "red"})
 
 
 @dataclass(frozen=True)

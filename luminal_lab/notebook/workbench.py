@@ -6,6 +6,10 @@ Python answers with ``highlighted`` (stage -> ids: the node and its counterparts
 ``luminal_lab.compiler.provenance``) and ``cuda_lines`` (CUDA kernel id -> the source lines that compute
 them), which the view marks. ``select(stage, id)`` does the same as a click. Everything the view
 shows from data is set as text; the pictures are Graphviz's SVG, parsed as XML.
+
+The last tab, *Search*, is the program's search (``search``): the state of the search going on behind its calls
+(``comp.search_state``: running, done, stopped or failed, each candidate as it is measured, the best) and its
+history, the tuning records that this and earlier processes left for it. It follows a running search live.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import traitlets
 from ..codegen.cuda_stage import CudaStage
 from ..codegen.cuda_view import label as cuda_label
 from ..compiler.provenance import TITLES, Provenance
+from ..core.errors import LuminalError
 from ..core.ids import cuda_kernel_id as cuda_id
 from .assets import NO_PICTURE, asset
 
@@ -34,10 +39,21 @@ class Workbench(anywidget.AnyWidget):
     selected = traitlets.Dict(help='the selected node: {"stage": ..., "id": ...}, or {}').tag(sync=True)
     highlighted = traitlets.Dict(help="stage -> ids: the selected node and its counterparts").tag(sync=True)
     cuda_lines = traitlets.Dict(help="CUDA kernel id -> source lines computing the selection").tag(sync=True)
+    search = traitlets.Dict(help="the program's search: summary, candidates measured, history (tuning records)").tag(
+        sync=True)
 
     def __init__(self, comp: Compiled, genome: Genome | None = None, **kwargs: Any) -> None:
         self.provenance = Provenance(comp.stages(genome))
-        super().__init__(panes=[self._pane(name) for name in self.provenance.stages], **kwargs)
+        self.comp = comp
+        super().__init__(panes=[self._pane(name) for name in self.provenance.stages], search=search_view(comp),
+                         **kwargs)
+        if comp.search_state is not None:
+            comp.search_state.watch(lambda _: self.refresh_search())
+
+    def refresh_search(self) -> dict[str, Any]:
+        """Read the program's search again (a running search's tab does so on each candidate); returns ``search``."""
+        self.search = search_view(self.comp)
+        return self.search
 
     def _pane(self, name: str) -> dict[str, Any]:
         stage = self.provenance.stages[name]
@@ -73,4 +89,22 @@ class Workbench(anywidget.AnyWidget):
             self.cuda_lines = lines
 
     def __repr__(self) -> str:
-        return "\n".join(("Workbench (click a node to see its counterparts):", *self.summaries))
+        return "\n".join(("Workbench (click a node to see its counterparts):", *self.summaries,
+                          f"Search: {self.search['summary']}"))
+
+
+def search_view(comp: Compiled) -> dict[str, Any]:
+    """The search tab's data: a summary line, the candidates of the search behind the calls, and the history."""
+    state = comp.search_state
+    if state is None:
+        summary, candidates = "no search behind this program's calls", []
+    else:
+        summary, candidates = repr(state).strip("<>"), state.rows()
+    try:
+        history = [{"hash": row["hash"], "device": row["device"], "outcome": row["outcome"],
+                    "ms": None if row["seconds"] is None else row["seconds"] * 1e3, "machine": row["machine"]}
+                   for row in comp.tuning_records()]
+        note = f"{len(history)} tuning records for this program, from this process and earlier ones"
+    except LuminalError as error:
+        history, note = [], str(error)
+    return {"summary": summary, "candidates": candidates, "history": history, "note": note}

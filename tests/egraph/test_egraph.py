@@ -564,8 +564,8 @@ def test_bad_ruleset_name(egraphs: Make) -> None:
     egraph = egraphs(g)
     with pytest.raises(ll.ArgumentError, match=r"EGraph.add_rules\(ruleset='my rules'\)"):
         egraph.add_rules(VALID_TWO_LINES, ruleset="my rules")
-    assert egraph.rulesets == ["expr", "dtype_prop", "early", "kernel_lower", "algebra", "fusion_pair", "fusion_grow",
-                               "fusion_merge", "cleanup"]
+    assert egraph.rulesets == ["expr", "dtype_prop", "early", "kernel_lower", "algebra", "fusion_facts", "fusion_pair",
+                               "fusion_grow", "fusion_merge", "cleanup"]
 
 
 # ---- 5. inspection and the program text ----------------------------------------------------------

@@ -297,7 +297,16 @@ def test_no_fusion_query_joins_two_lists_on_inil() -> None:
     iteration of one rule on a 13k-node e-graph): each matched list ends in a tail variable of its own."""
     from luminal_lab.egraph.fusion import fusion_rules
 
-    rules = fusion_rules()
-    assert len(rules) > 100
-    shared = [rule.name for rule in rules if _query(rule.text).count("(INil)") > 1]
+    shared = [rule.name for rule in fusion_rules() if _query(rule.text).count("(INil)") > 1]
     assert not shared, shared
+
+
+def test_fusion_rules_are_written_over_classes_of_kernel() -> None:
+    """One facts rule per fusing op, and the rules over classes of kernel do not grow with the op list."""
+    from luminal_lab.core.ops import KERNEL_OPS
+    from luminal_lab.egraph.fusion import class_rules, fact_rules
+
+    assert sorted(rule.name for rule in fact_rules()) == sorted(f"facts-{op.name}" for op in KERNEL_OPS if op.fuses)
+    classes = class_rules()
+    assert len(classes) <= 23
+    assert not any(op.name in rule.text for op in KERNEL_OPS if op.fuses for rule in classes)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import luminal_lab as ll
 from luminal_lab.compiler.provenance import STAGES, TITLES
 from luminal_lab.notebook.assets import NO_PICTURE
 from luminal_lab.notebook.report import script_json
@@ -87,7 +88,8 @@ def test_unknown_stage_or_node_is_named_and_changes_nothing(bench: Workbench) ->
 
 def test_text_fallback_has_every_summary(bench: Workbench) -> None:
     data, _ = bench._repr_mimebundle_()
-    assert data["text/plain"] == "\n".join(("Workbench (click a node to see its counterparts):", *bench.summaries))
+    assert data["text/plain"] == "\n".join(("Workbench (click a node to see its counterparts):", *bench.summaries,
+                                            "Search: no search behind this program's calls"))
     assert "application/vnd.jupyter.widget-view+json" in data
 
 
@@ -96,6 +98,28 @@ def test_view_code_is_self_contained(bench: Workbench) -> None:
     for banned in ("innerHTML", "outerHTML", "insertAdjacentHTML", "fetch(", "import ", "http", "eval("):
         assert banned not in esm, banned
     assert "export default { render };" in esm
+
+
+def test_search_tab_follows_the_search_behind_the_calls() -> None:
+    """The search tab: none at first; then the search behind the calls, followed to its end without a refresh, each
+    candidate it measured, and the tuning records it left as the history."""
+    g = ll.Graph()
+    a = g.tensor((64,), name="a")
+    (a.sin() + a).sqrt().output("y")
+    comp = ll.compile(g)
+    bench = Workbench(comp)
+    assert bench.search == {"summary": "no search behind this program's calls", "candidates": [], "history": [],
+                            "note": "0 tuning records for this program, from this process and earlier ones"}
+    state = comp.search_in_background(generations=1, generation_size=3, budget=60.0)
+    bench = Workbench(comp)
+    assert state.wait(120)
+    assert bench.search["summary"] == repr(state).strip("<>") and bench.search["summary"].startswith("SearchState done")
+    assert bench.search["candidates"] == state.rows() and len(state.rows()) >= 2
+    best = state.best
+    assert best is not None and min(r["ms"] for r in bench.search["candidates"] if r["ms"]) == best.seconds * 1e3
+    records = list(comp.tuning_records())
+    assert [r["hash"] for r in bench.search["history"]] == [r["hash"] for r in records] and records
+    assert "Search: SearchState done" in repr(bench)
 
 
 def test_compiled_workbench_uses_the_current_genome(fused: Fused) -> None:
@@ -138,6 +162,11 @@ def test_view_in_chromium_paints_python_answers_and_sends_clicks(fused: Fused, b
                                                                   tmp_path: Path) -> None:
     bench.select("llir", "k5")
     state = {name: getattr(bench, name) for name in ("panes", "selected", "highlighted", "cuda_lines")}
+    state["search"] = {  # a search's data as search_view gives it (the Python side is tested above)
+        "summary": "SearchState done: 2 candidates measured, best 0.012 ms, 1.5 s", "note": "1 tuning record",
+        "candidates": [{"index": 0, "generation": 0, "outcome": "ok", "ms": 0.01234, "reason": ""},
+                       {"index": 1, "generation": 1, "outcome": "error", "ms": None, "reason": "LuminalError: <b>"}],
+        "history": [{"hash": "00ab", "device": "cpu", "outcome": "ok", "ms": 0.5, "machine": "here"}]}
     page = tmp_path / "workbench.html"
     page.write_text(HARNESS.format(css=bench._css, state=script_json(state), esm=bench._esm), encoding="utf-8")
     dom = dump_dom(page.as_uri(), tmp_path)
@@ -152,7 +181,16 @@ def test_view_in_chromium_paints_python_answers_and_sends_clicks(fused: Fused, b
     linked = " linked to the selected llir k5"  # each badge counts one thing, and its tooltip says so
     assert tabs == [("HLIR1", "1 node" + linked), (f"E-graph{len(sin)}", f"{len(sin)} nodes" + linked),
                     ("LLIR", "LLIR: click a node to see its counterparts in every stage"),  # the selection's own
-                    ("Regions1", "1 node" + linked), ("CUDA1", "1 node" + linked)]
+                    ("Regions1", "1 node" + linked), ("CUDA1", "1 node" + linked),
+                    ("Search",
+                     "The program's search: the one behind its calls, and the tuning records of earlier ones")]
+    (search,) = dom.root.find_all("div", "ll-search")
+    assert "hidden" in search.attrs
+    assert search.find_all("div", "ll-summary")[0].text == state["search"]["summary"]
+    candidates, history = ([[cell.text for cell in row.find_all("td")] for row in t.find_all("tr")[1:]]
+                           for t in search.find_all("table"))
+    assert candidates == [["0", "0", "ok", "0.012", ""], ["1", "1", "error", "", "LuminalError: <b>"]]
+    assert history == [["00ab", "cpu", "ok", "0.500", "here"]]
     assert [len(p.find_all("svg")) for p in panes] == [1, 1, 1, 1, 0]
     hlir, egraph, llir, regions, cuda = panes
     assert node_ids(hlir) == {f"h{i}" for i in range(8)}

@@ -1,5 +1,6 @@
 // comp.workbench(): the anywidget view (provenance.js comes first). A tab per stage; a click sets `selected`,
-// Python answers with `highlighted` and `cuda_lines`, which are painted. Data reaches the page as text only.
+// Python answers with `highlighted` and `cuda_lines`, which are painted. The last tab is the program's `search`,
+// redrawn whenever Python sends it again. Data reaches the page as text only.
 
 function svgOf(text) {
   const doc = new DOMParser().parseFromString(text, "image/svg+xml");
@@ -30,6 +31,50 @@ function listing(kernels) {
     box.append(block);
   }
   return box;
+}
+
+function table(columns, rows) {
+  const box = document.createElement("table");
+  box.className = "ll-table";
+  const head = document.createElement("tr");
+  for (const [title] of columns) {
+    const cell = document.createElement("th");
+    cell.textContent = title;
+    head.append(cell);
+  }
+  box.append(head);
+  for (const row of rows) {
+    const line = document.createElement("tr");
+    line.className = `ll-outcome-${row.outcome}`;
+    for (const [, key] of columns) {
+      const cell = document.createElement("td");
+      const value = row[key];
+      cell.textContent = value === null || value === undefined ? "" : key === "ms" ? value.toFixed(3) : String(value);
+      line.append(cell);
+    }
+    box.append(line);
+  }
+  return box;
+}
+
+function searchTab(box, search) {
+  const summary = document.createElement("div");
+  summary.className = "ll-summary";
+  summary.textContent = search.summary;
+  const measured = document.createElement("h4");
+  measured.textContent = `Candidates measured: ${search.candidates.length}`;
+  const history = document.createElement("h4");
+  history.textContent = "History";
+  const note = document.createElement("div");
+  note.className = "ll-note";
+  note.textContent = search.note;
+  box.replaceChildren(
+    summary, measured,
+    table([["#", "index"], ["generation", "generation"], ["outcome", "outcome"], ["ms", "ms"],
+      ["reason", "reason"]], search.candidates),
+    history, note,
+    table([["genome", "hash"], ["device", "device"], ["outcome", "outcome"], ["ms", "ms"],
+      ["machine", "machine"]], search.history));
 }
 
 function render({ model, el }) {
@@ -73,13 +118,20 @@ function render({ model, el }) {
     root.append(box);
     return { pane, tab, badge, box, nodes };
   });
+  const search = { tab: document.createElement("button"), box: document.createElement("div") };
+  search.tab.textContent = "Search";
+  search.tab.title = "The program's search: the one behind its calls, and the tuning records of earlier ones";
+  search.box.className = "ll-search";
+  tabs.append(search.tab);
+  root.append(search.box);
+  const drawSearch = () => searchTab(search.box, model.get("search"));
   const show = (active) => {
-    for (const p of panes) {
+    for (const p of [...panes, search]) {
       p.box.hidden = p !== active;
       p.tab.classList.toggle("ll-active", p === active);
     }
   };
-  panes.forEach((p) => p.tab.addEventListener("click", () => show(p)));
+  [...panes, search].forEach((p) => p.tab.addEventListener("click", () => show(p)));
   const paint = () => {
     const highlighted = model.get("highlighted");
     const selected = model.get("selected");
@@ -99,10 +151,15 @@ function render({ model, el }) {
   };
   const events = ["change:selected", "change:highlighted", "change:cuda_lines"];
   events.forEach((name) => model.on(name, paint));
+  model.on("change:search", drawSearch);
   show(panes[0]);
   paint();
+  drawSearch();
   el.append(root);
-  return () => events.forEach((name) => model.off(name, paint));
+  return () => {
+    events.forEach((name) => model.off(name, paint));
+    model.off("change:search", drawSearch);
+  };
 }
 
 export default { render };
