@@ -248,7 +248,9 @@ class EGraph(Stage):
     @phase("saturation")
     def saturate(self, max_enodes: int = DEFAULT_MAX_ENODES, timeout: float = DEFAULT_TIMEOUT,
                  max_rounds: int = DEFAULT_MAX_ROUNDS) -> Saturation:
-        """Rounds until one changes nothing, ``max_rounds`` pass, or a budget stops it."""
+        """Rounds until one changes nothing, ``max_rounds`` pass, or a budget stops it. A saturated e-graph gives its
+        egglog worker back to the pool (no rule of it has anything left to do): the next e-graph of the process takes
+        it, and a later step of this one takes a worker again and replays its history."""
         max_enodes, timeout = _budgets("EGraph.saturate", max_enodes, timeout)
         max_rounds = integer("EGraph.saturate", "max_rounds", max_rounds, minimum=1)
         start = time.monotonic()
@@ -267,6 +269,8 @@ class EGraph(Stage):
                 saturated = True
                 break
         self.status = "saturated" if saturated else f"stopped: {stopped}" if stopped else "round limit"
+        if saturated:
+            self.close()
         return Saturation(saturated, rounds, self.snapshot.n_enodes, self.snapshot.n_eclasses,
                           time.monotonic() - start, stopped)
 

@@ -17,13 +17,15 @@ generated from ``core.ops``) states once per kernel what the class rules need:
 - ``(reads ins k p x v)``: that kernel, reading the operand list ``ins``, reads ``x`` through view ``v``
   as its operand ``p``, one row per operand through which it joins a region (not a select's
   condition: of another dtype);
-- ``(starts k ins)``: its operands as a list of ``FusionStart`` terms, each through its own view;
+- ``(operand ins k p x v dt)``: every operand, with the dtype its ``FusionStart`` has;
 - ``(red k fk s n kept ks o dt)``: a reduction (unmasked) of rows ``s`` and extent ``n`` reading its
   source through the kept strides ``kept`` and the reduced stride ``ks``.
 
-A region's op is then ``(Op fk list)``, its list the kernel's starts with the operand ``p`` replaced
-by what is fused there: ``(IReplace starts p inner)``, which two rules of ``fusion_grow`` rewrite to
-the plain list (and subsume, so no genome picks it).
+A region's op is then ``(Op fk list)``, its list the kernel's operands, each read through a
+``FusionStart`` of its own view, but for the one (or two) fused there:
+``(FusedOperands k ins 0 p inner t other)`` (``t`` -1 where one is), which four rules of ``fusion_grow``
+write out operand by operand, a start made only where one is read (each written term is subsumed, so no
+genome picks it).
 
 Elementwise rule families:
 
@@ -70,9 +72,10 @@ Guards keep the number of regions small and the rules finite on e-graphs with cy
 - a rule never fires where the op reads its own e-class;
 - a region grows (and merges) only from one region per e-class and kind (plain, or rows ``r``):
   ``largest-plain`` and ``largest-rows`` are the most ops of any region of that kind ending there,
-  ``plain-region`` and ``rows-region`` the first region of each size (the facts state unary kernels
-  first, so where an exact kernel and its decomposition end regions of one size at one e-class, as
-  ``KernelTanh`` and its ``Exp2`` form do, the exact one's grows on). Every e-class so offers a
+  ``plain-region`` and ``rows-region`` a region of each size, the one whose last op reads the fewest
+  operands (``plain-operands``, ``rows-operands``): where an exact kernel and its decomposition end
+  regions of one size at one e-class, as ``KernelTanh`` and its ``Exp2`` form (ending in an ``Add``) do,
+  the exact one grows on, whatever order egglog applies the matches in. Every e-class so offers a
   few regions (pairs, one grown from each operand, one merge of both) rather than every
   sub-region of the graph above it, whose number is exponential in the graph's size (and doubly
   so where equal-sized regions would all be combined). Keeping the kinds apart lets a region of
@@ -93,12 +96,14 @@ FUSION_RULESETS = ("fusion_facts", "fusion_pair", "fusion_grow", "fusion_merge")
 MAX_REGION_OPS = 32
 FUNCTIONS = ("(relation ew (OpKind OpKind EList EList DType i64))",  # (kind, fused kind, shape, out, dtype, operands)
              "(relation reads (IList OpKind i64 IR View))",  # (list, kind, position, operand, view): joinable reads
-             "(function starts (OpKind IList) IList :merge old)",  # a kernel e-node -> its operands as starts
+             "(relation operand (IList OpKind i64 IR View DType))",  # (list, kind, position, operand, view, dtype)
              "(relation red (OpKind OpKind EList Expression EList Expression EList DType))",  # a reduction's facts
              "(function largest-plain (IR) i64 :merge (max old new))",  # e-class -> most ops of a plain region
-             "(function plain-region (IR i64) IR :merge old)",  # (e-class, ops) -> a plain region's inner term
+             "(function plain-operands (IR i64) i64 :merge (min old new))",  # (e-class, ops) -> fewest operands
+             "(function plain-region (IR i64 i64) IR :merge old)",  # (e-class, ops, operands) -> its inner term
              "(function largest-rows (IR EList) i64 :merge (max old new))",  # (e-class, rows) -> most ops
-             "(function rows-region (IR EList i64) IR :merge old)",  # (e-class, rows, ops) -> a row region's term
+             "(function rows-operands (IR EList i64) i64 :merge (min old new))",  # (e-class, rows, ops) -> fewest
+             "(function rows-region (IR EList i64 i64) IR :merge old)",  # (e-class, rows, ops, operands) -> its term
              "(function fused-origin (IR) IR :merge old)",  # a fused op's e-class -> the kernel op's it mirrors
              "(function row-shape (IR) EList :merge old)",  # a fused term's rows: its reductions' out shape
              "(relation on-rows (EList EList))")  # (on-rows s r): shape s is rows r, or r + [n], or either after a 1
@@ -114,16 +119,15 @@ def _elementwise_facts(name: str) -> Rule:
     operands = [f"?x{i}" for i in range(len(views))]
     condition = name in FUSABLE_TERNARY  # the first operand is a condition, started with its own dtype
     dtypes = ["?cdt" if condition and i == 0 else "?dt" for i in range(len(views))]
-    starts = inputs(*(op_term("FusionStart", inputs(x), shape="?s", view=f"?{v}", out="?o", dtype=dt)
-                      for x, v, dt in zip(operands, views, dtypes)))
+    every = " ".join(f"(operand ?ins ?kd {i} {x} ?{v} {dt})"
+                     for i, (x, v, dt) in enumerate(zip(operands, views, dtypes)))
     query = (f"(= ?kd {kind(op.kernel, **values)}) (= ?e (Op ?kd ?ins)) (= ?ins {inputs(*operands, tail='?tail')})"
              + (" (= ?cdt (dtype ?x0))" if condition else ""))
     reads = " ".join(f"(reads ?ins ?kd {i} {x} ?{v})" for i, (x, v) in enumerate(zip(operands, views))
                      if not (condition and i == 0))
     fused = kind(f"Fused{name}", shape="?s", out="?o", dtype="?dt")
     return Rule(f"facts-{name}", "fusion_facts",
-                f"(rule ({query}) ((ew ?kd {fused} ?s ?o ?dt {len(views)}) {reads}"
-                f" (set (starts ?kd ?ins) {starts})))")
+                f"(rule ({query}) ((ew ?kd {fused} ?s ?o ?dt {len(views)}) {reads} {every}))")
 
 
 def _reduction_facts(name: str) -> Rule:
@@ -147,42 +151,48 @@ def _end(inner: str, at: tuple[str, str] = ("?s", "?o"), marker: str = "FusionEn
     return op_term(marker, inner, shape=at[0], out=at[1], dtype="?dt")
 
 
-def _replaced(position: str, inner: str, operands: str = "?st") -> str:
-    """The operand list ``operands`` with its item ``position`` replaced by ``inner``."""
-    return f"(IReplace {operands} {position} {inner})"
+def _operands(position: str, inner: str, second: str = "-1", other: str = "?e", of: str = "?kd ?ins") -> str:
+    """The fused op's operands: those of the kernel e-node ``of`` (e-class ``?e``) as starts, but ``inner`` at
+    ``position`` (and ``other`` at ``second``; a position -1 is none, its term the e-node's own e-class)."""
+    return f"(FusedOperands {of} 0 {position} {inner} {second} {other})"
 
 
 def _rule(ruleset: str, name: str, query: list[str], inner: str, size: str, producer: str = "",
-          at: tuple[str, str] = ("?s", "?o"), rows: str = "") -> Rule:
+          at: tuple[str, str] = ("?s", "?o"), rows: str = "", operands: str = "?ar") -> Rule:
     """``?e`` (the consumer, of shape and out strides ``at``) gets the alternative ``FusionEnd(inner)``; ``inner``
     computes ``size`` ops. Its top fused op mirrors ``?e``, and ``?p`` (bound to ``producer``, where given) mirrors
     ``?m``: ``fused-origin`` records both, so the fused ops keep the HLIR provenance of the ops they replace.
-    ``rows``, where given, is the new region's ``row-shape`` (else it is plain)."""
+    ``rows``, where given, is the new region's ``row-shape`` (else it is plain); ``operands``, how many its last op
+    reads."""
     bind_producer = f"(let ?p {producer}) (set (fused-origin ?p) ?m) " if producer else ""
     if rows:
-        record = (f"(set (row-shape ?inner) {rows}) (set (rows-region ?e {rows} ?size) ?inner)"
-                  f" (set (largest-rows ?e {rows}) ?size)")
+        record = (f"(set (row-shape ?inner) {rows}) (set (rows-region ?e {rows} ?size {operands}) ?inner)"
+                  f" (set (rows-operands ?e {rows} ?size) {operands}) (set (largest-rows ?e {rows}) ?size)")
     else:
-        record = "(set (plain-region ?e ?size) ?inner) (set (largest-plain ?e) ?size)"
+        record = (f"(set (plain-region ?e ?size {operands}) ?inner) (set (plain-operands ?e ?size) {operands})"
+                  " (set (largest-plain ?e) ?size)")
     actions = (f"{bind_producer}(let ?inner {inner}) (set (fused-origin ?inner) ?e) (let ?size {size}) {record}"
                f" (union ?e {_end(inputs('?inner'), at)})")
     return Rule(name, ruleset, f"(rule ({' '.join(query)}) ({actions}))")
 
 
-# the consumer: an elementwise kernel e-node ``?e`` of kind ``?kd`` (``?ar`` operands), its operands as starts ``?st``
-_CONSUMER = ["(= ?e (Op ?kd ?ins))", "(ew ?kd ?fk ?s ?o ?dt ?ar)", "(= ?st (starts ?kd ?ins))"]
-_BINARY = ["(= ?e (Op ?kd ?ins))", "(ew ?kd ?fk ?s ?o ?dt 2)", "(= ?st (starts ?kd ?ins))"]
+# the consumer: an elementwise kernel e-node ``?e`` of kind ``?kd`` (``?ar`` operands)
+_CONSUMER = ["(= ?e (Op ?kd ?ins))", "(ew ?kd ?fk ?s ?o ?dt ?ar)"]
+_BINARY = ["(= ?e (Op ?kd ?ins))", "(ew ?kd ?fk ?s ?o ?dt ?ar)", "(= ?ar 2)"]
 _OWN = "(Strided ?o)"  # a read of a producer's output in its own layout
 # an unfused elementwise producer ``?m`` and its fused mirror over starts
-_PRODUCER = ("(= ?m (Op ?mk ?mins)) (ew ?mk ?pfk {at} ?dt ?par) (= ?pst (starts ?mk ?mins))", "(Op ?pfk ?pst)")
+_PRODUCER = ("(= ?m (Op ?mk ?mins)) (ew ?mk ?pfk {at} ?dt ?par)",
+             f"(Op ?pfk {_operands('-1', '?m', other='?m', of='?mk ?mins')})")
 
 
 def _largest(cls: str, size: str, region: str, rows: str = "") -> list[str]:
     """``region`` is the plain region (or, given ``rows``, the region with those rows) of most ops (``size``) ending at
     e-class ``cls``."""
     if rows:
-        return [f"(= {size} (largest-rows {cls} {rows}))", f"(= {region} (rows-region {cls} {rows} {size}))"]
-    return [f"(= {size} (largest-plain {cls}))", f"(= {region} (plain-region {cls} {size}))"]
+        return [f"(= {size} (largest-rows {cls} {rows}))", f"(= {region}-n (rows-operands {cls} {rows} {size}))",
+                f"(= {region} (rows-region {cls} {rows} {size} {region}-n))"]
+    return [f"(= {size} (largest-plain {cls}))", f"(= {region}-n (plain-operands {cls} {size}))",
+            f"(= {region} (plain-region {cls} {size} {region}-n))"]
 
 
 def _region_at(cls: str, size: str, region: str, rows: str = "") -> list[str]:
@@ -195,12 +205,12 @@ def elementwise_rules() -> list[Rule]:
     reads = "(reads ?ins ?kd ?q ?m (Strided ?o))"
     producer, mirror = _PRODUCER
     rules = [_rule("fusion_pair", "fuse", [*_CONSUMER, reads, producer.format(at="?s ?o"), "(!= ?e ?m)"],
-                   _op("?fk", _replaced("?q", "?p")), "2", producer=mirror),
+                   _op("?fk", _operands("?q", "?p")), "2", producer=mirror),
              _rule("fusion_grow", "grow-plain", [*_CONSUMER, reads, *_region_at("?m", "?k", "?y")],
-                   _op("?fk", _replaced("?q", "?y")), "(+ ?k 1)"),
+                   _op("?fk", _operands("?q", "?y")), "(+ ?k 1)"),
              _rule("fusion_grow", "grow-rows", [*_CONSUMER, reads, *_region_at("?m", "?k", "?y", "?r"),
                                                 "(on-rows ?s ?r)"],
-                   _op("?fk", _replaced("?q", "?y")), "(+ ?k 1)", rows="?r")]
+                   _op("?fk", _operands("?q", "?y")), "(+ ?k 1)", rows="?r")]
     both = [*_BINARY, f"(reads ?ins ?kd 0 ?m {_OWN})", f"(reads ?ins ?kd 1 ?n {_OWN})", "(!= ?e ?m)", "(!= ?e ?n)",
             "(= ?k (+ ?i ?j))", f"(< ?k {MAX_REGION_OPS})"]
     at_shape = f"(= {{end}} {_end('{fe}')})"  # an end read in its own layout over the op's shape
@@ -232,19 +242,20 @@ def row_rules() -> list[Rule]:
     start = op_term("FusionStart", inputs("?m"), shape="?es", view="(Strided ?full)", out="?full", dtype="?dt")
     producer, mirror = _PRODUCER
     rules = [_rule("fusion_pair", "reduce", [*_REDUCTION, "(!= ?e ?m)", "(init-of ?full ?kept ?ks)",
-                                             "(init-of ?es ?s ?n)"], _op("?fk", inputs(start)), "1", rows="?s"),
+                                             "(init-of ?es ?s ?n)"],
+                   _op("?fk", inputs(start)), "1", rows="?s", operands="1"),
              _rule("fusion_pair", "fuse-into-reduce", [*_REDUCTION, producer.format(at="?ps ?po"), "(!= ?e ?m)",
                                                        *_ALONG_ROWS],
-                   _op("?fk", inputs("?p")), "2", producer=mirror, rows="?s")]
+                   _op("?fk", inputs("?p")), "2", producer=mirror, rows="?s", operands="1")]
     end = [f"(= ?m {_end('?fe', ('?ps', '?po'))})", *_ALONG_ROWS]
     for label, rows in (("plain", ""), ("rows", "?s")):
         rules.append(_rule("fusion_grow", f"grow-reduce-{label}", [*_REDUCTION, *_region_at("?m", "?j", "?y", rows),
                                                                    *end],
-                           _op("?fk", inputs("?y")), "(+ ?j 1)", rows="?s"))
+                           _op("?fk", inputs("?y")), "(+ ?j 1)", rows="?s", operands="1"))
     for label, (view, row_end, relation) in _ROW_READS.items():
         query = [*_BINARY, f"(reads ?ins ?kd ?q ?m {view})", *_region_at("?m", "?j", "?y", "?r"), row_end, relation,
                  "(init-of ?s ?r ?nn)"]
-        rules.append(_rule("fusion_grow", f"grow-{label}", query, _op("?fk", _replaced("?q", "?y")), "(+ ?j 1)",
+        rules.append(_rule("fusion_grow", f"grow-{label}", query, _op("?fk", _operands("?q", "?y")), "(+ ?j 1)",
                            rows="?r"))
         for other, other_rows in (("rows", "?r"), ("plain", "")):  # with another region's end read in its own layout
             query = [*_BINARY, f"(reads ?ins ?kd ?q ?m {view})", f"(reads ?ins ?kd ?t ?n {_OWN})", "(!= ?q ?t)",
@@ -252,21 +263,37 @@ def row_rules() -> list[Rule]:
                      *_largest("?m", "?i", "?y", "?r"), *_largest("?n", "?j", "?w", other_rows), row_end, relation,
                      "(init-of ?s ?r ?nn)", f"(= ?n {_end('?fb')})"]
             rules.append(_rule("fusion_merge", f"merge-{label}-{other}", query,
-                               _op("?fk", _replaced("?t", "?w", _replaced("?q", "?y"))), "(+ ?k 1)", rows="?r"))
+                               _op("?fk", _operands("?q", "?y", "?t", "?w")), "(+ ?k 1)", rows="?r"))
     return rules
 
 
 def bookkeeping_rules() -> list[Rule]:
-    """The shapes ``on-rows`` of each row shape (of the lists that exist: no terms are made), and the replaced operand
-    lists, written out."""
+    """The shapes ``on-rows`` of each row shape (of the lists that exist: no terms are made), and the fused ops'
+    operands, written out one by one."""
     texts = {"on-rows": "((= ?r (row-shape ?t))) ((on-rows ?r ?r))",
              "on-rows-along": "((= ?r (row-shape ?t)) (init-of ?s ?r ?n)) ((on-rows ?s ?r))",
              "on-rows-batch": "((on-rows ?s ?r) (= ?b (ECons (MNum 1) ?s))) ((on-rows ?b ?r))",
-             "replace-first": "((= ?l (IReplace (ICons ?h ?t) 0 ?x)))"
-                              " ((union ?l (ICons ?x ?t)) (subsume (IReplace (ICons ?h ?t) 0 ?x)))",
-             "replace-later": "((= ?l (IReplace (ICons ?h ?t) ?i ?x)) (> ?i 0)) ((union ?l (ICons ?h"
-                              " (IReplace ?t (- ?i 1) ?x))) (subsume (IReplace (ICons ?h ?t) ?i ?x)))"}
+             **_operand_rules()}
     return [Rule(name, "fusion_grow", f"(rule {text})") for name, text in texts.items()]
+
+
+def _operand_rules() -> dict[str, str]:
+    """``(FusedOperands k ins p q x t w)``, the operands of kernel e-node ``(Op k ins)`` from ``p`` on, ``x`` at ``q``
+    and ``w`` at ``t``, the others as starts: one cons per rule, the term written out subsumed. Past a replaced
+    position the rest is written with none pending there (-1, the e-node's own e-class): every region's list at
+    a kernel e-node shares the one tail of starts after its fused operand."""
+    def step(at: str, head: str, after: str, extra: str = "") -> str:
+        term = f"(FusedOperands ?kd ?ins {at})"
+        written = f"(ICons {head} (FusedOperands ?kd ?ins {after}))" if after else head
+        return (f"((= ?l {term}) (ew ?kd ?fk ?s ?o ?dt ?ar) (= ?self (Op ?kd ?ins)){extra})"
+                f" ((union ?l {written}) (subsume {term}))")
+
+    start = op_term("FusionStart", inputs("?y"), shape="?s", view="?v", out="?o", dtype="?ydt")
+    return {"operand-start": step("?p ?q ?x ?t ?w", start, "(+ ?p 1) ?q ?x ?t ?w",
+                                  " (< ?p ?ar) (!= ?p ?q) (!= ?p ?t) (operand ?ins ?kd ?p ?y ?v ?ydt)"),
+            "operand-fused": step("?p ?p ?x ?t ?w", "?x", "(+ ?p 1) -1 ?self ?t ?w"),
+            "operand-other": step("?p ?q ?x ?p ?w", "?w", "(+ ?p 1) ?q ?x -1 ?self"),
+            "operands-end": step("?ar ?q ?x ?t ?w", "(INil)", "")}
 
 
 def warp_rules() -> list[Rule]:

@@ -42,7 +42,8 @@ def signatures(registry: OpRegistry) -> dict[str, list[tuple[str, tuple[str, ...
         "IR": [("OutputJoin", ("IR", "IR")), ("Op", ("OpKind", "IList")), ("Input", ("i64", "String", "DType")),
                ("Output", ("IR", "i64"))],
         "OpKind": [*registry.signatures(), *((n, tuple(f.sort for f in fs)) for n, fs in MARKERS.items())],
-        "IList": [("ICons", ("IR", "IList")), ("INil", ()), ("IReplace", ("IList", "i64", "IR"))],
+        "IList": [("ICons", ("IR", "IList")), ("INil", ()),
+                  ("FusedOperands", ("OpKind", "IList", "i64", "i64", "IR", "i64", "IR"))],
     }
 
 

@@ -4,7 +4,9 @@ Built from egglog's serialized JSON. HLIR provenance comes from the let names:
 ``$tN_`` is HLIR node N's e-class (``schema.let_name``), ``$root`` the root's. Primitive values
 (i64, f64, String, bool) are not e-classes here: they become literal arguments of the e-node that holds them, so
 ``(MNum 3)`` is an e-node ``MNum`` with the literal ``3``. Rows of non-constructor
-functions (``dtype``) are not e-nodes either; their values annotate the e-classes.
+functions (``dtype``) are not e-nodes either; their values annotate the e-classes. Nor are the fused ops'
+operand lists as fusion first builds them (``FusedOperands``) once its rules have written them out and subsumed
+them: each is in the e-class of its written form, a bookkeeping term.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ from typing import Any, TypeVar
 from ..core.errors import NoEClassError
 from .schema import LET_NAME
 
+WRITTEN_OUT = frozenset({"FusedOperands"})  # terms that rules write out in their e-class, then subsume
 PRIMITIVE_SORTS = frozenset({"i64", "f64", "String", "bool", "Unit", "BigInt", "BigRat"})
 GENOME_SORTS = frozenset({"IR", "IList"})
 T = TypeVar("T")
 # the program's functions and relations: they annotate e-classes, they are not e-nodes
 PROGRAM_FUNCTIONS = frozenset({"dtype", "largest-plain", "plain-region", "largest-rows", "rows-region", "fused-origin",
-                               "init-of", "last3", "row-shape", "on-rows", "contracts", "ew", "reads", "starts",
+                               "init-of", "last3", "row-shape", "on-rows", "contracts", "ew", "reads", "operand",
                                "red"})
 
 
@@ -81,6 +84,8 @@ class Snapshot:
                 continue
             if n["op"] in functions:
                 function_rows.append(n)
+                continue
+            if n["op"] in WRITTEN_OUT and n.get("subsumed"):
                 continue
             children = tuple(raw[c]["eclass"] for c in n["children"] if c not in literal_of)
             literals = tuple(literal_of[c] for c in n["children"] if c in literal_of)

@@ -700,6 +700,17 @@ def test_each_egraph_takes_the_spare_worker_and_leaves_another() -> None:
         second.egraph.close()
 
 
+def test_a_saturated_egraph_steps_on_in_a_worker_that_replays_it() -> None:
+    """Saturation gives the worker back; a later step takes one again, replays the history and finds nothing new."""
+    comp = ll.compile(_sin_graph())
+    saturation = comp.egraph.saturate()
+    assert saturation.saturated and comp.egraph._worker.pid is None
+    report = comp.egraph.step()
+    assert comp.egraph._worker.pid is not None and not report.updated
+    assert report.enodes_after == saturation.enodes
+    comp.egraph.close()
+
+
 def test_a_worker_given_back_serves_the_next_egraph_from_its_base_alone() -> None:
     """An e-graph done with its worker (closed, or dropped) gives it back: the next e-graph takes it, holding the schema
     and rules it read once and nothing of the e-graph before (its terms, its user rules and rulesets)."""
@@ -708,10 +719,10 @@ def test_a_worker_given_back_serves_the_next_egraph_from_its_base_alone() -> Non
     rule = "(rule ((= ?e (Op (KernelSin ?s ?x ?o ?dt) ?ins))) ((set (dtype ?e) ?dt)) :name \"mine\")"
     first = ll.compile(_sin_graph())
     first.egraph.add_rules(rule, ruleset="mine")
-    first.egraph.saturate()
     used = first.egraph._worker.pid
-    del first  # dropped: its e-graph's worker goes back to the pool
-    assert used in idle_pids()
+    first.egraph.saturate()  # saturated: its e-graph's worker goes back to the pool
+    assert used in idle_pids() and first.egraph._worker.pid is None
+    del first
     fresh = ll.compile(_sin_graph())
     assert fresh.egraph.summary()
     fresh.egraph.close()

@@ -346,7 +346,7 @@ def test_picture_folded_by_hlir_node(stacked):
     assert clusters == {}, "folded whole, no e-class is drawn"
     assert set(nodes) == {f"group-h{k}" for k in range(33)}, "one box per HLIR node (the rolled stack has 33)"
     assert all(classes >= {"node", "group"} for classes in nodes.values())
-    assert picture.caption == "E-graph after round #4: IR e-classes folded by HLIR node; 33 groups of 128 IR e-classes"
+    assert picture.caption == "E-graph after round #4: IR e-classes folded by HLIR node; 33 groups of 123 IR e-classes"
     texts = {g.get("id"): "".join(t.text or "" for t in g.iter(f"{SVG_NS}text")) for g in tree.iter(f"{SVG_NS}g")}
     sizes = Counter(group.values())
     enodes = Counter()
@@ -392,7 +392,7 @@ def test_picture_folded_with_groups_expanded(stacked):
     group = hlir_group_of(eg)
     ir = view.IRLevel(eg)
     picture = eg.picture(fold="hlir", expand=["h19", "h9"])
-    assert picture.caption.endswith("33 groups of 128 IR e-classes, h19, h9 expanded")
+    assert picture.caption.endswith("33 groups of 123 IR e-classes, h19, h9 expanded")
     tree = svg_tree(picture.to_svg())
     nodes, clusters = groups(tree, "node"), groups(tree, "cluster")
     inside = {cid for cid, key in group.items() if key in ("h19", "h9")}

@@ -789,9 +789,11 @@ def test_workbench_widgets_render_and_round_trip(lab: Session) -> None:
     assert all(trip["highlighted"]), f"selecting the Sin node should mark every stage: {trip['highlighted']}"
     assert trip["hits"] > 0, "no CUDA source line marked .ll-hit for the Sin node"
     assert trip["tabs"][0]["linked"] == "", "the selected node's own stage has no badge, as in the pipeline"
-    for tab in trip["tabs"][1:]:  # the badge counts one thing, and its tooltip says what
+    *stages, search = trip["tabs"]
+    for tab in stages[1:]:  # the badge counts one thing, and its tooltip says what
         assert tab["linked"].isdigit() and tab["title"].startswith(f"{tab['linked']} node"), tab
         assert tab["title"].endswith(f"linked to the selected hlir {trip['clicked']}"), tab
+    assert (search["text"], search["linked"]) == ("Search", None), search  # the program's search, not a stage
     _check_stepper(facts["stepper"])
     _check_inspector(facts["inspector"])
     _check_profiler(facts["profiler"])
