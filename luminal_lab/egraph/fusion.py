@@ -107,7 +107,7 @@ FUNCTIONS = ("(relation ew (OpKind OpKind EList EList DType i64))",  # (kind, fu
              "(function fused-origin (IR) IR :merge old)",  # a fused op's e-class -> the kernel op's it mirrors
              "(function row-shape (IR) EList :merge old)",  # a fused term's rows: its reductions' out shape
              "(relation on-rows (EList EList))")  # (on-rows s r): shape s is rows r, or r + [n], or either after a 1
-FUSING = (*FUSABLE_UNARY, *FUSABLE_BINARY, *FUSABLE_TERNARY)  # the elementwise ops, unary first
+FUSING = (*FUSABLE_UNARY, *FUSABLE_BINARY, *FUSABLE_TERNARY)  # the elementwise fusing ops
 
 
 # ---- facts: once per kernel ----------------------------------------------------------------------
