@@ -47,7 +47,7 @@ class Workbench(anywidget.AnyWidget):
         self.comp = comp
         super().__init__(panes=[self._pane(name) for name in self.provenance.stages], search=search_view(comp),
                          **kwargs)
-        if comp.search_state is not None:
+        if comp.search_state is not None and comp.search_state.running:  # (one that ends meanwhile calls back at once)
             comp.search_state.watch(lambda _: self.refresh_search())
 
     def refresh_search(self) -> dict[str, Any]:

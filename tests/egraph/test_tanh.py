@@ -78,3 +78,19 @@ def test_tanh_kernels_compile_with_nvrtc(fused: bool) -> None:
     comp.genome = space.fused_genome() if fused else space.smallest_genome()
     sources = [k for k in llir_sources(comp.llir()) if "tanhf(" in k.source]
     assert sources and all(f".entry {k.name}" in compile_ptx(k.source) for k in sources)
+
+
+def test_gpt2s_gelu_fuses_around_its_tanh() -> None:
+    """GPT-2's GELU (transformers' defaults, the cache on): its MLP's region holds the exact ``Tanh``, not its
+    decomposition. Regions of one size at the tanh's e-class tie; the one whose last op reads fewest operands grows
+    on, whatever order egglog applies matches in."""
+    from tests.helpers.causal_lms import gpt2, prompt
+
+    torch._dynamo.reset()
+    compiled = torch.compile(gpt2(), backend="luminal_lab", options={"generations": 0, "cache_dir": False})
+    with torch.no_grad():
+        compiled(prompt())
+    (comp,) = ll.programs(compiled)
+    llir = comp.llir()
+    ops = [region.op_names(llir) for region in find_regions(llir)]
+    assert sum("Tanh" in names for names in ops) == 2, ops  # one GELU per layer of the two
