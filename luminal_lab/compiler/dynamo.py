@@ -2,7 +2,8 @@
 
 The backend is registered through the ``torch_dynamo_backends`` entry point, so torch finds it by name without
 importing luminal_lab first. Dynamo hands over an FX ``GraphModule`` and example inputs; the graph is compiled through
-the same torch.export path as ``ll.compile``, on the first call's arguments.
+the same torch.export path as ``ll.compile``, on the first call's arguments; its translation is kept beside the tuning
+records (``frontends.kept``), so a later process compiling the same graph on the same kind of arguments exports nothing.
 
 Sizes dynamo treats as dynamic (after a second shape, with ``dynamic=True``, or ``torch._dynamo.mark_dynamic``: the
 SymInts in its placeholders' example values) are exported as dynamic (``Dim.AUTO``) and become the HLIR's symbolic
@@ -71,6 +72,8 @@ from torch.export.graph_signature import InputKind
 from ..core.arguments import fail, flag, integer, one_of, seconds
 from ..core.errors import ArgumentError, LuminalError, Refused
 from ..core.phases import phase
+from ..core.storage import directory_of
+from ..frontends import kept
 from ..frontends.export import export_core_aten
 from ..frontends.translate import translate
 from ..hlir.graph import Graph
@@ -356,20 +359,27 @@ class DynamoProgram:
             dynamic_shapes = tuple(auto if i in sizes else
                                    {axis: auto for axis in dynamism.axes.get(i, {})} if names[k] not in weights
                                    else None for k, i in enumerate(given))
-        with fx_traceback.preserve_node_meta():
-            exported = export_core_aten(bound, inputs, dynamic_shapes=(dynamic_shapes,) if dynamic_shapes else None,
-                                        decompose=not self.core_aten)
-            symbols = _renames(exported, dynamism, given) if dynamism.dynamic else None
-            translated = translate(exported, bound, names, inputs, weights=weights, symbols=symbols,
-                                   constant_outputs=True)
-            floats = self.floats(args)
-            key = _key(args) + floats
-            if dynamism.dynamic:
-                pins = self.note_specialised(translated.graph, given)
-                open_key = dynamism.key(args) + floats
-                key = open_key + tuple(_size_at(args, pin) for pin in pins)
-                self.pins.setdefault(open_key, []).append(pins)
-            program = Compiled.of_torch(translated, fusion=self.options.fusion, rolling=self.options.rolling)
+        floats = self.floats(args)
+        kept_in = None if self.options.cache_dir is False else directory_of(self.options.cache_dir)
+        of = kept.key(self.gm, args, [names, sorted(weights), sizes, sorted(derived.items()), self.baked, floats,
+                                      repr(dynamism), self.core_aten]) if kept_in else None
+        translated = kept.load(kept_in, of, bound, names, inputs, weights) if of else None
+        if translated is None:
+            with fx_traceback.preserve_node_meta():
+                exported = export_core_aten(bound, inputs, decompose=not self.core_aten,
+                                            dynamic_shapes=(dynamic_shapes,) if dynamic_shapes else None)
+                symbols = _renames(exported, dynamism, given) if dynamism.dynamic else None
+                translated = translate(exported, bound, names, inputs, weights=weights, symbols=symbols,
+                                       constant_outputs=True)
+            if of:
+                kept.store(kept_in, of, translated, names)
+        key = _key(args) + floats
+        if dynamism.dynamic:
+            pins = self.note_specialised(translated.graph, given)
+            open_key = dynamism.key(args) + floats
+            key = open_key + tuple(_size_at(args, pin) for pin in pins)
+            self.pins.setdefault(open_key, []).append(pins)
+        program = Compiled.of_torch(translated, fusion=self.options.fusion, rolling=self.options.rolling)
         position = {name: i for i, name in enumerate(self.input_names)}
         feed = Feed([position[name] for name in program.signature.inputs],
                      {name: position[name] for name, spec in program.graph.inputs.items()

@@ -23,8 +23,14 @@ def default_directory() -> Path:
     return Path(os.environ.get(CACHE_ENV) or "~/.cache/luminal_lab").expanduser()
 
 
+def directory_of(given: str | os.PathLike | None) -> Path:
+    """The directory ``given`` (``~`` expanded), else the default one."""
+    return Path(given).expanduser() if given is not None else default_directory()
+
+
 def write_json(path: Path, data: Any) -> bool:
-    """Write ``data`` as JSON to ``path``, whole; False (nothing written) where the directory cannot be written."""
+    """Write ``data`` as JSON to ``path``, whole; False (nothing written) where the directory cannot be written or
+    ``data`` is not JSON."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
@@ -34,7 +40,7 @@ def write_json(path: Path, data: Any) -> bool:
         with os.fdopen(handle, "w") as file:
             json.dump(data, file)
         os.replace(partial, path)
-    except OSError:
+    except (OSError, TypeError, ValueError):
         with contextlib.suppress(OSError):
             os.unlink(partial)
         return False

@@ -98,7 +98,8 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
 
     User inputs are named after their placeholders, or ``input_names`` (in order) when given;
     ``example_inputs`` become the default inputs of profiling and search. The user inputs named in
-    ``weights`` become weights holding their example input's value, except those the program mutates
+    ``weights`` become weights sharing their example input's memory (the torch.compile backend hands the runtime
+    each call's tensors anyway), except those the program mutates
     in place (which stay inputs, so the mutation is written back to the caller's tensor); the
     program then takes the other user inputs, positionally. ``symbols`` renames torch's size symbols
     (``{"s17": "s77"}``) in the HLIR's dimensions. With ``constant_outputs``, a size among the user outputs (a
@@ -126,7 +127,7 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
                 g.size_inputs[name] = as_expr(env[node])
                 user_inputs[node.name] = name
             elif name in weights and node.name not in mutated:
-                env[node] = g.weight(name, np.array(to_numpy(example_inputs[position]), copy=True))
+                env[node] = g.weight(name, to_numpy(example_inputs[position]))
                 held.add(position)
             else:
                 env[node] = g.tensor(sizes.shape(val.shape), name=name, dtype=dtype_of(val, node))

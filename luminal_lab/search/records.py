@@ -31,12 +31,11 @@ import sqlite3
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 from typing import TypeVar
 
 from ..core.arguments import write_error
 from ..core.storage import CACHE_ENV as CACHE_ENV
-from ..core.storage import default_directory
+from ..core.storage import directory_of
 from ..core.version import __version__
 from ..llir.genome import ChoiceSpace, Genome
 from .search import Candidate
@@ -63,7 +62,7 @@ class TuningRecords:
     """The records in ``directory``'s ``tuning.sqlite`` (see the module docstring)."""
 
     def __init__(self, directory: str | os.PathLike | None = None):
-        self.directory = Path(directory).expanduser() if directory is not None else default_directory()
+        self.directory = directory_of(directory)
         self.path = self.directory / "tuning.sqlite"
         self.unwritable: str | None = None  # why the database cannot be written, once found: nothing is recorded
 

@@ -29,7 +29,7 @@ from luminal_lab.llir.regions import find_regions
 from luminal_lab.runtime import cache, cuda_unavailable_reason
 from luminal_lab.runtime.cpu import CPURuntime
 from luminal_lab.search.records import TuningRecords
-from tests.helpers.models import MLP, mlp_inputs
+from tests.helpers.models import MLP, Shifted, mlp_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = {"generations": 1, "generation_size": 2, "budget": 30.0, "background": False}  # searched before the first call
@@ -285,22 +285,6 @@ def test_cuda_inputs_run_on_the_gpu_and_come_back_there() -> None:
 
 
 # ---- parameters and buffers as weights -----------------------------------------------------------------
-class Shifted(torch.nn.Module):
-    """A linear layer, a buffer it reads (``shift``) and one it counts its calls in, in place (``calls``)."""
-
-    def __init__(self, seed: int = 0):
-        super().__init__()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            self.linear = torch.nn.Linear(8, 4)
-        self.register_buffer("shift", torch.arange(4.0) + seed)
-        self.register_buffer("calls", torch.zeros(()))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.calls.add_(1.0)
-        return self.linear(x).relu() + self.shift * self.calls
-
-
 def shifted_pair() -> tuple[Shifted, Shifted, torch.nn.Module, torch.Tensor]:
     """A model, its eager twin (equal state), the model compiled without search, and an input."""
     model, twin = Shifted().eval(), Shifted().eval()

@@ -27,6 +27,22 @@ class MLP(nn.Module):
         return self.fc2(F.gelu(self.fc1(x)))
 
 
+class Shifted(torch.nn.Module):
+    """A linear layer, a buffer it reads (``shift``) and one it counts its calls in, in place (``calls``)."""
+
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.linear = torch.nn.Linear(8, 4)
+        self.register_buffer("shift", torch.arange(4.0) + seed)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls.add_(1.0)
+        return self.linear(x).relu() + self.shift * self.calls
+
+
 class SelfAttentionBlock(nn.Module):
     """Multi-head self-attention (softmax over scaled scores), then residual and LayerNorm."""
 
