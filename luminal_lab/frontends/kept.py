@@ -6,8 +6,8 @@ key (``key``) is a SHA-256 of everything the translation reads: the graph's Pyth
 the code of the functions it calls that are not torch's, the values of the tensors it holds (``get_attr``), each
 argument's kind (a tensor's shape, strides, dtype, device and whether it needs grad and is a parameter; another
 value's type and value), what the caller adds (``context``: which arguments are weights, which sizes are dynamic, ...),
-the torch and library versions and the source of the translator itself (``core``, ``hlir`` and ``frontends``), so
-that a changed translator never reads an older one's entries. A graph that calls a submodule has no key.
+the torch and library versions and the source of the translator itself and of the backend that calls it (``core``,
+``hlir``, ``frontends`` and ``compiler``), so that a changed translator never reads an older one's entries. A graph that calls a submodule has no key.
 
 The entry holds the graph (``hlir.data``), the signature (torch's pytree specs as torch writes them as JSON), and the
 values of the weights that torch lifted out of the program (its constants), but not those of the weights that are
@@ -42,7 +42,7 @@ from .translate import TorchProgram
 
 FORMAT = 1  # the entries' layout: an entry of another is discarded
 MAX_HELD_BYTES = 16 << 20  # the most bytes of lifted weights an entry holds; a program holding more is not kept
-_SOURCES = ("core", "hlir", "frontends")  # the packages whose code decides a translation
+_SOURCES = ("core", "hlir", "frontends", "compiler")  # the packages whose code decides a translation
 
 
 @functools.cache
