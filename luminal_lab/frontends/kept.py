@@ -7,7 +7,8 @@ the code of the functions it calls that are not torch's, the values of the tenso
 argument's kind (a tensor's shape, strides, dtype, device and whether it needs grad and is a parameter; another
 value's type and value), what the caller adds (``context``: which arguments are weights, which sizes are dynamic, ...),
 the torch and library versions and the source of the translator itself and of the backend that calls it (``core``,
-``hlir``, ``frontends`` and ``compiler``), so that a changed translator never reads an older one's entries. A graph that calls a submodule has no key.
+``hlir``, ``frontends`` and ``compiler``), so that a changed translator never reads an older one's entries. A graph
+that calls a submodule has no key.
 
 The entry holds the graph (``hlir.data``), the signature (torch's pytree specs as torch writes them as JSON), and the
 values of the weights that torch lifted out of the program (its constants), but not those of the weights that are
