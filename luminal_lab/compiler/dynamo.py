@@ -365,7 +365,10 @@ class DynamoProgram:
                                       repr(dynamism), self.core_aten]) if kept_in else None
         translated = kept.load(kept_in, of, bound, names, inputs, weights) if of else None
         if translated is None:
-            with fx_traceback.preserve_node_meta():
+            # outside dynamo's tracing context: inside it, export would fakify the inputs in dynamo's shape
+            # environment (a dynamic size its own symbol again, a graph compiled per shape still symbolic) and add
+            # guards on ``_Bound``'s arguments to dynamo's (which its frame has not: "Guard failed on the same frame")
+            with fx_traceback.preserve_node_meta(), torch._guards.tracing(None):
                 exported = export_core_aten(bound, inputs, decompose=not self.core_aten,
                                             dynamic_shapes=(dynamic_shapes,) if dynamic_shapes else None)
                 symbols = _renames(exported, dynamism, given) if dynamism.dynamic else None

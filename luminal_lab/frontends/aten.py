@@ -122,8 +122,14 @@ def _scaled(x: GraphTensor | float, factor: float) -> GraphTensor | float:
     return x if factor == 1 else x * factor
 
 
-def _fill(cx: Context, value: float | int | bool) -> GraphTensor:
+def _fill(cx: Context, value: float | int | bool | Expr | GraphTensor) -> GraphTensor:
+    """``value`` in torch's dtype and shape: a number, a size (an expression of the symbolic sizes) or a 0-d tensor
+    (a float computed from sizes, ``translate.SCALAR_OPS``)."""
     dtype = cx.dtype
+    if isinstance(value, Expr):
+        value = cx.graph.constant(value, dt.i64)
+    if isinstance(value, GraphTensor):
+        return value.cast(dtype).broadcast_to(cx.shape)
     value = bool(value) if dtype == dt.bool_ else int(value) if dtype.is_int else float(value)
     return cx.graph.constant(value, dtype).broadcast_to(cx.shape)
 
@@ -1116,6 +1122,7 @@ TABLE: dict[Any, Translation] = {
     aten.lift_fresh_copy.default: _identity,
     aten.copy.default: _copy,
     aten._to_copy.default: _to_copy,
+    torch.ops.prims.convert_element_type.default: lambda cx, x, dtype: x.cast(cx.dtype),
     # indexing
     aten.embedding.default: lambda cx, weight, indices, *_: embedding(indices, weight),
     aten.index.Tensor: _index,

@@ -19,6 +19,7 @@ op by op but read from the value torch recorded, and an int input becomes a size
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from ..core.arguments import fail
 from ..core.arrays import to_numpy
+from ..core.dtypes import DType
 from ..core.errors import ArgumentError, LuminalError, UnsupportedOpError
 from ..core.phases import phase
 from ..core.symbolic import Expr, as_expr
@@ -141,7 +143,8 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
     g.dynamic = bool(g.size_inputs) or any(not d.is_num for spec in g.inputs.values() for d in spec.node.shape)
     for node in ep.graph.nodes:
         if node.op == "call_function":
-            env[node] = sizes(node.meta["val"]) if is_size(node) else _translate_node(g, node, env, sizes)
+            env[node] = _size_or_scalar(g, node, env, sizes) if is_size(node) or node.target in SCALAR_OPS \
+                else _translate_node(g, node, env, sizes)
     outputs, mutated_inputs, mutated_weights, constants = _mark_outputs(g, ep, env, constant_outputs)
     if not g.outputs:
         raise UnsupportedOpError("non-tensor output", detail="the program returns no tensor (only Python values), "
@@ -158,7 +161,8 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
 
 def _check_supported(graph: torch.fx.Graph) -> None:
     """Raise for the first op with no translation (listing any others), before building anything."""
-    missing = [n for n in graph.nodes if n.op == "call_function" and lookup(n.target) is None and not is_size(n)]
+    missing = [n for n in graph.nodes if n.op == "call_function" and lookup(n.target) is None and not is_size(n)
+               and n.target not in SCALAR_OPS]
     if missing:
         others = sorted({str(n.target) for n in missing[1:]} - {str(missing[0].target)})
         detail = "no translation" + (f"; also untranslated here: {', '.join(others)}" if others else "")
@@ -179,6 +183,46 @@ def is_size(node: torch.fx.Node) -> bool:
     if isinstance(val, (torch.SymInt, torch.SymBool)):
         return not free_unbacked_symbols(val)
     return isinstance(val, int) and node.target is not operator.getitem and lookup(node.target) is None
+
+
+# Python's arithmetic on sizes and on the floats made of them (a batch norm's ``n / (n - 1)``, where dynamo and
+# AOTAutograd leave ``n`` symbolic): a size is read from torch's record as an expression, but a float (``SymFloat``), or
+# a size torch writes through one (``sym_int``), is computed where the program runs, as a 0-d f32 tensor of the sizes
+SCALAR_OPS: dict[Any, Callable[..., GraphTensor]] = {
+    operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul,
+    operator.truediv: operator.truediv, operator.neg: operator.neg, operator.pow: operator.pow,
+    operator.floordiv: lambda a, b: (a / b).floor(), operator.mod: lambda a, b: a - (a / b).floor() * b,
+    torch.sym_float: lambda a: a, torch.sym_int: lambda a: a.trunc(), math.trunc: lambda a: a.trunc(),
+    math.floor: lambda a: a.floor(), math.ceil: lambda a: a.ceil(), torch.sym_max: lambda a, b: a.fmax(b),
+    torch.sym_min: lambda a, b: a.fmin(b),
+}
+
+
+def _size_or_scalar(g: Graph, node: torch.fx.Node, env: dict, sizes: Sizes) -> Any:
+    """A size or a scalar node's value: the size torch recorded, where it is one (an expression of the symbolic
+    sizes, or a number), else computed (``SCALAR_OPS``) as a 0-d tensor of torch's dtype."""
+    val = node.meta["val"]
+    if isinstance(val, (bool, int, float)) and not isinstance(val, torch.SymFloat):
+        return val
+    if not isinstance(val, torch.SymFloat):
+        try:
+            return sizes(val)
+        except UnsupportedOpError:  # a size of floats (TruncToInt): computed below
+            if node.target not in SCALAR_OPS:
+                raise
+    operands = [_scalar(g, env[a] if isinstance(a, torch.fx.Node) else a) for a in node.args]
+    with g.origin(f"{getattr(node.target, '__name__', node.target)} @ {user_frame(node) or 'sizes'}"):
+        result = SCALAR_OPS[node.target](*operands)
+        return result.cast(DType.F32 if isinstance(val, torch.SymFloat) else DType.I64)
+
+
+def _scalar(g: Graph, value: Any) -> GraphTensor:
+    """A size, a number or a 0-d tensor as a 0-d f32 tensor."""
+    if isinstance(value, GraphTensor):
+        return value.cast(DType.F32)
+    if isinstance(value, Expr):
+        return g.constant(value, DType.I64).cast(DType.F32)
+    return g.constant(float(value))
 
 
 def _translate_node(g: Graph, node: torch.fx.Node, env: dict, sizes: Sizes) -> Any:
