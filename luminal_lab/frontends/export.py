@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import sys
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch.fx.proxy import TracerBase
 
 from ..core.errors import ExportError, LuminalError
@@ -49,9 +51,12 @@ def export_core_aten(module: torch.nn.Module, example_inputs: tuple, strict: boo
     for position, value in enumerate(example_inputs):
         if dynamic_shapes is not None and isinstance(value, int) and not isinstance(value, bool):
             continue
-        if not isinstance(value, torch.Tensor):
-            raise LuminalError(f"example input {position} is a {type(value).__name__}; only tensors can be inputs "
-                               "(bind other arguments first, e.g. with functools.partial)")
+        leaves = pytree.tree_leaves(value)
+        if not leaves or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+            raise LuminalError(f"example input {position} is a {type(value).__name__}; only tensors (or structures "
+                               "of them torch's pytree knows, such as a transformers cache) can be inputs (bind "
+                               "other arguments first, e.g. with functools.partial)")
+    _register_caches(module)
     with _all_user_frames(), _no_guards_fn(), _data_dependence_named():
         exported = torch.export.export(module, example_inputs, strict=strict, dynamic_shapes=dynamic_shapes)
         if not decompose:
@@ -63,6 +68,17 @@ def export_core_aten(module: torch.nn.Module, example_inputs: tuple, strict: boo
                 table.pop(op)
             table.update(DECOMPOSITIONS)
             return exported.run_decompositions(table)
+
+
+def _register_caches(module: torch.nn.Module) -> None:
+    """Register a ``transformers`` model's cache classes with torch's pytree (transformers' own
+    ``register_cache_pytrees_for_model``), so that a cache among its inputs or outputs (a causal LM's ``DynamicCache``,
+    returned by default) is flattened into its tensors, and the program returns one as the model does."""
+    transformers = sys.modules.get("transformers")  # a transformers model was built only where it is imported
+    if transformers is not None and isinstance(module, transformers.PreTrainedModel):
+        from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model
+
+        register_cache_pytrees_for_model(module)
 
 
 @contextlib.contextmanager

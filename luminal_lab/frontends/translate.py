@@ -13,7 +13,8 @@ compile.
 A program exported with dynamic shapes keeps them: torch's symbolic sizes (``symbols.Sizes``)
 become the HLIR's symbolic dimensions, in input shapes and in the arguments of views, slices and
 iotas; the SymInt arithmetic between them (``sym_size``, ``operator.sub``, ...) is not translated
-op by op but read from the value torch recorded, and an int input becomes a size argument
+op by op but read from the value torch recorded, a float made of sizes (``SymFloat``) is computed where the program
+runs as a 0-d tensor (``SCALAR_OPS``), and an int input becomes a size argument
 (``Signature.sizes``) that binds its variable at every call.
 """
 
