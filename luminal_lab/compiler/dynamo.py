@@ -57,20 +57,18 @@ import contextlib
 import functools
 import inspect
 import itertools
-import os
 import time
 import warnings
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.fx.traceback as fx_traceback
 from torch.export.graph_signature import InputKind
 
-from ..core.arguments import fail, flag, integer, one_of, seconds
-from ..core.errors import ArgumentError, LuminalError, Refused
+from ..core.errors import ArgumentError, LuminalError, NoDeviceError, Refused
 from ..core.phases import phase
 from ..core.storage import directory_of
 from ..frontends import kept
@@ -81,53 +79,8 @@ from ..runtime import DEVICES, check_device, start_compilers
 from ..search.records import TuningRecords
 from .calls import Call, Feed
 from .compiled import Compiled
+from .options import BackendOptions
 from .training import is_concrete, same_shapes, stand_ins, through_aot
-
-
-@dataclass(frozen=True)
-class BackendOptions:
-    """The backend's ``options``: the search each new program gets (``generations`` of ``generation_size`` children,
-    within ``budget`` seconds, from ``seed``; ``generations=0``: the most-fused genome, unmeasured), which goes on
-    behind the program's calls unless ``background`` is False (then the first call waits for it, and the budget counts
-    the build of the most-fused genome's kernels, which running it needs anyway: a program whose build takes all of it
-    runs that genome unmeasured too), the ``device``
-    (``None``: the inputs' device), ``fusion`` (whether the e-graph offers fused regions), ``rolling`` (whether
-    repeated layers are rolled to one, ``luminal_lab.hlir.rolling``) and ``cache_dir`` (the directory of the tuning
-    records, ``search.records``; ``None``: the default directory, ``False``: none kept or read)."""
-
-    generations: int = 2
-    generation_size: int = 8
-    budget: float = 5.0
-    seed: int = 0
-    background: bool = True
-    device: str | None = None
-    fusion: bool = True
-    rolling: bool = True
-    cache_dir: Any = None
-
-    @classmethod
-    def of(cls, options: Mapping[str, Any] | None) -> BackendOptions:
-        """Checked options: an unknown name is a ``TypeError``, a bad value an ``ArgumentError``, each naming it."""
-        options = dict(options or {})
-        names = [f.name for f in fields(cls)]
-        unknown = sorted(set(options) - set(names))
-        if unknown:
-            raise ArgumentError(f"torch.compile options: unknown option(s) {unknown} for backend 'luminal_lab'; the "
-                                f"options are {names}")
-        made = cls(**options)
-        where = "torch.compile options"
-        for name, low in (("generations", 0), ("generation_size", 1), ("seed", 0)):
-            integer(where, name, getattr(made, name), minimum=low)
-        seconds(where, "budget", made.budget)
-        if made.device is not None:
-            one_of(where, "device", made.device, DEVICES)
-        flag(where, "background", made.background)
-        flag(where, "fusion", made.fusion)
-        flag(where, "rolling", made.rolling)
-        if made.cache_dir is not None and made.cache_dir is not False \
-                and not isinstance(made.cache_dir, (str, os.PathLike)):
-            fail(where, "cache_dir", made.cache_dir, "a directory, None (the default) or False")
-        return made
 
 
 class _Bound(torch.nn.Module):
@@ -243,6 +196,7 @@ class DynamoProgram:
         self.only_floats: tuple = ()  # the baked floats' values that the one program serves
         self.per_shape: str | None = None  # why a dynamic graph is compiled per input shape (None: it is not)
         self.first_eager = False  # whether the next call runs the graph in torch instead of compiling it
+        self.in_torch: str | None = None  # why every call runs the graph in torch (it cannot be compiled)
         self.unchosen: dict[tuple, Callable[[], None]] = {}  # programs compiled without a genome: choosing one
 
     def key(self, args: Sequence[Any]) -> tuple:
@@ -280,14 +234,18 @@ class DynamoProgram:
     @phase("run")
     def _look_up_and_run(self, args: Sequence[Any]) -> Any:
         """``_run`` past the one program's call: the program of ``args`` found (or compiled) and run."""
-        if self.first_eager:  # a recompile runs in torch once, and is compiled if it is called again
+        if self.first_eager or self.in_torch:  # a recompile runs in torch once, and is compiled if called again
             self.first_eager = False
             return self.gm(*args)
         where, device = self.device_of(args)
         key = self.key(args)
         program = self.programs.get(key)
         if program is None:
-            key, program = self.compile_for(args)
+            try:
+                key, program = self.compile_for(args)
+            except LuminalError as error:  # from now on the graph runs in torch
+                self.in_torch = in_torch(error, self.options)
+                return self.gm(*args)
         self.choose_genomes()
         call = Call(program, self.feeds[key], where, device)
         result = call(args)
@@ -641,9 +599,25 @@ def luminal_lab_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     options = BackendOptions.of(options)
     frame = _compiling_frame()
     again = frame[0] is not None and any(made.code is frame[0] and made.owner is frame[1] for made in _MADE)
-    if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in example_inputs):
-        return _training(gm, example_inputs, options, frame, again)
-    return _program(gm, example_inputs, options, frame, again)
+    try:
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in example_inputs):
+            return _training(gm, example_inputs, options, frame, again)
+        return _program(gm, example_inputs, options, frame, again)
+    except LuminalError as error:
+        in_torch(error, options)
+        return gm
+
+
+def in_torch(error: LuminalError, options: BackendOptions) -> str:
+    """Why a graph that cannot be compiled runs in torch instead, after a warning that says so; raises ``error`` with
+    the ``strict`` option, and where it is no reason to run in torch (no such device, a bad argument)."""
+    if options.strict or isinstance(error, (NoDeviceError, ArgumentError)):
+        raise error
+    where = getattr(error, "where", None)  # an unsupported op's user line
+    reason = str(error).splitlines()[0] + (f", at {where}" if where else "")
+    warnings.warn(f"luminal_lab: a graph runs in torch, not compiled: {reason} (options={{'strict': True}} raises "
+                  "instead)", stacklevel=2)
+    return reason
 
 
 def _program(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: BackendOptions,

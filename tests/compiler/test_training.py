@@ -22,7 +22,7 @@ from luminal_lab.frontends.export import export_core_aten
 from tests.helpers.causal_lms import llama, prompt
 from tests.helpers.models import LlamaBlock, llama_inputs
 
-OPTIONS = {"generations": 0, "cache_dir": False}
+OPTIONS = {"generations": 0, "cache_dir": False, "strict": True}  # a refused op raises
 TOLERANCE = {"atol": 1e-5, "rtol": 1e-4}
 
 

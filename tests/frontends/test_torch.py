@@ -139,12 +139,25 @@ def test_unsupported_op_names_the_op_and_the_source_line() -> None:
     assert info.value.op == "aten.special_bessel_j0.default"
 
 
-def test_unsupported_op_through_torch_compile(dynamo_calls: list[int]) -> None:
+def test_unsupported_op_through_torch_compile_with_strict_raises(dynamo_calls: list[int]) -> None:
     with pytest.raises(torch._dynamo.exc.BackendCompilerFailed) as info:
-        torch.compile(bessel, backend="luminal_lab")(torch.randn(3))
+        torch.compile(bessel, backend="luminal_lab", options={"strict": True})(torch.randn(3))
     error = info.value.inner_exception
     assert isinstance(error, ll.UnsupportedOpError) and error.op == "aten.special_bessel_j0.default"
     assert error.where == f"test_torch.py:{BESSEL_LINE}: return torch.special.bessel_j0(x) + 1"
+    assert not dynamo_calls
+
+
+def test_a_graph_that_cannot_be_compiled_runs_in_torch_with_a_warning_naming_why(dynamo_calls: list[int]) -> None:
+    torch._dynamo.reset()
+    x = torch.randn(3, generator=torch.Generator().manual_seed(0))
+    compiled = torch.compile(bessel, backend="luminal_lab", options={"cache_dir": False})
+    with pytest.warns(UserWarning, match=r"^luminal_lab: a graph runs in torch, not compiled: unsupported op "
+                                         r"aten\.special_bessel_j0\.default") as caught:
+        got = compiled(x)
+    assert f"test_torch.py:{BESSEL_LINE}" in str(caught[0].message)
+    torch.testing.assert_close(got, bessel(x))
+    torch.testing.assert_close(compiled(x * 2), bessel(x * 2))  # every call, in torch
     assert not dynamo_calls
 
 

@@ -373,7 +373,7 @@ def _refusals(exported, entries: list[Entry], missing: dict[int, set[str]]) -> d
 # ---- gradients: samples through torch.compile(backend="luminal_lab") under torch.autograd.grad ------------------
 # the backward sweep's backend options: the most-fused genome, unmeasured and uncached; the e-graph without fused
 # regions (a third of the compile time; fusion has its own tests)
-GRAD_OPTIONS = {"generations": 0, "cache_dir": False, "fusion": False}
+GRAD_OPTIONS = {"generations": 0, "cache_dir": False, "fusion": False, "strict": True}  # refusals raise
 
 
 def differentiable_ops() -> list[OpInfo]:
