@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import settings
 
 from luminal_lab.compiler import background
@@ -51,6 +52,14 @@ def genome_directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(GENOME_CACHE_ENV, str(directory))
         yield directory
+
+
+@pytest.fixture
+def fresh_dynamo() -> Iterator[None]:
+    """Dynamo's caches emptied before and after the test, so each ``torch.compile`` of it compiles anew."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
 
 
 @pytest.fixture(autouse=True)

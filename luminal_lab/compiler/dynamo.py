@@ -234,7 +234,8 @@ class DynamoProgram:
     @phase("run")
     def _look_up_and_run(self, args: Sequence[Any]) -> Any:
         """``_run`` past the one program's call: the program of ``args`` found (or compiled) and run."""
-        if self.first_eager or self.in_torch:  # a recompile runs in torch once, and is compiled if called again
+        if self.first_eager or self.in_torch:  # a recompile runs in torch once (compiled if called again); a graph
+            # that cannot be compiled, always
             self.first_eager = False
             return self.gm(*args)
         where, device = self.device_of(args)
@@ -244,7 +245,7 @@ class DynamoProgram:
             try:
                 key, program = self.compile_for(args)
             except LuminalError as error:  # from now on the graph runs in torch
-                self.in_torch = in_torch(error, self.options)
+                self.in_torch = _run_in_torch(error, self.options)
                 return self.gm(*args)
         self.choose_genomes()
         call = Call(program, self.feeds[key], where, device)
@@ -604,11 +605,11 @@ def luminal_lab_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
             return _training(gm, example_inputs, options, frame, again)
         return _program(gm, example_inputs, options, frame, again)
     except LuminalError as error:
-        in_torch(error, options)
+        _run_in_torch(error, options)
         return gm
 
 
-def in_torch(error: LuminalError, options: BackendOptions) -> str:
+def _run_in_torch(error: LuminalError, options: BackendOptions) -> str:
     """Why a graph that cannot be compiled runs in torch instead, after a warning that says so; raises ``error`` with
     the ``strict`` option, and where it is no reason to run in torch (no such device, a bad argument)."""
     if options.strict or isinstance(error, (NoDeviceError, ArgumentError)):

@@ -8,9 +8,7 @@ allowed (their values become symbolic too).
 
 Non-strict export normally keeps only the frames of ``forward`` methods in a node's stack trace;
 here it keeps every user frame, so an op written in a helper points at its own line. A plain
-function is wrapped into a module; its parameter names become the inputs' names. The decomposition
-unlifts the program into a module, which gets no ``_guards_fn`` here: luminal_lab embeds the
-program, specialised to its inputs, and does not run that module on other ones. A value that depends on the input's
+function is wrapped into a module; its parameter names become the inputs' names. A value that depends on the input's
 data (an op returning a Python bool, an ``if`` on a tensor) cannot be exported: ``ExportError`` names it and the
 user's line.
 """
@@ -57,7 +55,7 @@ def export_core_aten(module: torch.nn.Module, example_inputs: tuple, strict: boo
                                "of them torch's pytree knows, such as a transformers cache) can be inputs (bind "
                                "other arguments first, e.g. with functools.partial)")
     _register_caches(module)
-    with _all_user_frames(), _no_guards_fn(), _data_dependence_named():
+    with _all_user_frames(), _data_dependence_named():
         exported = torch.export.export(module, example_inputs, strict=strict, dynamic_shapes=dynamic_shapes)
         if not decompose:
             return exported
@@ -155,30 +153,6 @@ def _all_user_frames() -> Iterator[None]:
         yield
     finally:
         TracerBase._filter_traceback_frames = original
-
-
-@contextlib.contextmanager
-def _no_guards_fn() -> Iterator[None]:
-    """Keep ``ExportedProgram.module()`` (which ``run_decompositions`` calls, then traces) from inserting a call of a
-    generated ``_guards_fn`` that asserts the inputs' sizes.
-
-    Inside dynamo's compilation (the ``torch.compile`` backend compiles a graph of concrete inputs at once) export
-    shares dynamo's fake mode, so the guards printed into that function include dynamo's own (``L['args'][0].size()[2]
-    == 8``, where dynamo marked a size dynamic and then specialised it), whose names the function does not bind:
-    ``NameError: name 'L' is not defined``. torch decides in ``torch.export._unlift._ok_to_generate_guards_fn``, which
-    says no for embedders it knows by the file names on the call stack; here it says no while luminal_lab exports.
-    """
-    from torch.export import _unlift
-
-    decides = getattr(_unlift, "_ok_to_generate_guards_fn", None)
-    if decides is None:  # a torch without the switch
-        yield
-        return
-    _unlift._ok_to_generate_guards_fn = lambda: False
-    try:
-        yield
-    finally:
-        _unlift._ok_to_generate_guards_fn = decides
 
 
 class FunctionModule(torch.nn.Module):

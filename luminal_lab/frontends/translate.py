@@ -188,14 +188,14 @@ def is_size(node: torch.fx.Node) -> bool:
 
 # Python's arithmetic on sizes and on the floats made of them (a batch norm's ``n / (n - 1)``, where dynamo and
 # AOTAutograd leave ``n`` symbolic): a size is read from torch's record as an expression, but a float (``SymFloat``), or
-# a size torch writes through one (``sym_int``), is computed where the program runs, as a 0-d f32 tensor of the sizes
+# a size torch writes through one (``sym_int``, exported as ``math.trunc``), is computed where the program runs, as a
+# 0-d f32 tensor of the sizes
 SCALAR_OPS: dict[Any, Callable[..., GraphTensor]] = {
     operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul,
     operator.truediv: operator.truediv, operator.neg: operator.neg, operator.pow: operator.pow,
     operator.floordiv: lambda a, b: (a / b).floor(), operator.mod: lambda a, b: a - (a / b).floor() * b,
-    torch.sym_float: lambda a: a, torch.sym_int: lambda a: a.trunc(), math.trunc: lambda a: a.trunc(),
-    math.floor: lambda a: a.floor(), math.ceil: lambda a: a.ceil(), torch.sym_max: lambda a, b: a.fmax(b),
-    torch.sym_min: lambda a, b: a.fmin(b),
+    torch.sym_float: lambda a: a, math.trunc: lambda a: a.trunc(),
+    torch.sym_max: lambda a, b: a.fmax(b), torch.sym_min: lambda a, b: a.fmin(b),
 }
 
 
@@ -203,7 +203,7 @@ def _size_or_scalar(g: Graph, node: torch.fx.Node, env: dict, sizes: Sizes) -> A
     """A size or a scalar node's value: the size torch recorded, where it is one (an expression of the symbolic
     sizes, or a number), else computed (``SCALAR_OPS``) as a 0-d tensor of torch's dtype."""
     val = node.meta["val"]
-    if isinstance(val, (bool, int, float)) and not isinstance(val, torch.SymFloat):
+    if isinstance(val, float):
         return val
     if not isinstance(val, torch.SymFloat):
         try:

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -36,11 +35,7 @@ QUICK = {"generations": 1, "generation_size": 2, "budget": 30.0, "background": F
 GPU = cuda_unavailable_reason() is None
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def chain(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

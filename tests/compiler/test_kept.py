@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,11 +25,7 @@ from tests.helpers.models import Shifted
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 @pytest.fixture
@@ -91,6 +86,16 @@ def test_a_constant_torch_lifted_out_is_kept_in_the_entry(tmp_path: Path, export
     torch._dynamo.reset()
     torch.testing.assert_close(compiled(with_constant, tmp_path)(x), with_constant(x))
     assert len(exports) == 1
+
+
+def test_a_program_holding_more_lifted_bytes_than_an_entry_takes_is_not_kept(tmp_path: Path, exports: list,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kept, "MAX_HELD_BYTES", 8)  # the constant's 16 bytes are more
+    x = torch.randn(5, 4, generator=torch.Generator().manual_seed(3))
+    for _ in range(2):
+        torch._dynamo.reset()
+        torch.testing.assert_close(compiled(with_constant, tmp_path)(x), with_constant(x))
+    assert len(exports) == 2 and entries(tmp_path) == []
 
 
 def test_an_entry_that_does_not_read_back_is_discarded_and_written_again(tmp_path: Path, exports: list) -> None:

@@ -9,7 +9,6 @@ import copy
 import importlib
 import math
 import operator
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -23,11 +22,7 @@ ASKED = {operator.truediv, operator.sub, operator.mul, operator.floordiv, operat
          torch.sym_float, math.trunc, torch.sym_max, torch.sym_min}  # torch.sym_int is exported as math.trunc
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 @pytest.fixture

@@ -8,8 +8,6 @@ decode step, a recompile, runs in torch): 17 to 70 s a model for 16 tokens on tw
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import torch
 from torch import nn
@@ -22,13 +20,6 @@ FUSED = {"generations": 0}
 TOL = {"atol": 1e-4, "rtol": 1e-4}
 # eager's greedy choice must win by this much at every step, or a rounding difference could flip it
 MARGIN = 1e-3
-
-
-@pytest.fixture
-def fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 def greedy_matches_eager(model: nn.Module, ids: torch.Tensor, new_tokens: int, dynamic: bool | None = None,

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import luminal_lab as ll
+from luminal_lab.compiler import dynamo
 from luminal_lab.compiler.dynamo import DynamoProgram, luminal_lab_backend
 from luminal_lab.frontends.aten import TABLE
 from tests.helpers.models import MLP, LlamaBlock, SelfAttentionBlock, attention_inputs, llama_inputs, mlp_inputs
@@ -159,6 +160,17 @@ def test_a_graph_that_cannot_be_compiled_runs_in_torch_with_a_warning_naming_why
     torch.testing.assert_close(got, bessel(x))
     torch.testing.assert_close(compiled(x * 2), bessel(x * 2))  # every call, in torch
     assert not dynamo_calls
+
+
+def test_a_graph_compiled_at_its_first_call_that_cannot_be_runs_in_torch_from_then_on() -> None:
+    """With dynamic sizes the graph is compiled at its first call, not when dynamo hands it over."""
+    torch._dynamo.reset()
+    compiled = torch.compile(bessel, backend="luminal_lab", dynamic=True, options={"cache_dir": False})
+    with pytest.warns(UserWarning, match=r"^luminal_lab: a graph runs in torch, not compiled: unsupported op"):
+        torch.testing.assert_close(compiled(torch.ones(3)), bessel(torch.ones(3)))
+    (made,) = [p for p in dynamo._MADE if "bessel" in p.gm.code]
+    assert made.in_torch is not None and not made.programs
+    torch.testing.assert_close(compiled(torch.ones(5)), bessel(torch.ones(5)))
 
 
 def covariance(x: torch.Tensor) -> torch.Tensor:
