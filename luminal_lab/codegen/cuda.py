@@ -11,6 +11,8 @@ their own C type, so each op's value wraps to it. Reductions run one block per o
 as the implementation its genome picked: ``Matmul`` through cuBLAS (a library ``CudaKernel``,
 nothing generated), ``MatmulTiled`` and ``MatmulTensorCore`` as ``cuda_matmul`` writes them.
 
+A ``GatherMatmul`` runs a thread per output element, reading each row's expert matrix in place.
+
 A fused region (``FusionStart`` ... ``FusionEnd`` markers) becomes one elementwise kernel
 ``k_region``, written from its position-named ``RegionBody``: ``in{j}`` is read through
 ``x{j}``'s view into the local ``x{j}``, step ``i`` computes the local ``t{i}`` and the last
@@ -67,6 +69,8 @@ def kernel_source(kernel: Kernel, llir: LLIR) -> CudaKernel:
         return tiled_source(kernel, llir)
     if op == "MatmulTensorCore":
         return mma_source(kernel, llir)
+    if op == "GatherMatmul":
+        return _gather_matmul_source(kernel, name, dtypes, reads, w)
     if op in REDUCE_KERNELS:
         return _reduce_source(kernel, name, dtypes, views, reads, w)
     if op in ("Scatter", "ScatterAdd"):
@@ -149,6 +153,32 @@ def _reduce_source(kernel: Kernel, name: str, dtypes: list[DType], views: list[S
     block = max_(32, min_(BLOCK, mul(ceil_div(length, 32), 32)))
     return CudaKernel(name, prefix + "\n" + "\n".join(lines), n_expr, dyn, reads, kernel.id,
                       per_output_block=True, block_threads=block)
+
+
+def _gather_matmul_source(kernel: Kernel, name: str, dtypes: list[DType], reads: tuple[int, ...],
+                          w: Writer) -> CudaKernel:
+    """A thread per output element, summing over the contracted extent: ``a`` (``in0``) at the contraction point
+    ``p``, times the data (``in2``) at ``within(q) + rows[q] * scale`` for the gather position ``q = b(p)`` (the rows:
+    ``in1``), 0 outside the data (``GatheredRead``)."""
+    (_, a), (_, rows), (_, data) = kernel.sources
+    read, out = kernel.arg, kernel.dtype
+    ctype = compute_type(out)
+    n_expr = numel(kernel.shape)
+    n, m = w.c(n_expr), w.c(a.dims[-1])
+    b_valid = read.b.valid_expr()
+    inside = "" if b_valid.is_num and b_valid.value == 1 else f"({w.c(b_valid, 'p')}) && "
+    lines = [f"  const long long n = {n};", f"  const long long m = {m};", f"  const long long size = "
+             f"{w.c(data.n_elements)};", "  long long o = blockIdx.x * (long long)blockDim.x + threadIdx.x;",
+             "  if (o >= n) return;", f"  {ctype} acc = ({ctype})0;", "  for (long long k = 0; k < m; ++k) {",
+             "    long long p = o * m + k;", f"    long long q = {w.c(read.b.index_expr(), 'p')};",
+             f"    long long pos = (long long)({w.c(read.within, 'q')}) + (long long)"
+             f"({w.read(dtypes[1], 'in1', rows, 'q')}) * (long long)({w.c(read.scale)});",
+             f"    {ctype} x = {convert(w.read(dtypes[0], 'in0', a, 'p'), dtypes[0], out)};",
+             f"    {ctype} y = ({inside}pos >= 0 && pos < size) ? "
+             f"{convert(w.read(dtypes[2], 'in2', data, 'pos'), dtypes[2], out)} : ({ctype})0;",
+             "    acc += x * y;", "  }", f"  out[o] = {store(out, 'acc')};", "}", ""]
+    prefix, dyn = w.header(name, out, dtypes)
+    return CudaKernel(name, prefix + "\n" + "\n".join(lines), n_expr, dyn, reads, kernel.id)
 
 
 def _library_matmul(kernel: Kernel, name: str, reads: tuple[int, ...]) -> CudaKernel:

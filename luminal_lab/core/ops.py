@@ -6,9 +6,11 @@ documented in ``luminal_lab.hlir.graph``. Every op a kernel runs is one ``Kernel
 constructors and lowering rules, extraction's field reads and the backends' groups are derived from. Besides the
 HLIR ops' own kernels there are ops recognised from patterns: ``Exp`` (e^x, from the exp2 chain), ``Select``
 (``where``: ``a`` where its condition is nonzero, else ``b``, from the Gather over ``concat(b, a)`` that ``where``
-lowers to) and ``Matmul`` (a ``Mul`` feeding a ``SumReduce``; ``MatmulTiled`` and ``MatmulTensorCore`` are its
-generated GPU implementations, ``luminal_lab.core.tiling``). The fusion markers ``FusionStart``, ``FusionEnd``,
-``FusionEndWarp`` and one ``Fused<Op>`` per fusing op (reductions included: a row region) are ``MARKERS``.
+lowers to), ``Matmul`` (a ``Mul`` feeding a ``SumReduce``; ``MatmulTiled`` and ``MatmulTensorCore`` are its
+generated GPU implementations, ``luminal_lab.core.tiling``) and ``GatherMatmul`` (a ``Matmul`` whose ``b`` is a
+``Gather`` at ``iota + rows * scale``, read in place: each row of a mixture of experts times its expert's matrix).
+The fusion markers ``FusionStart``, ``FusionEnd``, ``FusionEndWarp`` and one ``Fused<Op>`` per fusing op (reductions
+included: a row region) are ``MARKERS``.
 
 A *view* field is ``(Strided strides)`` or ``(Masked strides masks)``; ``Group`` gives the field layouts (a reduction's
 are its out shape, reduced extent, view of the kept dims, and the reduced dim's stride and mask; a contraction's views
@@ -78,9 +80,10 @@ class Group(enum.Enum):
     SOURCE = "source"  # Iota, Constant
     INDEX = "index"  # Gather, Scatter, ScatterAdd
     CAST = "cast"
+    GATHERED = "gathered"  # GatherMatmul
 
 
-UNARY, BINARY, TERNARY, REDUCE, CONTRACT, SOURCE, INDEX, CAST = Group
+UNARY, BINARY, TERNARY, REDUCE, CONTRACT, SOURCE, INDEX, CAST, GATHERED = Group
 _DTYPE = Field("dtype", "DType")
 
 
@@ -141,6 +144,8 @@ KERNEL_OPS = (  # the HLIR ops' kernels, then the ops recognised from patterns
     _op("Matmul", CONTRACT),
     _op("MatmulTiled", CONTRACT, layout=f"{CONTRACT.value} {_tiling_fields(Tiling)}", gpu_only=True),
     _op("MatmulTensorCore", CONTRACT, layout=f"{CONTRACT.value} {_tiling_fields(MmaTiling)}", gpu_only=True),
+    _op("GatherMatmul", GATHERED, layout="shape:EList extent:Expression a:View b:View index_shape:EList rows:View "
+        "within:Expression scale:Expression data_shape:EList data:View out:EList"),
 )
 KERNELS = {op.name: op for op in KERNEL_OPS}
 HLIR_KERNELS = {op.hlir: op for op in KERNEL_OPS if op.hlir is not None}  # HLIR op -> the kernel op it lowers to

@@ -26,6 +26,10 @@ and ``b`` not along the one before it (rows times columns, batched over the dims
 ``last3`` relation reads a stride list's final three) gets one ``KernelMatmulTiled`` e-node per
 ``TILINGS`` entry, and, for f16, bf16 and f32, one ``KernelMatmulTensorCore`` per ``MMA_TILINGS``
 entry: the implementations the genome chooses between.
+
+A ``KernelMatmul`` of rows by columns whose ``b`` is a ``Gather`` at ``iota + rows * scale`` (``take`` along the
+first axis: each row of a mixture of experts times its expert's matrix) gets a ``KernelGatherMatmul`` alternative
+reading the gathered data in place, with the rows and the iota's expression as fields: no matrix is copied per row.
 """
 
 from __future__ import annotations
@@ -235,6 +239,30 @@ SELECT_OF_GATHER = Rule(
     f" (= ?ac {_cast('?av', '?a', '?dt')}) (= ?bc {_cast('?bv', '?b', '?dt')}) (= ?dt (dtype ?e)))"
     f" ((union ?e {_SELECT})))")
 
+# a matmul of rows by columns (as ``_ROWS_BY_COLUMNS``) whose b is a Gather at iota + rows * scale (``take``: each row's
+# expert matrix, ``frontends.experts``), the index read in the gather's own layout: the gathered contraction reads the
+# gather's data in place, the rows as the addition reads them (a row of a table times a vector, as an embedding's
+# dot products, stays a matmul of the gathered rows: it copies nothing a read would not)
+_GATHERED = op_term("KernelGather", inputs("?idx", "?w"), index_shape="?is", index="(Strided ?go)", data_shape="?ds",
+                    data="?dv", out="?go", dtype="?gdt")
+_INDEX = op_term("KernelAdd", inputs("?iota", "?off"), shape="?is", a="(Strided ?go)", b="?rv", out="?go",
+                 dtype="?idt")
+_OFFSETS = op_term("KernelMul", inputs("?rows", "?c"), shape="?ms", a="(Strided ?mo)", b="?cv", out="?mo",
+                   dtype="?odt")
+_GATHER_MATMUL = op_term("KernelGatherMatmul", inputs("?a", "?rows", "?w"), shape="?s", extent="?k", a="?va", b="?vb",
+                         index_shape="?is", rows="?rv", within="?within", scale="?scale", data_shape="?ds", data="?dv",
+                         out="?o", dtype="?dt")
+_MATMUL_OF_GATHER = op_term("KernelMatmul", inputs("?a", "?g"), shape="?s", extent="?k", a="?va", b="?vb", out="?o",
+                            dtype="?dt")
+GATHERED_CONTRACTION = Rule(
+    "gathered-matmul", "kernel_lower",
+    f"(rule ((= ?e {_MATMUL_OF_GATHER}) (= ?va (Strided ?sa)) (= ?vb (Strided ?sb))"
+    " (last3 ?sa ?am (MNum 0) ?ak) (last3 ?sb (MNum 0) ?bn ?bk)"
+    f" (= ?g {_GATHERED}) (= ?idx {_INDEX})"
+    f" (= ?iota {op_term('KernelIota', '(INil)', expr='?within', length='?n', dtype='?tdt')})"
+    f" (= ?off {_OFFSETS}) (= ?c {op_term('KernelConstant', '(INil)', value='?scale', dtype='?cdt')}))"
+    f" ((union ?e {_GATHER_MATMUL})))")
+
 # a matmul whose a is constant along the out columns and b along the out rows: a batch of row-by-column products
 _MATMUL = {"shape": "?s", "extent": "?k", "a": "(Strided ?sa)", "b": "(Strided ?sb)", "out": "?o"}
 _ROWS_BY_COLUMNS = (f"(= ?e {op_term('KernelMatmul', '?ins', **_MATMUL, dtype='?dt')})"
@@ -307,6 +335,7 @@ _REWRITES = {  # each op's rewrites, and its early ones
     "Tanh": ((TANH_CHAIN,), ()),
     "Select": ((SELECT_OF_GATHER,), ()),
     "Matmul": ((CONTRACTION,), ()),
+    "GatherMatmul": ((GATHERED_CONTRACTION,), ()),
     "MatmulTiled": (TILED, ()),
     "MatmulTensorCore": (TENSOR_CORE, ()),
 }

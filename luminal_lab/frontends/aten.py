@@ -36,6 +36,7 @@ from ..hlir.tensor import (
     sort_key_less,
     where,
 )
+from .experts import TABLE as EXPERTS
 from .origins import user_frame
 from .symbols import Sizes
 
@@ -1184,4 +1185,5 @@ TABLE: dict[Any, Translation] = {
     aten.sym_constrain_range_for_size.default: _no_op,
     aten.sym_constrain_range.default: _no_op,
     **POOLING,
+    **EXPERTS,
 }

@@ -41,6 +41,7 @@ from ..core.symbolic import Expr, as_expr
 from ..hlir.graph import Graph, Signature
 from ..hlir.tensor import GraphTensor
 from .aten import TABLE, Context, dtype_of
+from .experts import BY_NAME
 from .export import FunctionModule, export_core_aten, parameter_names
 from .origins import user_frame
 from .symbols import Sizes
@@ -171,10 +172,10 @@ def _check_supported(graph: torch.fx.Graph) -> None:
 
 
 def lookup(target) -> Callable | None:
-    """The translation of an fx node's target (an aten op or ``getitem``), or None."""
+    """The translation of an fx node's target (an aten op, a library's custom op, or ``getitem``), or None."""
     if target is operator.getitem:
         return operator.getitem
-    return TABLE.get(target) or TABLE.get(getattr(target, "overloadpacket", None))
+    return TABLE.get(target) or TABLE.get(getattr(target, "overloadpacket", None)) or BY_NAME.get(str(target))
 
 
 def is_size(node: torch.fx.Node) -> bool:

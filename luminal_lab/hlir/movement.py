@@ -268,8 +268,10 @@ class MovementOps(TensorBase):
         # before*size*inner + index*inner + after, with inner the size of the trailing axes
         inner = numel(after)
         z = Expr.z()
-        outer = div(z, numel(indices.shape) * inner)
-        base = self.graph.iota(outer * self.shape[axis] * inner + mod(z, inner), numel(out_shape)).reshape(out_shape)
+        offset = mod(z, inner)
+        if before:
+            offset = div(z, numel(indices.shape) * inner) * self.shape[axis] * inner + offset
+        base = self.graph.iota(offset, numel(out_shape)).reshape(out_shape)
         idx = indices.cast(dt.i32).reshape(tuple(indices.shape) + (1,) * len(after))
         return (base + idx * self._index_scalar(inner))._apply(Op.GATHER, self)
 

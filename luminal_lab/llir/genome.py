@@ -29,7 +29,7 @@ from ..core.symbolic import EGGLOG_EXPR_OPS, Expr
 from ..core.tiling import MmaTiling, Tiling
 from ..egraph.snapshot import GENOME_SORTS, ENode, Snapshot, cheapest
 from ..hlir.graph import Graph
-from .llir import LLIR, Kernel
+from .llir import LLIR, GatheredRead, Kernel
 
 _DTYPES = {d.egglog: d for d in DType}
 _FUSION = frozenset((*END_MARKERS, *IN_REGION))
@@ -429,6 +429,16 @@ class _Extraction:
             numbers = tuple(space.expr(c).value for name, c in f.items() if name not in _MATMUL_FIELDS)
             tiling = {"MatmulTiled": Tiling, "MatmulTensorCore": MmaTiling}[op](*numbers) if numbers else None
             return Kernel(kernel_id, op, tuple(zip(sources, views)), shape, dtype, tiling, cid, hlir)
+        if group == Group.GATHERED:  # a contraction with its b read through the gather it replaces
+            product = (*space.elist(f["shape"]), space.expr(f["extent"]))
+            index_shape, data_shape = space.elist(f["index_shape"]), space.elist(f["data_shape"])
+            views = (space.view(f["a"], product), space.view(f["rows"], index_shape),
+                     space.view(f["data"], data_shape))
+            read = GatheredRead(space.view(f["b"], product), space.expr(f["within"]), space.expr(f["scale"]))
+            contracted = space.snapshot.contracts.get(cid)
+            if contracted is not None:
+                hlir = tuple(sorted({*hlir, *space.snapshot.classes[contracted].hlir}))
+            return Kernel(kernel_id, op, tuple(zip(sources, views)), product[:-1], dtype, read, cid, hlir)
         if group == Group.REDUCE:
             shape = space.elist(f["shape"])
             kept = space.view(f["kept"], shape)

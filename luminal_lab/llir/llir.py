@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.arguments import integer
 from ..core.dtypes import DType
-from ..core.shape_tracker import format_shape
+from ..core.shape_tracker import ShapeTracker, format_shape
 from ..core.stage import Stage
 from ..core.symbolic import Expr
 
@@ -38,12 +38,26 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class GatheredRead:
+    """How a ``GatherMatmul`` reads its ``b`` at a point ``p`` of the contraction (the out shape, the contracted extent
+    last): ``q = b(p)`` is a position in the layout of the gather it replaces (its index shape, row-major), and the
+    value is its data (source 2, through its view) at ``within(q) + rows[rows view at q] * scale`` (the rows: source 1),
+    0 outside the data."""
+
+    b: ShapeTracker
+    within: Expr  # in z = q
+    scale: Expr
+
+
+@dataclass(frozen=True)
 class Kernel:
     """One kernel op.
 
     ``arg`` by op: ``Input`` its name; ``Output`` its output index; ``Constant`` its value
     (a number or an ``Expr``); ``Iota`` ``(expr in z, length)``; ``Cast`` the target dtype;
-    ``MatmulTiled`` its ``Tiling``, ``MatmulTensorCore`` its ``MmaTiling``; ``FusionEnd`` ``"warp"`` where a GPU runs
+    ``MatmulTiled`` its ``Tiling``, ``MatmulTensorCore`` its ``MmaTiling``; ``GatherMatmul`` its ``GatheredRead``
+    (its sources: ``a`` over the contraction, the rows over the gather's index shape, the data over its shape);
+    ``FusionEnd`` ``"warp"`` where a GPU runs
     its row region a warp per row (picked as ``FusionEndWarp``); others None.
     """
 

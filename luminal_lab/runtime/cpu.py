@@ -44,6 +44,7 @@ from ..core.symbolic import Expr
 from ..hlir.contraction import Contraction
 from ..llir.llir import LLIR, Kernel
 from ..llir.regions import RegionBody, find_regions
+from . import gathered
 from .base import Plan, Runtime, Slot, Step, host_memory_available
 from .cache import KernelCache, Request, entry_point, kernel_cache
 
@@ -928,6 +929,8 @@ class _Planner:
             return None
         if op == "Output":
             return self._output(kernel)
+        if op == "GatherMatmul":
+            return self._gather_matmul(kernel)
         if op in CONTRACT_KERNELS:  # the GPU tilings of a contraction run here as the library call
             return self._matmul(kernel)
         if op in UNARY_KERNELS or op in BINARY_KERNELS or op in TERNARY_KERNELS or op == "Cast":
@@ -1061,6 +1064,13 @@ class _Planner:
             return self._sequence([a, b], [*steps, matmul])
         steps += [matmul, _Copy(out, arranged, "unsafe")]
         return self._sequence([a, b], steps)
+
+    def _gather_matmul(self, kernel: Kernel) -> Step:
+        """A gathered contraction: one BLAS product per expert its rows pick (``gathered``), in numpy."""
+        views = self._views(kernel)
+        self.warns = True
+        return self._sequence(views, [gathered.plan(kernel, self.buffers[kernel.id], *(v.array for v in views),
+                                                    self.bindings)])
 
     @staticmethod
     def _straight(contraction: Contraction, out: np.ndarray, lhs: np.ndarray,

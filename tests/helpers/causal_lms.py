@@ -68,6 +68,27 @@ def gpt_neox() -> nn.Module:
                   num_attention_heads=4, max_position_embeddings=64)
 
 
+# mixtures of experts: four experts, two per token (transformers' grouped_mm experts, its default)
+_EXPERTS = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "max_position_embeddings": 64, "num_experts_per_tok": 2}
+
+
+def mixtral() -> nn.Module:
+    return _built("MixtralForCausalLM", "MixtralConfig", intermediate_size=64, num_local_experts=4, **_EXPERTS)
+
+
+def qwen2_moe() -> nn.Module:
+    return _built("Qwen2MoeForCausalLM", "Qwen2MoeConfig", intermediate_size=64, moe_intermediate_size=16,
+                  shared_expert_intermediate_size=32, num_experts=4, **_EXPERTS)
+
+
+def qwen3_moe() -> nn.Module:
+    return _built("Qwen3MoeForCausalLM", "Qwen3MoeConfig", intermediate_size=64, moe_intermediate_size=16,
+                  num_experts=4, head_dim=8, **_EXPERTS)
+
+
+MIXTURES: dict[str, Callable[[], nn.Module]] = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe}
+
 CAUSAL_LMS: dict[str, Callable[[], nn.Module]] = {
     "llama": llama,
     "qwen2": qwen2,
