@@ -13,9 +13,9 @@ import functools
 import math
 import platform
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -58,7 +58,7 @@ class Compiled:
     """
 
     def __init__(self, graph: Graph, signature: Signature, module=None, example_inputs: Sequence | None = None,
-                 fusion: bool = True, rolling: bool = True):
+                 fusion: bool = True, rolling: bool = True, example_kwargs: Mapping[str, Any] | None = None):
         if not graph.outputs:
             raise LuminalError("the graph has no outputs: mark at least one with .output(name)")
         self.graph = graph
@@ -68,6 +68,7 @@ class Compiled:
         self.signature = signature
         self.boundary = Boundary(graph, signature, module)
         self._example_inputs = example_inputs
+        self._example_kwargs = dict(example_kwargs or {})
         self._reference = ReferenceRuntime(graph)
         self._space: ChoiceSpace | None = None
         self._genome: Genome | None = None
@@ -90,7 +91,8 @@ class Compiled:
     @classmethod
     def of_torch(cls, program: TorchProgram, fusion: bool = True, rolling: bool = True) -> Compiled:
         """The compiled form of a translated torch program (``luminal_lab.frontends``)."""
-        return cls(program.graph, program.signature, program.module, program.example_inputs, fusion, rolling)
+        return cls(program.graph, program.signature, program.module, program.example_inputs, fusion, rolling,
+                   program.example_kwargs)
 
     @property
     def compiled_graph(self) -> Graph:
@@ -466,13 +468,14 @@ class Compiled:
     def _profiling_inputs(self, inputs: Sequence | None, where: str) -> tuple[dict[str, np.ndarray], dict[str, int]]:
         """``inputs`` (default: the example inputs), checked at the boundary, else seeded random ones that fit
         in the host's memory budget."""
+        named: dict[str, Any] = {}
         if inputs is None and self._example_inputs is not None:
-            inputs = self._example_inputs
+            inputs, named = self._example_inputs, self._example_kwargs
         if inputs is not None:
             if not isinstance(inputs, (list, tuple)):
                 fail(where, "inputs", inputs, f"a list or tuple of the {len(self.signature.inputs)} input(s) "
                      f"{list(self.signature.inputs)}, or None")
-            return self.boundary.check(self.boundary.match(tuple(inputs), {}))
+            return self.boundary.check(self.boundary.match(tuple(inputs), named))
         shapes = {}
         for name in self.signature.inputs:
             node = self.graph.inputs[name].node
@@ -489,9 +492,10 @@ class Compiled:
                                     f"{format_bytes(budget)}; pass smaller inputs= or a smaller graph")
         return random_inputs(shapes), {}
 
-def compile(program, example_inputs: Sequence | None = None, *, fusion: bool = True, rolling: bool = True,
-            **options) -> Compiled:
-    """Compile an ``ll.Graph``, or a ``torch.nn.Module`` / function on ``example_inputs`` (via torch.export).
+def compile(program, example_inputs: Sequence | None = None, *, example_kwargs: Mapping[str, Any] | None = None,
+            fusion: bool = True, rolling: bool = True, **options) -> Compiled:
+    """Compile an ``ll.Graph``, or a ``torch.nn.Module`` / function on ``example_inputs`` (via torch.export), a
+    module also on ``example_kwargs`` (its keyword arguments, e.g. a transformers model's ``cache=``).
 
     ``fusion=False`` leaves the fusion rulesets out of the e-graph's schedule (no fused regions); ``rolling=False``
     keeps repeated layers apart (by default a run of identical layers is rolled to one, ``luminal_lab.hlir.rolling``).
@@ -500,8 +504,9 @@ def compile(program, example_inputs: Sequence | None = None, *, fusion: bool = T
     flag(where, "fusion", fusion)
     flag(where, "rolling", rolling)
     if isinstance(program, Graph):
-        if example_inputs is not None:
-            fail(where, "example_inputs", example_inputs, "None for an ll.Graph (a Graph declares its own inputs)")
+        for name, value in (("example_inputs", example_inputs), ("example_kwargs", example_kwargs)):
+            if value is not None:
+                fail(where, name, value, "None for an ll.Graph (a Graph declares its own inputs)")
         if options:
             raise ArgumentError(f"ll.compile: unknown option(s) {sorted(options)} for an ll.Graph")
         return Compiled(program, Signature.of_graph(program), fusion=fusion, rolling=rolling)
@@ -511,7 +516,8 @@ def compile(program, example_inputs: Sequence | None = None, *, fusion: bool = T
         fail(where, "example_inputs", None, "the example inputs of a torch module or function (a tensor or a tuple)")
     from ..frontends.translate import from_torch  # torch loads only for torch programs
 
-    return Compiled.of_torch(from_torch(program, example_inputs, **options), fusion=fusion, rolling=rolling)
+    return Compiled.of_torch(from_torch(program, example_inputs, example_kwargs, **options), fusion=fusion,
+                             rolling=rolling)
 
 
 def _current_genome(program: weakref.ref[Compiled]) -> Genome | None:

@@ -41,22 +41,25 @@ TRAINING = [torch.ops.aten._native_batch_norm_legit_functional, torch.ops.aten.m
 
 @phase("export")
 def export_core_aten(module: torch.nn.Module, example_inputs: tuple, strict: bool = False,
-                     dynamic_shapes: Any = None, decompose: bool = True) -> torch.export.ExportedProgram:
-    """``torch.export`` on tensor inputs (and int inputs, with ``dynamic_shapes``), decomposed to core aten, with every
-    user frame in the stack traces. ``decompose=False`` skips the decomposition, for a module whose graph is core aten
-    already (AOTAutograd's forward and backward, traced with ``aot_decompositions``): re-tracing it would change
-    nothing, and it costs most of the export's time."""
-    for position, value in enumerate(example_inputs):
+                     dynamic_shapes: Any = None, decompose: bool = True,
+                     example_kwargs: dict[str, Any] | None = None) -> torch.export.ExportedProgram:
+    """``torch.export`` on tensor inputs (and int inputs, with ``dynamic_shapes``), positional and by keyword
+    (``example_kwargs``), decomposed to core aten, with every user frame in the stack traces. ``decompose=False``
+    skips the decomposition, for a module whose graph is core aten already (AOTAutograd's forward and backward, traced
+    with ``aot_decompositions``): re-tracing it would change nothing, and it costs most of the export's time."""
+    _register_caches(module)
+    for position, value in [*enumerate(example_inputs), *(example_kwargs or {}).items()]:
         if dynamic_shapes is not None and isinstance(value, int) and not isinstance(value, bool):
             continue
         leaves = pytree.tree_leaves(value)
         if not leaves or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
-            raise LuminalError(f"example input {position} is a {type(value).__name__}; only tensors (or structures "
-                               "of them torch's pytree knows, such as a transformers cache) can be inputs (bind "
-                               "other arguments first, e.g. with functools.partial)")
-    _register_caches(module)
+            what = f"example input {position}" if isinstance(position, int) else f"example keyword input {position!r}"
+            raise LuminalError(f"{what} is a {type(value).__name__}; only tensors (or structures of them torch's "
+                               "pytree knows, such as a transformers cache) can be inputs (bind other arguments "
+                               "first, e.g. with functools.partial)")
     with _all_user_frames(), _data_dependence_named():
-        exported = torch.export.export(module, example_inputs, strict=strict, dynamic_shapes=dynamic_shapes)
+        exported = torch.export.export(module, example_inputs, example_kwargs, strict=strict,
+                                       dynamic_shapes=dynamic_shapes)
         if not decompose:
             return exported
         with warnings.catch_warnings():  # torch's own deepcopy of its pytree specs warns about itself

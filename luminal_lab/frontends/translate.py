@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,10 +58,14 @@ class TorchProgram:
     signature: Signature
     module: torch.nn.Module | None = None
     example_inputs: Sequence | None = None
+    example_kwargs: Mapping[str, Any] | None = None
 
 
-def from_torch(program: torch.nn.Module | Callable, example_inputs: Sequence, **options) -> TorchProgram:
-    """Translate a module or function on ``example_inputs`` (positional; one tensor or a sequence) via torch.export.
+def from_torch(program: torch.nn.Module | Callable, example_inputs: Sequence,
+               example_kwargs: Mapping[str, Any] | None = None, **options) -> TorchProgram:
+    """Translate a module or function on ``example_inputs`` (positional; one tensor or a sequence) and, for a module,
+    ``example_kwargs`` (its keyword arguments: a transformers model's ``cache=``) via torch.export; the program is then
+    called with the same structure.
 
     Options: ``strict`` (bool, default False) and ``dynamic_shapes`` (torch.export's, e.g.
     ``{"x": {0: Dim.AUTO}}``: those sizes become symbolic dimensions, and int inputs size arguments)
@@ -79,6 +83,9 @@ def from_torch(program: torch.nn.Module | Callable, example_inputs: Sequence, **
     elif not isinstance(example_inputs, (tuple, list)):
         fail("from_torch", "example_inputs", example_inputs, "a tensor or a tuple of the program's inputs")
     example_inputs = tuple(example_inputs)
+    if example_kwargs and not isinstance(program, torch.nn.Module):
+        fail("from_torch", "example_kwargs", example_kwargs, "None for a function (its inputs come by position); "
+             "keyword inputs are a module's")
     names = None if isinstance(program, torch.nn.Module) else parameter_names(program, len(example_inputs))
     dynamic_shapes = options.get("dynamic_shapes")
     if dynamic_shapes is not None and not isinstance(program, torch.nn.Module):  # FunctionModule takes *args
@@ -89,8 +96,10 @@ def from_torch(program: torch.nn.Module | Callable, example_inputs: Sequence, **
             dynamic_shapes = [dynamic_shapes.get(name) for name in names]
         dynamic_shapes = (tuple(dynamic_shapes),)
     exported = export_core_aten(module, example_inputs, strict=options.get("strict", False),
-                                dynamic_shapes=dynamic_shapes)
-    return translate(exported, module, names, example_inputs)
+                                dynamic_shapes=dynamic_shapes, example_kwargs=example_kwargs)
+    program = translate(exported, module, names, example_inputs)
+    program.example_kwargs = dict(example_kwargs) if example_kwargs else None
+    return program
 
 
 @phase("translation")

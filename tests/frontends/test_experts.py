@@ -15,7 +15,7 @@ from luminal_lab.core.shape_tracker import numel
 from luminal_lab.frontends.experts import grouped_rows
 from luminal_lab.llir.llir import LLIR, Kernel
 from tests.frontends.test_generation import greedy_matches_eager
-from tests.helpers.causal_lms import MIXTURES, cache_tensors, prompt
+from tests.helpers.causal_lms import MIXTURES, cache_tensors, greedy_through_programs, prompt
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 ROWS, K, N, EXPERTS = 7, 4, 5, 3
@@ -132,7 +132,14 @@ def test_a_mixture_of_experts_compiles_as_it_is(name: str) -> None:
 
 @pytest.mark.parametrize("name", list(MIXTURES))
 def test_a_mixture_of_experts_generates_greedily_as_eager(name: str) -> None:
-    greedy_matches_eager(MIXTURES[name](), prompt(), 16)
+    """16 tokens through ``torch.compile`` (``model.generate``), then through ``ll.compile``'s programs."""
+    model = MIXTURES[name]()
+    with torch.no_grad():
+        eager = model.generate(prompt(), max_new_tokens=16, do_sample=False)[0, prompt().shape[1]:].tolist()
+    tokens, (_, step) = greedy_through_programs(model, prompt(), 16)
+    assert tokens == eager
+    assert "symbolic" in step.hlir.summary() and step.llir().op_counts()["GatherMatmul"] == 4
+    greedy_matches_eager(model, prompt(), 16)
 
 
 def test_torchs_grouped_mm_translates_to_the_same_contraction() -> None:

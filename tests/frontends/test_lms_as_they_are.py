@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import luminal_lab as ll
-from tests.helpers.causal_lms import CAUSAL_LMS, PROMPT, cache_tensors, gpt2, prompt
+from tests.helpers.causal_lms import CAUSAL_LMS, PROMPT, cache_tensors, gpt2, greedy_through_programs, llama, prompt
 
 NEXT = prompt(length=1, seed=2)
 
@@ -40,3 +40,30 @@ def test_a_cache_passed_in_is_an_input() -> None:
     assert got.past_key_values.get_seq_length() == PROMPT + 1
     for ours, theirs in zip(cache_tensors(got.past_key_values), cache_tensors(expected.past_key_values), strict=True):
         torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+
+
+def test_a_cache_passed_by_keyword_is_an_input() -> None:
+    """Llama's ``forward(input_ids, attention_mask, ..., cache=...)``: the cache comes by keyword, as the program is
+    then called; its result and the cache it returns as eager's."""
+    model, ids = llama(), prompt()
+    with torch.no_grad():
+        cache = model(ids).past_key_values
+        comp = ll.compile(model, (NEXT,), example_kwargs={"cache": cache})
+        other = model(prompt(seed=3)).past_key_values
+        got = comp(NEXT, cache=other)
+        expected = model(NEXT, cache=model(prompt(seed=3)).past_key_values)
+    torch.testing.assert_close(got.logits, expected.logits, atol=1e-5, rtol=1e-5)
+    for ours, theirs in zip(cache_tensors(got.past_key_values), cache_tensors(expected.past_key_values), strict=True):
+        torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ll.LuminalError, match="example_kwargs"):
+        ll.compile(lambda x: x + 1, (NEXT,), example_kwargs={"y": NEXT})
+
+
+def test_greedy_generation_through_programs_matches_eager() -> None:
+    """A prefill program and one decode program whose cache length is symbolic: 16 tokens as ``generate``'s."""
+    model = llama()
+    with torch.no_grad():
+        eager = model.generate(prompt(), max_new_tokens=16, do_sample=False)[0, PROMPT:].tolist()
+    tokens, (_, step) = greedy_through_programs(model, prompt(), 16)
+    assert tokens == eager
+    assert "symbolic" in step.hlir.summary()

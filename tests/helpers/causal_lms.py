@@ -127,3 +127,26 @@ class CachedStep(nn.Module):
             cache.update(keys, values, layer)
         out = self.model(input_ids, cache=cache)
         return (out.logits, *cache_tensors(out.past_key_values))
+
+
+def greedy_through_programs(model: nn.Module, ids: torch.Tensor, new_tokens: int) -> tuple[list[int], list]:
+    """Greedy generation with ``ll.compile``'s programs as a user writes it: one for the prompt, and one decode step
+    compiled on the cache by keyword (``cache=``) with its length symbolic, called for every token after the first.
+    Returns the new tokens and the two programs."""
+    import luminal_lab as ll
+
+    with torch.no_grad():
+        prefill = ll.compile(model, (ids,))
+        out = prefill(ids)
+        token = out.logits[:, -1:].argmax(-1)
+        lengths = torch.export.ShapesCollection()
+        for tensor in cache_tensors(out.past_key_values):
+            lengths[tensor] = {2: torch.export.Dim.AUTO}
+        step = ll.compile(model, (token,), example_kwargs={"cache": out.past_key_values},
+                          dynamic_shapes=lengths.dynamic_shapes(model, (token,), {"cache": out.past_key_values}))
+        tokens = [int(token)]
+        for _ in range(new_tokens - 1):
+            out = step(token, cache=out.past_key_values)
+            token = out.logits[:, -1:].argmax(-1)
+            tokens.append(int(token))
+    return tokens, [prefill, step]
