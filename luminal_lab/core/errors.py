@@ -62,10 +62,10 @@ class BudgetExceeded(LuminalError):
 
 class Refused(LuminalError):
     """A genome that extracts no LLIR, or that a device will not run; ``kind`` says why (cycle, dead end, missing
-    kernel op, ...)."""
+    kernel op, ...), ``eclass`` where that is one e-class's pick (a broken region's end)."""
 
-    def __init__(self, kind: str, detail: str):
-        self.kind, self.detail = kind, detail
+    def __init__(self, kind: str, detail: str, eclass: str | None = None):
+        self.kind, self.detail, self.eclass = kind, detail, eclass
         super().__init__(f"{kind}: {detail}")
 
 

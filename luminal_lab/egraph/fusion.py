@@ -40,7 +40,9 @@ The left side of every rule matches unfused ``Kernel*`` ops and the right side b
 ``Fused*`` ops (another sort of term), so no rule re-matches its own output. Fusion only
 follows reads whose strides are the producer's own out strides (one pattern variable,
 ``?o``, for both) over the same shape, so element ``z`` of the consumer is element ``z`` of
-the producer. A lone elementwise op never forms a region, and there is no ``FS(FS x) = FS x``
+the producer (a read of a slice of a region's end, with the end's own strides over a shape of fewer elements, is
+offered too: extraction refuses that region, ``llir.regions``). A lone elementwise op never forms a region, and there
+is no ``FS(FS x) = FS x``
 or ``FS(FE x) = x`` rule (both put cycles into e-classes).
 
 Row regions hold reductions (softmax, norms, the attention row). Their *rows* are the reductions'

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from functools import cached_property
 
 from ..core.arguments import fail, integer
 from ..core.dtypes import DType
-from ..core.errors import NoEClassError, Refused
+from ..core.errors import LuminalError, NoEClassError, Refused
 from ..core.ops import END_MARKERS, FUSED_OPS, GPU_KERNELS, IN_REGION, KERNELS, MARKERS, Group
 from ..core.phases import phase
 from ..core.shape_tracker import ShapeTracker
@@ -30,6 +31,7 @@ from ..core.tiling import MmaTiling, Tiling
 from ..egraph.snapshot import GENOME_SORTS, ENode, Snapshot, cheapest
 from ..hlir.graph import Graph
 from .llir import LLIR, GatheredRead, Kernel
+from .regions import find_regions
 
 _DTYPES = {d.egglog: d for d in DType}
 _FUSION = frozenset((*END_MARKERS, *IN_REGION))
@@ -110,7 +112,18 @@ class ChoiceSpace:
             if cid in self.position and any(getattr(self.kernel_of(n), "op", "") == "KernelMatmulTiled"
                                             for n in snapshot.classes[origin].nodes if n.op == "Op"):
                 weights.update({n.id: float(len(self.classes)) for n in self.options[self.position[cid]]})
-        return self.genome(self._cheapest(weights, random.Random(0), frozenset((*without, *GPU_KERNELS))))
+        # a region that cannot run as one kernel (``Refused`` "broken region") is left out and the next best taken
+        for _ in range(len(self.classes) + 1):
+            genome = self.genome(self._cheapest(weights, random.Random(0), frozenset((*without, *GPU_KERNELS))))
+            try:
+                extract(genome)
+            except Refused as refused:
+                if refused.eclass is None:
+                    return genome
+                weights[genome.pick(refused.eclass).id] = math.inf
+                continue
+            return genome
+        raise Refused("broken region", "every region the e-graph offers is broken")
 
     def unfused_genome(self) -> Genome:
         """The smallest genome without fused regions (no ``FusionEnd`` picked)."""
@@ -309,7 +322,14 @@ class _Extraction:
 
     def run(self) -> LLIR:
         self.visit(self.space.snapshot.root)
-        return LLIR(self.kernels, [self.outputs[i] for i in sorted(self.outputs)], self.genome.hash)
+        llir = LLIR(self.kernels, [self.outputs[i] for i in sorted(self.outputs)], self.genome.hash)
+        for region in find_regions(llir):  # a region that cannot run as one kernel is refused before anything builds
+            try:
+                region.body(llir)
+            except LuminalError as error:
+                eclass = self.kernels[region.end].eclass
+                raise Refused("broken region", f"{eclass}: {error}", eclass) from None
+        return llir
 
     def visit(self, root: str) -> None:
         """Build the kernels of ``root`` and of everything it reads, operands first (kernel ids follow that

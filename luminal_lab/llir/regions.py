@@ -144,7 +144,12 @@ class Region:
         end = kernels[self.end]
         body = RegionBody(inputs, steps, end.shape, end.dtype)
         reductions = {kernels[o].shape for o in self.ops if FUSED_OPS[kernels[o].op] in REDUCE_KERNELS}
-        if not reductions:
+        if not reductions:  # element by element: every value has as many elements as the end
+            count = numel(end.shape)
+            for k in (*self.starts, *self.ops):
+                if numel(kernels[k].shape) != count:
+                    raise LuminalError(f"k{k} ({kernels[k].op}) in the region of k{self.end} has "
+                                       f"{format_shape(kernels[k].shape)}, not the region's {count} elements")
             return body
         if len(reductions) > 1:
             shapes = ", ".join(format_shape(shape) for shape in reductions)

@@ -6,7 +6,9 @@ index is ``q % L + rows[q // L] * L`` (``take`` along the first axis: ``L`` is t
 binding ``plan`` splits the contraction's axes by how ``q`` steps along them: by whole rows of the gather (those pick
 the expert) or within one row (those walk one expert's matrix, which must step evenly through the data's view, so that
 each expert's matrix is a strided view of the data). Each call then reads the rows' values and runs one BLAS product
-per expert that some row picks, over the rows that pick it. A layout that does not split so is refused at planning.
+per expert that some row picks, over the rows that pick it. A layout that does not split so (a gather along another
+axis, several axes of rows) gathers ``b`` on each call through the same index arithmetic, each row's matrix copied,
+and contracts it.
 """
 
 from __future__ import annotations
@@ -21,12 +23,16 @@ from numpy.lib.stride_tricks import as_strided
 from ..codegen.reads import Strided, lower
 from ..core.errors import LuminalError
 from ..core.symbolic import Expr
-from ..hlir.contraction import Contraction
+from ..hlir.contraction import Contraction, contract
 from ..llir.llir import GatheredRead, Kernel
 
 
-def _refuse(kernel: Kernel, why: str) -> LuminalError:
-    return LuminalError(f"GatherMatmul k{kernel.id}: {why}; the CPU runtime runs only rows that each pick one matrix")
+class _OtherLayout(LuminalError):
+    """A ``GatherMatmul`` whose read does not split into rows that each pick one matrix."""
+
+
+def _refuse(kernel: Kernel, why: str) -> _OtherLayout:
+    return _OtherLayout(f"GatherMatmul k{kernel.id}: {why}")
 
 
 @dataclass
@@ -55,15 +61,52 @@ class GatheredProduct:
         np.copyto(self.out, self.contraction.arrange(product), casting="unsafe")
 
 
+@dataclass
+class GatheredPerRow:
+    """Any other layout: ``b`` gathered on each call through the kernel's index arithmetic (each row's matrix
+    copied, as the per-row form does), then one contraction."""
+
+    out: np.ndarray
+    a: np.ndarray  # over the contraction
+    rows: np.ndarray  # over the gather's index shape
+    data: np.ndarray  # over its own shape
+    row_at: tuple[np.ndarray, ...]  # per point of the contraction, where its row's value is in ``rows``
+    within: np.ndarray  # per point of the contraction, the iota's value
+    scale: int
+    compute: Any
+
+    def __call__(self) -> None:
+        position = self.within + self.rows[self.row_at].astype(np.int64) * self.scale
+        inside = (position >= 0) & (position < self.data.size)
+        picked = self.data[np.unravel_index(np.where(inside, position, 0), self.data.shape)]
+        b = np.where(inside, picked, 0).astype(self.compute, copy=False)
+        np.copyto(self.out, contract(self.a.astype(self.compute, copy=False), b, self.a.ndim - 1), casting="unsafe")
+
+
 def plan(kernel: Kernel, out: np.ndarray, a: np.ndarray, rows: np.ndarray, data: np.ndarray,
-         bindings: dict[str, int]) -> GatheredProduct:
+         bindings: dict[str, int]) -> GatheredProduct | GatheredPerRow:
     """The step computing ``kernel`` into ``out`` from numpy views of its sources: ``a`` over the contraction, ``rows``
-    over the gather's index shape, ``data`` over its own shape (``GatheredRead``)."""
+    over the gather's index shape, ``data`` over its own shape (``GatheredRead``): one product per expert where the
+    read splits into rows that each pick a matrix, else the gather per row."""
+    try:
+        return _per_expert(kernel, out, a, rows, data, bindings)
+    except _OtherLayout:
+        read: GatheredRead = kernel.arg
+        points = np.arange(a.size, dtype=np.int64)
+        q = np.broadcast_to(np.asarray(read.b.index_expr().evaluate(bindings, points), np.int64), points.shape)
+        within = np.broadcast_to(np.asarray(read.within.evaluate(bindings, q), np.int64), points.shape)
+        row_at = np.unravel_index(q, rows.shape)
+        return GatheredPerRow(out.reshape(a.shape[:-1]), a, rows, data, tuple(i.reshape(a.shape) for i in row_at),
+                              within.reshape(a.shape), int(read.scale.evaluate(bindings)), kernel.dtype.compute_numpy)
+
+
+def _per_expert(kernel: Kernel, out: np.ndarray, a: np.ndarray, rows: np.ndarray, data: np.ndarray,
+                bindings: dict[str, int]) -> GatheredProduct:
     read: GatheredRead = kernel.arg
     if read.within != Expr.z() % read.scale:
         raise _refuse(kernel, f"its gather's iota {read.within} is not z % {read.scale}")
     length = int(read.scale.evaluate(bindings))
-    if math.prod(rows.shape[1:]) != length or math.prod(data.shape[1:]) != length or data.ndim < 2:
+    if math.prod(rows.shape[1:]) != length or math.prod(data.shape[1:]) != length or data.ndim < 2 or a.size == 0:
         raise _refuse(kernel, f"rows of {length} do not match its index {rows.shape} and data {data.shape}")
     if any(s != 0 and d > 1 for s, d in zip(rows.strides[1:], rows.shape[1:])):
         raise _refuse(kernel, "its rows vary within a row of the gather")

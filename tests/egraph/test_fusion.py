@@ -8,10 +8,14 @@ import torch
 
 import luminal_lab as ll
 from luminal_lab.core.arrays import to_numpy
+from luminal_lab.core.dtypes import DType
 from luminal_lab.core.dtypes import to_torch as to_torch_dtype
 from luminal_lab.core.errors import Refused
 from luminal_lab.core.ops import FUSED_OPS, IN_REGION
+from luminal_lab.core.shape_tracker import ShapeTracker, numel
+from luminal_lab.core.symbolic import Expr
 from luminal_lab.llir.genome import extract
+from luminal_lab.llir.llir import LLIR, Kernel
 from luminal_lab.llir.regions import find_regions
 from luminal_lab.runtime.cpu import CPURuntime
 from tests.helpers.models import LlamaBlock, llama_inputs
@@ -310,3 +314,49 @@ def test_fusion_rules_are_written_over_classes_of_kernel() -> None:
     classes = class_rules()
     assert len(classes) <= 25
     assert not any(op.name in rule.text for op in KERNEL_OPS if op.fuses for rule in classes)
+
+
+def test_a_region_never_reads_part_of_a_value_it_computes() -> None:
+    """``(a * b)[:1] + c``, as Mamba's scan steps read it: the slice reads the product's first row with the product's
+    own strides, over another shape. A region computes element by element, so the add cannot join the product's
+    region (it would read the product where the region has computed none of it); the fused genome runs as the
+    reference."""
+    g = ll.Graph()
+    a, b = g.tensor((3, 4), name="a"), g.tensor((3, 4), name="b")
+    c = g.tensor((1, 4), name="c")
+    ((a * b).exp2()[:1] + c).sqrt().output("y")
+    comp, llir, regions = fused_regions(g)
+    for region in regions:
+        shapes = {llir_kernel.shape for llir_kernel in llir.kernels if llir_kernel.id in region.kernels()}
+        assert len({numel(s) for s in shapes}) == 1, shapes
+    # the e-graph offers the add grown onto the product's region; extraction refuses that region, and the fused
+    # genome took the next best
+    space = comp.choice_space()
+    fused = space.fused_genome()
+    refused = []
+    for cid in space.classes:
+        for alternative in space.alternatives(fused, cid):
+            try:
+                extract(alternative)
+            except Refused as error:
+                refused.append(error.detail)
+    assert any("not the region's 4 elements" in detail for detail in refused), refused
+    comp.genome = fused
+    given = [np.random.default_rng(0).standard_normal(shape, dtype=np.float32) for shape in ((3, 4), (3, 4), (1, 4))]
+    np.testing.assert_allclose(to_numpy(comp.run(*given)), to_numpy(comp.run_reference(*given)), rtol=1e-6)
+
+
+def test_a_region_of_values_of_other_sizes_is_broken() -> None:
+    """A plain region whose start holds three rows where its end holds one: ``Region.body`` names it (extraction
+    refuses such a genome as a ``broken region``, and the fused genome takes the next best)."""
+    rows, row = (Expr.num(3), Expr.num(4)), (Expr.num(1), Expr.num(4))
+    kernels = [Kernel(0, "Input", (), rows, DType.F32, "a"),
+               Kernel(1, "FusionStart", ((0, ShapeTracker.contiguous(rows)),), rows, DType.F32),
+               Kernel(2, "FusedSin", ((1, ShapeTracker.contiguous(rows)),), rows, DType.F32),
+               Kernel(3, "FusedSqrt", ((2, ShapeTracker.contiguous(row)),), row, DType.F32),
+               Kernel(4, "FusionEnd", ((3, ShapeTracker.contiguous(row)),), row, DType.F32)]
+    llir = LLIR(kernels, [4])
+    (region,) = find_regions(llir)
+    with pytest.raises(ll.LuminalError, match=r"k1 \(FusionStart\) in the region of k4 has \[3, 4\], not the "
+                                              r"region's 4 elements"):
+        region.body(llir)

@@ -150,3 +150,20 @@ def test_torchs_grouped_mm_translates_to_the_same_contraction() -> None:
     comp = ll.compile(lambda x, w, offs: torch.nn.functional.grouped_mm(x, w, offs=offs), (x, w, offs))
     assert comp.llir().op_counts()["GatherMatmul"] == 1
     torch.testing.assert_close(comp(x, w, offs), torch.nn.functional.grouped_mm(x, w, offs=offs))
+
+
+def test_rows_over_two_axes_gather_each_rows_matrix() -> None:
+    """Experts picked over a batch of sequences (an index of two axes): a layout the per-expert products do not take,
+    so the CPU gathers each row's matrix on each call, through the kernel's own index arithmetic."""
+    g = ll.Graph()
+    x = g.tensor((2, 3, K), name="x")
+    w = g.tensor((EXPERTS, K, N), name="w")
+    picks = g.tensor((2, 3), name="picks", dtype=ll.i32)
+    x.unsqueeze(-2).matmul(w.take(picks, 0)).output("y")
+    comp = ll.compile(g)
+    comp.genome = comp.choice_space().fused_genome()
+    _gathered(comp.llir())
+    gen = torch.Generator().manual_seed(1)
+    xs, ws = torch.randn(2, 3, K, generator=gen), torch.randn(EXPERTS, K, N, generator=gen)
+    chosen = torch.tensor([[0, 2, 2], [1, 0, 2]], dtype=torch.int32)
+    torch.testing.assert_close(comp.run(xs, ws, chosen), xs.unsqueeze(-2) @ ws[chosen.long()], atol=1e-5, rtol=1e-5)
