@@ -69,6 +69,9 @@ def kernel_source(kernel: Kernel, llir: LLIR) -> CudaKernel:
         return tiled_source(kernel, llir)
     if op == "MatmulTensorCore":
         return mma_source(kernel, llir)
+    if op == "Opaque":
+        source = f"// k{kernel.id}: {kernel.arg.name} through torch, on views of the plan's buffers\n"
+        return CudaKernel(name, source, n_expr, (), reads, kernel.id, library="torch")
     if op == "GatherMatmul":
         return _gather_matmul_source(kernel, name, dtypes, reads, w)
     if op in REDUCE_KERNELS:

@@ -108,7 +108,8 @@ class CudaStage(Stage):
     def compilation(self, kernel: CudaKernel) -> Compilation:
         """``kernel`` compiled to PTX for ``arch`` (on the first call; then remembered)."""
         if kernel.writes not in self._compiled and kernel.library:
-            self._compiled[kernel.writes] = Compilation(None, library=f"{kernel.library} through torch.mm")
+            call = "torch.mm" if kernel.library == "cublas" else "the op itself"  # a matmul, or an opaque op
+            self._compiled[kernel.writes] = Compilation(None, library=f"{kernel.library} through {call}")
         if kernel.writes not in self._compiled:
             try:
                 result = Compilation(compile_ptx(kernel.source, self.arch))

@@ -332,7 +332,7 @@ class DynamoProgram:
                                             dynamic_shapes=(dynamic_shapes,) if dynamic_shapes else None)
                 symbols = _renames(exported, dynamism, given) if dynamism.dynamic else None
                 translated = translate(exported, bound, names, inputs, weights=weights, symbols=symbols,
-                                       constant_outputs=True)
+                                       constant_outputs=True, opaque=not self.options.strict)
             if of:
                 kept.store(kept_in, of, translated, names)
         key = _key(args) + floats

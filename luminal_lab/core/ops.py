@@ -1,8 +1,9 @@
 """The op vocabulary every stage shares, declared once: the HLIR's primitive ops and the LLIR's kernel ops.
 
-HLIR ops (``Op``) are the sixteen primitives plus ``Input``, ``Constant`` and ``Output``; their semantics are
-documented in ``luminal_lab.hlir.graph``. Every op a kernel runs is one ``KernelOp`` in ``KERNEL_OPS``: plain data
-(name, HLIR op, group, dtype rule, whether it fuses, named fields with their egglog sorts) that the e-graph's
+HLIR ops (``Op``) are the sixteen primitives plus ``Input``, ``Constant``, ``Output`` and ``Opaque`` (a torch op with no
+translation, run as it is: ``luminal_lab.hlir.opaque``; its kernel's field ``node`` is the HLIR node's id); their
+semantics are documented in ``luminal_lab.hlir.graph``. Every op a kernel runs is one ``KernelOp`` in ``KERNEL_OPS``:
+plain data (name, HLIR op, group, dtype rule, whether it fuses, named fields with their egglog sorts) that the e-graph's
 constructors and lowering rules, extraction's field reads and the backends' groups are derived from. Besides the
 HLIR ops' own kernels there are ops recognised from patterns: ``Exp`` (e^x, from the exp2 chain), ``Select``
 (``where``: ``a`` where its condition is nonzero, else ``b``, from the Gather over ``concat(b, a)`` that ``where``
@@ -51,6 +52,7 @@ class Op(enum.Enum):
     SCATTER = "Scatter"
     SCATTER_ADD = "ScatterAdd"
     CAST = "Cast"
+    OPAQUE = "Opaque"
 
     def __repr__(self) -> str:
         return self.value
@@ -81,9 +83,10 @@ class Group(enum.Enum):
     INDEX = "index"  # Gather, Scatter, ScatterAdd
     CAST = "cast"
     GATHERED = "gathered"  # GatherMatmul
+    OPAQUE = "opaque"  # a torch op run as it is
 
 
-UNARY, BINARY, TERNARY, REDUCE, CONTRACT, SOURCE, INDEX, CAST, GATHERED = Group
+UNARY, BINARY, TERNARY, REDUCE, CONTRACT, SOURCE, INDEX, CAST, GATHERED, OPAQUE = Group
 _DTYPE = Field("dtype", "DType")
 
 
@@ -138,6 +141,7 @@ KERNEL_OPS = (  # the HLIR ops' kernels, then the ops recognised from patterns
     _op("Scatter", INDEX, layout=_SCATTER, hlir=Op.SCATTER),
     _op("ScatterAdd", INDEX, layout=_SCATTER, hlir=Op.SCATTER_ADD),
     _op("Cast", CAST, "field", "shape:EList x:View out:EList dtype:DType", hlir=Op.CAST),
+    _op("Opaque", OPAQUE, "field", "node:Expression shape:EList dtype:DType", hlir=Op.OPAQUE),
     _op("Exp", UNARY, fuses=True),
     _op("Tanh", UNARY, fuses=True),
     _op("Select", TERNARY, "input1", fuses=True),

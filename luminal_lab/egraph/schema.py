@@ -141,6 +141,8 @@ def op_fields(node: Node) -> tuple:
                  "index": view(index), "source": view(source), "out": out}
     elif op == Op.CAST:
         named = {"shape": elist(node.shape), "x": view(trackers[0]), "out": out, "dtype": (node.arg.egglog,)}
+    elif op == Op.OPAQUE:  # read back from the HLIR node at extraction: its call and its operands' views
+        named = {"node": ("MNum", node.id), "shape": elist(node.shape), "dtype": (node.dtype.egglog,)}
     else:
         raise ValueError(f"{op.value} has no OpKind fields")
     return tuple(named[f.name] for f in HLIR_KERNELS[op].fields)

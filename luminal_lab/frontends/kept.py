@@ -33,6 +33,7 @@ import torch.utils._pytree as pytree
 
 from ..core.arrays import to_numpy
 from ..core.dtypes import DType, from_numpy
+from ..core.ops import Op
 from ..core.phases import phase
 from ..core.storage import read_json, write_json
 from ..core.symbolic import Expr
@@ -105,12 +106,12 @@ def path(directory: Path, of: str) -> Path:
 @phase("translation")
 def store(directory: Path, of: str, program: TorchProgram, names: Sequence[str]) -> bool:
     """Keep ``program`` (translated with its user inputs named ``names``, those among its weights being taken from
-    the arguments) under key ``of``; False where it cannot be kept (too many lifted bytes, a pytree spec torch cannot
-    write, a directory that cannot be written)."""
+    the arguments) under key ``of``; False where it cannot be kept (too many lifted bytes, an opaque op, a pytree spec
+    torch cannot write, a directory that cannot be written)."""
     graph, signature = program.graph, program.signature
     lifted = {name: value for name, value in graph.weights.items() if name not in names}
-    if sum(value.nbytes for value in lifted.values()) > MAX_HELD_BYTES:
-        return False
+    if sum(value.nbytes for value in lifted.values()) > MAX_HELD_BYTES or any(n.op == Op.OPAQUE for n in graph.nodes):
+        return False  # too many lifted bytes, or a torch op run as it is (a call, not data)
     try:
         specs = [None if spec is None else pytree.treespec_dumps(spec)
                  for spec in (signature.in_spec, signature.out_spec)]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import operator
+import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,10 +36,12 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from ..core.arguments import fail
 from ..core.arrays import to_numpy
 from ..core.dtypes import DType
+from ..core.dtypes import from_torch as from_torch_dtype
 from ..core.errors import ArgumentError, LuminalError, UnsupportedOpError
 from ..core.phases import phase
 from ..core.symbolic import Expr, as_expr
 from ..hlir.graph import Graph, Signature
+from ..hlir.opaque import OpaqueCall
 from ..hlir.tensor import GraphTensor
 from .aten import TABLE, Context, dtype_of
 from .experts import BY_NAME
@@ -106,7 +109,7 @@ def from_torch(program: torch.nn.Module | Callable, example_inputs: Sequence,
 def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None = None,
               input_names: Sequence[str] | None = None, example_inputs: Sequence | None = None, *,
               weights: Collection[str] = (), symbols: dict[str, str] | None = None,
-              constant_outputs: bool = False) -> TorchProgram:
+              constant_outputs: bool = False, opaque: bool = False) -> TorchProgram:
     """The ``TorchProgram`` of a core-aten ``ExportedProgram`` (of ``module``).
 
     User inputs are named after their placeholders, or ``input_names`` (in order) when given;
@@ -117,9 +120,11 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
     program then takes the other user inputs, positionally. ``symbols`` renames torch's size symbols
     (``{"s17": "s77"}``) in the HLIR's dimensions. With ``constant_outputs``, a size among the user outputs (a
     number, or a symbolic size: a cache's length, say) is returned as a number, and a ``None`` (a backward graph's
-    gradient of an input that needs none) as ``None``; without, both are refused.
+    gradient of an input that needs none) as ``None``; without, both are refused. With ``opaque``, an op with no
+    translation runs through torch as an opaque step (``hlir.opaque``, warned once per op); without, the first such
+    op is refused before anything is built.
     """
-    _check_supported(ep.graph)
+    _check_supported(ep.graph, opaque)
     if weights and example_inputs is None:
         fail("translate", "example_inputs", example_inputs, "the user inputs' values, which the weights hold")
     g = Graph()
@@ -170,14 +175,30 @@ def translate(ep: torch.export.ExportedProgram, module: torch.nn.Module | None =
     return TorchProgram(g, signature, module, example_inputs)
 
 
-def _check_supported(graph: torch.fx.Graph) -> None:
-    """Raise for the first op with no translation (listing any others), before building anything."""
+def _check_supported(graph: torch.fx.Graph, opaque: bool = False) -> None:
+    """Raise for the first op with no translation (listing any others), before building anything; with ``opaque``,
+    for the first that cannot run opaque either (``_opaque``: tensors in, one tensor of a luminal_lab dtype out)."""
     missing = [n for n in graph.nodes if n.op == "call_function" and lookup(n.target) is None and not is_size(n)
-               and n.target not in SCALAR_OPS]
+               and n.target not in SCALAR_OPS and not (opaque and _runs_opaque(n))]
     if missing:
         others = sorted({str(n.target) for n in missing[1:]} - {str(missing[0].target)})
-        detail = "no translation" + (f"; also untranslated here: {', '.join(others)}" if others else "")
+        detail = "no translation" + (", nor one torch can run as an opaque step (tensors in, one tensor out)"
+                                     if opaque else "")
+        detail += f"; also untranslated here: {', '.join(others)}" if others else ""
         raise UnsupportedOpError(str(missing[0].target), user_frame(missing[0]), detail)
+
+
+def _runs_opaque(node: torch.fx.Node) -> bool:
+    """Whether an op can run as an opaque step: it returns one tensor of a luminal_lab dtype and reads tensors."""
+    val = node.meta.get("val")
+    operands = [a for a in pytree.tree_leaves((node.args, node.kwargs)) if isinstance(a, torch.fx.Node)]
+    if not isinstance(val, torch.Tensor) or not operands:
+        return False
+    try:
+        from_torch_dtype(val.dtype)
+    except TypeError:
+        return False
+    return all(isinstance(a.meta.get("val"), torch.Tensor) for a in operands)
 
 
 def lookup(target) -> Callable | None:
@@ -240,6 +261,8 @@ def _translate_node(g: Graph, node: torch.fx.Node, env: dict, sizes: Sizes) -> A
     args, kwargs = pytree.tree_map(lambda a: env[a] if isinstance(a, torch.fx.Node) else a, (node.args, node.kwargs))
     if node.target is operator.getitem:
         return args[0][args[1]]
+    if lookup(node.target) is None:
+        return _opaque(g, node, env, sizes)
     where = user_frame(node)
     label = str(node.target) + (f" @ {where}" if where else "")
     with g.origin(label):
@@ -251,6 +274,37 @@ def _translate_node(g: Graph, node: torch.fx.Node, env: dict, sizes: Sizes) -> A
             raise LuminalError(f"translating {node.target} ({node.name}) failed: {error}"
                                + (f"\n  from {where}" if where else "")) from error
         return _conform(result, node.meta.get("val"), node, sizes)
+
+
+def _opaque(g: Graph, node: torch.fx.Node, env: dict, sizes: Sizes) -> GraphTensor:
+    """An op with no translation, run through torch as it is (``hlir.opaque``): its tensor arguments are the node's
+    operands, every other argument is bound as torch recorded it. Warned once per op in a process."""
+    val, where = node.meta.get("val"), user_frame(node)
+    flat, spec = pytree.tree_flatten((node.args, node.kwargs))
+    at = [i for i, a in enumerate(flat) if isinstance(a, torch.fx.Node)]
+    operands = [env[flat[i]] for i in at]
+    if not isinstance(val, torch.Tensor) or not operands or not all(isinstance(o, GraphTensor) for o in operands):
+        raise UnsupportedOpError(str(node.target), where, "no translation, and torch cannot run it as one opaque step "
+                                 "(that takes tensors and returns one tensor)")
+    dtype, target, name = dtype_of(val, node), node.target, str(node.target)
+
+    def run(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+        values = list(flat)
+        for i, tensor in zip(at, tensors, strict=True):
+            values[i] = tensor
+        args, kwargs = pytree.tree_unflatten(values, spec)
+        return target(*args, **kwargs)
+
+    if name not in _WARNED:
+        _WARNED.add(name)
+        warnings.warn(f"luminal_lab: {name} has no translation; it runs in torch as an opaque step of the program"
+                      + (f", at {where}" if where else "") + " (options={'strict': True} raises instead)",
+                      stacklevel=2)
+    with g.origin(f"{name} @ {where}" if where else name):
+        return g.opaque(OpaqueCall(name, run, where or ""), operands, sizes.shape(val.shape), dtype)
+
+
+_WARNED: set[str] = set()  # the ops run opaque so far in this process, each warned of once
 
 
 def _conform(result: Any, val: Any, node: torch.fx.Node, sizes: Sizes) -> Any:

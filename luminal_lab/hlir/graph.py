@@ -36,6 +36,7 @@ from ..core.ops import BINARY_OPS, REDUCE_OPS, UNARY_OPS, Op
 from ..core.shape_tracker import ShapeTracker, format_shape
 from ..core.stage import MAX_DRAWN_NODES, Stage
 from ..core.symbolic import Expr, ExprLike, as_expr
+from .opaque import OpaqueCall
 from .tensor import GraphTensor
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class Node:
             return f"Iota {self.arg[0]} n={self.arg[1]}"
         if self.op == Op.CAST:
             return f"Cast {self.arg.value}"
+        if self.op == Op.OPAQUE:
+            return f"Opaque {self.arg.name}"
         return self.op.value
 
     def __repr__(self) -> str:
@@ -190,6 +193,14 @@ class Graph:
         srcs = [(t.node, t.tracker) for t in sources]
         shape, dtype = _infer(op, sources, arg)
         return self._add(op, srcs, shape, dtype, arg)
+
+    def opaque(self, call: OpaqueCall, operands: Sequence[GraphTensor], shape: Sequence[ExprLike],
+               dtype: DType) -> GraphTensor:
+        """A torch op run as it is on ``operands`` (``luminal_lab.hlir.opaque``), giving one tensor of ``shape`` and
+        ``dtype``."""
+        dims = tuple(as_expr(d) for d in shape)
+        node = self._add(Op.OPAQUE, [(t.node, t.tracker) for t in operands], dims, dtype, call)
+        return GraphTensor(self, node, ShapeTracker.contiguous(dims))
 
     def mark_output(self, tensor: GraphTensor, name: str) -> Node:
         _check_name("GraphTensor.output", name)

@@ -25,6 +25,7 @@ from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import Expr
 from .contraction import contract
 from .graph import Graph, Node
+from .opaque import on_arrays
 
 Reader = Callable[[np.ndarray], np.ndarray]
 Step = Callable[[list], None]
@@ -137,6 +138,13 @@ class _Planner:
             iota = np.broadcast_to(expr.evaluate(self.bindings, np.arange(n, dtype=np.int64)), (n,)).astype(np.int32)
             return lambda values: values.__setitem__(out_id, iota)
         readers = self._readers(node)
+        if op == Op.OPAQUE:
+            shape, call = node.shape, node.arg
+
+            def opaque(values):
+                arrays = [read(values[source]) for source, read in readers]
+                values[out_id] = on_arrays(call, arrays, tuple(self.size(d) for d in shape), node.dtype)
+            return opaque
         if op == Op.SUM_REDUCE and self._feeds_contraction_only(node.sources[0][0]):
             product = node.sources[0][0]
             (a_id, read_a), (b_id, read_b) = self._readers(product)

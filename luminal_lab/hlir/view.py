@@ -99,6 +99,9 @@ def summary(stage: HLIRStage) -> str:
     if weights:
         parts.append(f"weights {weights}")
     parts.append("outputs " + (", ".join(_describe(n, name) for name, n in stage.outputs.items()) or "none"))
+    opaque = sorted({n.arg.name for n in stage.nodes if n.op == Op.OPAQUE})
+    if opaque:
+        parts.append("run by torch: " + ", ".join(opaque))
     if stage.layer:
         ids, copies = stage.layer
         parts.append(f"layer ×{copies} rolled: {sum(n.id in ids for n in stage.nodes)} nodes")

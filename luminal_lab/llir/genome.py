@@ -465,6 +465,11 @@ class _Extraction:
             source = ShapeTracker(shape + (space.expr(f["extent"]),), kept.strides + (space.expr(f["stride"]),),
                                   kept.masks + (space.expr(f["mask"]),))
             return Kernel(kernel_id, op, ((sources[0], source),), shape, dtype, None, cid, hlir)
+        if group == Group.OPAQUE:  # the HLIR node's call, reading its operands through the node's own views
+            node = space.graph.nodes[space.expr(f["node"]).value]
+            views = tuple(tracker for _, tracker in node.sources)
+            return Kernel(kernel_id, op, tuple(zip(sources, views)), space.elist(f["shape"]), dtype, node.arg, cid,
+                          hlir)
         if op == "Iota":
             length = space.expr(f["length"])
             return Kernel(kernel_id, op, (), (length,), dtype, (space.expr(f["expr"]), length), cid, hlir)

@@ -57,6 +57,7 @@ class Kernel:
     (a number or an ``Expr``); ``Iota`` ``(expr in z, length)``; ``Cast`` the target dtype;
     ``MatmulTiled`` its ``Tiling``, ``MatmulTensorCore`` its ``MmaTiling``; ``GatherMatmul`` its ``GatheredRead``
     (its sources: ``a`` over the contraction, the rows over the gather's index shape, the data over its shape);
+    ``Opaque`` its ``OpaqueCall`` (a torch op run as it is);
     ``FusionEnd`` ``"warp"`` where a GPU runs
     its row region a warp per row (picked as ``FusionEndWarp``); others None.
     """
@@ -79,6 +80,8 @@ class Kernel:
             return f"Cast {self.arg.value}"
         if self.op in ("MatmulTiled", "MatmulTensorCore"):
             return f"{self.op} {self.arg.name}"
+        if self.op == "Opaque":
+            return f"Opaque {self.arg.name}"
         if self.op == "FusionEnd" and self.arg:
             return f"FusionEnd {self.arg}"
         return self.op

@@ -42,6 +42,7 @@ from ..core.ops import BINARY_KERNELS, CONTRACT_KERNELS, IN_REGION, REDUCE_KERNE
 from ..core.shape_tracker import ShapeTracker
 from ..core.symbolic import Expr
 from ..hlir.contraction import Contraction
+from ..hlir.opaque import on_arrays
 from ..llir.llir import LLIR, Kernel
 from ..llir.regions import RegionBody, find_regions
 from . import gathered
@@ -931,6 +932,8 @@ class _Planner:
             return self._output(kernel)
         if op == "GatherMatmul":
             return self._gather_matmul(kernel)
+        if op == "Opaque":
+            return self._opaque(kernel)
         if op in CONTRACT_KERNELS:  # the GPU tilings of a contraction run here as the library call
             return self._matmul(kernel)
         if op in UNARY_KERNELS or op in BINARY_KERNELS or op in TERNARY_KERNELS or op == "Cast":
@@ -1064,6 +1067,12 @@ class _Planner:
             return self._sequence([a, b], [*steps, matmul])
         steps += [matmul, _Copy(out, arranged, "unsafe")]
         return self._sequence([a, b], steps)
+
+    def _opaque(self, kernel: Kernel) -> Step:
+        """A torch op run as it is (``hlir.opaque``) on numpy views of its operands, into the kernel's buffer."""
+        out, views, call = self.buffers[kernel.id], self._views(kernel), kernel.arg
+        arrays = [view.array for view in views]
+        return self._sequence(views, [lambda: np.copyto(out, on_arrays(call, arrays, out.shape, kernel.dtype))])
 
     def _gather_matmul(self, kernel: Kernel) -> Step:
         """A gathered contraction: one BLAS product per expert its rows pick (``gathered``), in numpy."""

@@ -285,6 +285,19 @@ def _library_matmul(kernel: Kernel, tensors: dict[int, Any], bindings: Mapping[s
     return _after(refreshes, lambda: out.copy_(product().to(exact).reshape(sizes).permute(order).expand(shape)))
 
 
+def _opaque(kernel: Kernel, tensors: dict[int, Any], bindings: Mapping[str, int]) -> Step:
+    """A torch op run as it is (``hlir.opaque``) on views of its operands, its result copied into the kernel's
+    buffer."""
+    operands, refreshes = [], []
+    for source, view in kernel.sources:
+        operand, refresh = _operand(tensors[source], source, view, bindings)
+        operands.append(operand)
+        refreshes += refresh
+    out = tensors[kernel.id].view([int(d.evaluate(bindings)) for d in kernel.shape])
+    call = kernel.arg
+    return _after(refreshes, lambda: out.copy_(call.run(operands)))
+
+
 def _after(refreshes: list[Step], step: Step) -> Step:
     """``step``, after the copies that refresh its operands' scratches (none: ``step`` itself)."""
     if not refreshes:
@@ -369,7 +382,8 @@ class CUDARuntime(Runtime[CUDAPlan]):
             kernel = item.kernel
             if kernel.library:  # its scratches made (zeroed) on the stream it runs on
                 with torch.cuda.stream(plan.torch_stream):
-                    step = _library_matmul(by_id[kernel.writes], tensors, bindings)
+                    library = _opaque if kernel.library == "torch" else _library_matmul
+                    step = library(by_id[kernel.writes], tensors, bindings)
                 steps.append((kernel.writes, _on(plan.torch_stream, step)))
                 continue
             dyn = no_dyn

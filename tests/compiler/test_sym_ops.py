@@ -30,9 +30,9 @@ def translated(monkeypatch: pytest.MonkeyPatch) -> list[set]:
     """The targets of each graph the translation is given, in order."""
     seen, check = [], translation._check_supported
 
-    def recorded(graph: torch.fx.Graph) -> None:
+    def recorded(graph: torch.fx.Graph, opaque: bool = False) -> None:
         seen.append({n.target for n in graph.nodes if n.op == "call_function"})
-        check(graph)
+        check(graph, opaque)
 
     monkeypatch.setattr(translation, "_check_supported", recorded)
     return seen

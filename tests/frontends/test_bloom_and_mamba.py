@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import luminal_lab as ll
-from tests.frontends.test_generation import greedy_matches_eager
 from tests.helpers.causal_lms import _built, prompt
+from tests.helpers.generation import greedy_matches_eager
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 STRICT = {"strict": True}  # a graph that could not compile raises, rather than running in torch

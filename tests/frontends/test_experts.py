@@ -14,8 +14,8 @@ import luminal_lab as ll
 from luminal_lab.core.shape_tracker import numel
 from luminal_lab.frontends.experts import grouped_rows
 from luminal_lab.llir.llir import LLIR, Kernel
-from tests.frontends.test_generation import greedy_matches_eager
 from tests.helpers.causal_lms import MIXTURES, cache_tensors, greedy_through_programs, prompt
+from tests.helpers.generation import greedy_matches_eager
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 ROWS, K, N, EXPERTS = 7, 4, 5, 3
