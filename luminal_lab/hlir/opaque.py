@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from ..core.arrays import to_numpy, to_torch
 from ..core.dtypes import DType
 from ..core.errors import LuminalError
 
@@ -34,6 +33,8 @@ class OpaqueCall:
 def on_arrays(call: OpaqueCall, arrays: Sequence[np.ndarray], shape: tuple[int, ...], dtype: DType) -> np.ndarray:
     """``call`` on numpy arrays (torch tensors over their memory), its result as numpy, checked to be the ``shape``
     and ``dtype`` the graph expects."""
+    from ..core.arrays import to_numpy, to_torch  # numpy's bf16 (ml_dtypes) loads in half a second: when first run
+
     result = call.run([to_torch(array) for array in arrays])
     array = to_numpy(result)
     if array.shape != tuple(shape) or array.dtype != dtype.numpy:

@@ -323,9 +323,10 @@ class _Extraction:
     def run(self) -> LLIR:
         self.visit(self.space.snapshot.root)
         llir = LLIR(self.kernels, [self.outputs[i] for i in sorted(self.outputs)], self.genome.hash)
+        by_id = {k.id: k for k in self.kernels}
         for region in find_regions(llir):  # a region that cannot run as one kernel is refused before anything builds
             try:
-                region.body(llir)
+                region.body(llir, by_id)
             except LuminalError as error:
                 eclass = self.kernels[region.end].eclass
                 raise Refused("broken region", f"{eclass}: {error}", eclass) from None

@@ -30,7 +30,7 @@ from ..core.ops import FUSED_OPS, REDUCE_KERNELS
 from ..core.shape_tracker import ShapeTracker, format_shape, numel
 from ..core.stage import Stage
 from ..core.symbolic import Expr
-from .llir import LLIR
+from .llir import LLIR, Kernel
 
 
 @dataclass(frozen=True)
@@ -133,8 +133,10 @@ class Region:
     ops: tuple[int, ...]
     starts: tuple[int, ...]
 
-    def body(self, llir: LLIR) -> RegionBody:
-        kernels = {k.id: k for k in llir.kernels}
+    def body(self, llir: LLIR, kernels: dict[int, Kernel] | None = None) -> RegionBody:
+        """The region's ``RegionBody``; raises ``LuminalError`` for one that cannot run as one kernel (``kernels``: the
+        LLIR's kernels by id, when the caller has them)."""
+        kernels = kernels or {k.id: k for k in llir.kernels}
         names = {sid: f"x{j}" for j, sid in enumerate(self.starts)}
         names.update({oid: f"t{i}" for i, oid in enumerate(self.ops)})
         inputs = tuple((kernels[s].sources[0][0], kernels[s].sources[0][1], kernels[kernels[s].sources[0][0]].dtype)
