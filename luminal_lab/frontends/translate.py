@@ -278,14 +278,12 @@ def _translate_node(g: Graph, node: torch.fx.Node, env: dict, sizes: Sizes) -> A
 
 def _opaque(g: Graph, node: torch.fx.Node, env: dict, sizes: Sizes) -> GraphTensor:
     """An op with no translation, run through torch as it is (``hlir.opaque``): its tensor arguments are the node's
-    operands, every other argument is bound as torch recorded it. Warned once per op in a process."""
-    val, where = node.meta.get("val"), user_frame(node)
+    operands, every other argument is bound as torch recorded it (``_check_supported`` made sure it can run so:
+    ``_runs_opaque``). Warned once per op in a process."""
+    val, where = node.meta["val"], user_frame(node)
     flat, spec = pytree.tree_flatten((node.args, node.kwargs))
     at = [i for i, a in enumerate(flat) if isinstance(a, torch.fx.Node)]
     operands = [env[flat[i]] for i in at]
-    if not isinstance(val, torch.Tensor) or not operands or not all(isinstance(o, GraphTensor) for o in operands):
-        raise UnsupportedOpError(str(node.target), where, "no translation, and torch cannot run it as one opaque step "
-                                 "(that takes tensors and returns one tensor)")
     dtype, target, name = dtype_of(val, node), node.target, str(node.target)
 
     def run(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
